@@ -1,0 +1,299 @@
+// Package pgserver starts throwaway PostgreSQL servers with the settings
+// logical replication needs. Tests and the demo use it; nothing else does.
+//
+// A server runs as the "postgres" system user (initdb refuses root) from a
+// data directory of its own under the system temp dir, listens on a private
+// Unix socket and a free loopback port, and never reads the caller's PG*
+// environment. It is stopped by PID: explicitly with Stop, and by the kernel
+// (parent-death signal) if the process that started it dies, for example when
+// a test panics.
+package pgserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is one running throwaway PostgreSQL instance.
+type Server struct {
+	Dir  string // data directory, owned by the postgres user
+	Port int
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Options tune a server. The zero value is what CDC tests need.
+type Options struct {
+	// Settings are extra `-c name=value` server settings.
+	Settings map[string]string
+}
+
+// BinDir finds the newest installed PostgreSQL server binaries.
+func BinDir() (string, error) {
+	if d := os.Getenv("TIDEMARK_PG_BINDIR"); d != "" {
+		return d, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) == 0 {
+		return "", errors.New("no PostgreSQL server binaries in /usr/lib/postgresql/*/bin: install them with `apt-get install postgresql` (scripts/setup.sh does)")
+	}
+	sort.Slice(matches, func(i, j int) bool { return majorOf(matches[i]) > majorOf(matches[j]) })
+	return filepath.Dir(matches[0]), nil
+}
+
+func majorOf(initdb string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(initdb))))
+	return n
+}
+
+// Start initialises a fresh data directory and starts a server on it. The
+// server runs until Stop is called or the calling process exits.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := postgresCredential()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tidemark-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := chown(dir, cred); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("give %s to the postgres user: %w", dir, err)
+	}
+	s := &Server{Dir: dir, done: make(chan struct{})}
+	data := filepath.Join(dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+	initdb.Env = cleanEnv()
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.Port = port
+	settings := map[string]string{
+		"listen_addresses":        "127.0.0.1",
+		"port":                    strconv.Itoa(port),
+		"unix_socket_directories": dir,
+		"wal_level":               "logical",
+		"max_wal_senders":         "20",
+		"max_replication_slots":   "20",
+		"fsync":                   "off",
+		"full_page_writes":        "off",
+		"synchronous_commit":      "on",
+		"shared_buffers":          "128MB",
+		"max_connections":         "100",
+		"wal_sender_timeout":      "60s",
+		"log_min_messages":        "warning",
+		"logging_collector":       "off",
+	}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	args := []string{"-D", data}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Pdeathsig is applied after the credential change, so it survives it:
+	// if this process dies (a panicking test), the kernel kills the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	s.cmd = cmd
+	go func() {
+		s.err = cmd.Wait()
+		logFile.Close()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		select {
+		case <-s.done:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "server.log"))
+			return fmt.Errorf("postgres exited during start-up: %v: %s", s.err, log)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not accept connections within 60s: %w", err)
+		}
+	}
+}
+
+// DSN returns a URL for the given database over the loopback port.
+func (s *Server) DSN(database string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, database)
+}
+
+// PID is the postmaster's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// CreateDatabase creates a database and returns its DSN.
+func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return s.DSN(name), nil
+}
+
+// Stop shuts the server down (fast mode), waits for it by PID and removes its
+// directory. It is safe to call more than once.
+func (s *Server) Stop() {
+	if s == nil || s.cmd == nil {
+		return
+	}
+	select {
+	case <-s.done:
+	default:
+		_ = s.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+	}
+	os.RemoveAll(s.Dir)
+}
+
+// Restart stops the server (immediate mode, like a crash when crash is true)
+// and starts it again on the same directory and port.
+func (s *Server) Restart(ctx context.Context, crash bool) error {
+	sig := syscall.SIGINT
+	if crash {
+		sig = syscall.SIGQUIT
+	}
+	_ = s.cmd.Process.Signal(sig)
+	<-s.done
+	cmd := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	cmd.Env = s.cmd.Env
+	cmd.SysProcAttr = s.cmd.SysProcAttr
+	logFile, err := os.OpenFile(filepath.Join(s.Dir, "server.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("restart postgres: %w", err)
+	}
+	s.cmd, s.done, s.err = cmd, make(chan struct{}), nil
+	go func() {
+		s.err = cmd.Wait()
+		logFile.Close()
+		close(s.done)
+	}()
+	return s.waitReady(ctx)
+}
+
+func chown(dir string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	return os.Chown(dir, int(cred.Uid), int(cred.Gid))
+}
+
+// ScrubEnv removes PG* variables from this process's environment so that no
+// client library picks up the caller's PGHOST, PGOPTIONS, PGTZ and the like.
+// Test mains call it before starting servers.
+func ScrubEnv() {
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") {
+			os.Unsetenv(kv[:strings.IndexByte(kv, '=')])
+		}
+	}
+}
+
+func postgresCredential() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("look up the postgres system user (install PostgreSQL with `apt-get install postgresql`): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if os.Geteuid() != 0 && os.Geteuid() != uid {
+		return nil, fmt.Errorf("throwaway servers run as the postgres user: run as root or as postgres (uid %d)", uid)
+	}
+	if os.Geteuid() == uid {
+		return nil, nil
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// cleanEnv keeps the caller's PG* variables from leaking into the server.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C.UTF-8")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

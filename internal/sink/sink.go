@@ -1,0 +1,84 @@
+// Package sink defines what a destination does: apply ordered batches of
+// changes and backfill chunks idempotently, and commit its checkpoint (the
+// source position and every backfill's chunk cursor) in the same transaction
+// as the data. Implementations live in subpackages (postgres, sqlite).
+//
+// Concurrency contract: a Sink is used by one goroutine at a time. Apply
+// either commits the whole batch or nothing; after an error the caller may
+// retry the same batch, and applying a batch twice has the effect of once.
+package sink
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// Sink is a destination.
+type Sink interface {
+	// EnsureTable creates the destination table for a source table if it
+	// does not exist yet (see docs/type-mapping.md).
+	EnsureTable(ctx context.Context, t *change.Table) error
+	// Checkpoint reads the committed position and cursors of a stream.
+	// A stream that never committed has the zero Checkpoint.
+	Checkpoint(ctx context.Context, stream string) (Checkpoint, error)
+	// Apply commits a batch in one destination transaction.
+	Apply(ctx context.Context, b *Batch) error
+	// ReadRange returns the destination rows of a table whose key lies in
+	// (low, high], low nil meaning unbounded below and high nil unbounded
+	// above, in the destination's key order, as source text values. Verify
+	// uses it.
+	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
+	Close() error
+}
+
+// Checkpoint is what a destination committed for one stream.
+type Checkpoint struct {
+	// Position is the end of the last source transaction applied; replayed
+	// transactions ending at or below it are skipped.
+	Position change.LSN
+	Cursors  map[change.TableID]Cursor
+}
+
+// Cursor is a backfill's progress through one table, committed with the data.
+type Cursor struct {
+	BackfillID int64
+	// After is the key of the last row applied; nil before the first chunk.
+	After change.Key
+	// Done is set when the final chunk was applied.
+	Done bool
+	// Rows counts rows applied by this backfill so far.
+	Rows int64
+}
+
+// Batch is an ordered run of operations committed together.
+type Batch struct {
+	Stream string
+	Ops    []Op
+	// Position is the source position the stream reached with this batch;
+	// it is committed with the data.
+	Position change.LSN
+	// Cursors holds the backfill cursors changed in this batch; a cursor with
+	// BackfillID 0 removes the table's cursor.
+	Cursors map[change.TableID]Cursor
+}
+
+// Op is one step of a batch: a row change or a chunk.
+type Op struct {
+	Change *change.Change
+	Chunk  *Chunk
+}
+
+// Chunk replaces the destination rows of a table whose key lies in
+// (Low, High] by Rows: rows of the range missing from Rows are deleted, the
+// others upserted. Low nil is unbounded below, High nil unbounded above.
+// Rows may carry Unchanged values, which keep the destination's value.
+type Chunk struct {
+	Table *change.Table
+	Low   change.Key
+	High  change.Key
+	Rows  []change.Row
+	// Removed is set by Apply: how many destination rows of the range were
+	// deleted because the source no longer has them.
+	Removed int64
+}
