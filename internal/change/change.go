@@ -183,3 +183,10 @@ type Txn struct {
 	CommitTime time.Time
 	Changes    []Change
 }
+
+// Event is what a source delivers, in order: a committed transaction, or
+// progress (every transaction ending at or below Progress was delivered).
+type Event struct {
+	Txn      *Txn
+	Progress LSN
+}

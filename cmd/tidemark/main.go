@@ -1,0 +1,19 @@
+// Command tidemark is a backfill engine: it streams changes from
+// PostgreSQL into a destination and backfills any table while the stream
+// keeps flowing. See README.md.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tidemark/tidemark/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Execute(ctx, stop, os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(code)
+}

@@ -1,0 +1,200 @@
+// Package api is tidemark's versioned HTTP JSON API. Every CLI verb is a
+// client of it. Errors are JSON objects with a stable code and a message
+// that says what to do.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+// Server serves the API.
+type Server struct {
+	streams map[string]*stream.Stream
+	names   []string
+	st      *store.Store
+	tokens  []config.Token
+	log     *slog.Logger
+	mux     *http.ServeMux
+	now     func() time.Time
+}
+
+// New builds the API over the daemon's streams and store.
+func New(streams []*stream.Stream, st *store.Store, tokens []config.Token, log *slog.Logger) *Server {
+	s := &Server{streams: map[string]*stream.Stream{}, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
+	for _, str := range streams {
+		s.streams[str.Name()] = str
+		s.names = append(s.names, str.Name())
+	}
+	sort.Strings(s.names)
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	s.handle("GET /api/v1/streams", s.listStreams)
+	s.handle("GET /api/v1/streams/{stream}", s.getStream)
+	s.handle("POST /api/v1/streams/{stream}/pause", s.pauseStream)
+	s.handle("POST /api/v1/streams/{stream}/resume", s.resumeStream)
+	s.handle("GET /api/v1/streams/{stream}/objects", s.listObjects)
+	s.handle("POST /api/v1/streams/{stream}/backfills", s.initiate)
+	s.handle("POST /api/v1/streams/{stream}/backfills/stop", s.stop)
+	s.handle("POST /api/v1/streams/{stream}/verify", s.verify)
+	s.handle("GET /api/v1/backfills", s.listBackfills)
+	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
+	s.handle("GET /api/v1/events", s.events)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: see /api/v1/ for the API", r.Method, r.URL.Path)})
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Error is an API error: an HTTP status, a stable code and what to do.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who string) error
+
+// handle wraps a handler with authentication and error rendering.
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.authenticate(r)
+		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			err = h(w, r, who)
+		}
+		if err != nil {
+			var apiErr *Error
+			if !errors.As(err, &apiErr) {
+				apiErr = classify(err)
+			}
+			if apiErr.Status >= 500 {
+				s.log.Error("api request failed", "path", r.URL.Path, "err", err)
+			}
+			writeError(w, apiErr)
+		}
+	})
+}
+
+// authenticate returns who is calling: "api:<token name>", or "api"/"cli"
+// when no tokens are configured (the daemon then listens on loopback only).
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	client := "api"
+	if r.Header.Get("X-Tidemark-Client") == "cli" {
+		client = "cli"
+	}
+	if len(s.tokens) == 0 {
+		return client, nil
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok {
+		for _, t := range s.tokens {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 {
+				return client + ":" + t.Name, nil
+			}
+		}
+	}
+	return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send a valid API token as `Authorization: Bearer TOKEN` (the CLI reads TIDEMARK_TOKEN)"}
+}
+
+func classify(err error) *Error {
+	var refused *stream.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return &Error{Status: http.StatusConflict, Code: "refused", Message: refused.Msg}
+	case errors.Is(err, store.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	case errors.Is(err, stream.ErrNotRunning):
+		return &Error{Status: http.StatusConflict, Code: "not_running", Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: 499, Code: "canceled", Message: "the request was canceled"}
+	}
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", maxBody)}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error: see the daemon's log"}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, map[string]*Error{"error": e})
+}
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return err
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) stream(r *http.Request) (*stream.Stream, error) {
+	name := r.PathValue("stream")
+	str, ok := s.streams[name]
+	if !ok {
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no stream %q: the configured streams are %s", name, strings.Join(s.names, ", "))}
+	}
+	return str, nil
+}
+
+// parseObjects reads "schema.table" names; a name without a dot is in public.
+func parseObjects(names []string) ([]change.TableID, error) {
+	if len(names) == 0 {
+		return nil, badRequest("name at least one object, as \"schema.table\"")
+	}
+	seen := map[change.TableID]bool{}
+	var ids []change.TableID
+	for _, n := range names {
+		p, err := config.ParsePattern(n)
+		id, literal := p.Table()
+		if err != nil || !literal {
+			return nil, badRequest("%q is not an object name: use schema.table (quote names with dots in them)", n)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,293 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// StreamView is a stream as the API shows it.
+type StreamView struct {
+	Name             string    `json:"name"`
+	State            string    `json:"state"`
+	Reason           string    `json:"reason,omitempty"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	RetainedWALBytes int64     `json:"retained_wal_bytes"`
+}
+
+func (s *Server) view(name string) StreamView {
+	str := s.streams[name]
+	st := str.State()
+	return StreamView{Name: name, State: st.State, Reason: st.Reason, UpdatedAt: st.UpdatedAt, RetainedWALBytes: str.RetainedWAL()}
+}
+
+func (s *Server) listStreams(w http.ResponseWriter, r *http.Request, _ string) error {
+	out := make([]StreamView, 0, len(s.names))
+	for _, n := range s.names {
+		out = append(out, s.view(n))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getStream(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.view(str.Name()))
+	return nil
+}
+
+func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	str.Pause()
+	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
+	return nil
+}
+
+func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	str.Resume()
+	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
+	return nil
+}
+
+// ObjectView is one object of a stream with its backfill status.
+type ObjectView struct {
+	Object     string             `json:"object"`
+	Schema     string             `json:"schema"`
+	Table      string             `json:"table"`
+	Status     string             `json:"status"` // "-" when none
+	Reason     string             `json:"reason,omitempty"`
+	Loaded     bool               `json:"loaded"`
+	BackfillID int64              `json:"backfill_id,omitempty"`
+	Events7d   int64              `json:"events_7d"`
+	Loaded7d   int64              `json:"events_loaded_7d"`
+	Bytes30d   int64              `json:"bytes_30d"`
+	Columns    []store.ColumnInfo `json:"columns"`
+}
+
+func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	objs, err := s.st.ListObjects(r.Context(), str.Name())
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	out := make([]ObjectView, 0, len(objs))
+	for _, o := range objs {
+		v := ObjectView{Object: o.Schema + "." + o.Table, Schema: o.Schema, Table: o.Table, Status: o.Status, Reason: o.Reason,
+			Loaded: o.Loaded, BackfillID: o.BackfillID, Columns: o.Columns}
+		if v.Status == "" {
+			v.Status = "-"
+		}
+		week, err := s.st.SumCounters(r.Context(), str.Name(), o.Schema, o.Table, now.AddDate(0, 0, -6))
+		if err != nil {
+			return err
+		}
+		month, err := s.st.SumCounters(r.Context(), str.Name(), o.Schema, o.Table, now.AddDate(0, 0, -29))
+		if err != nil {
+			return err
+		}
+		v.Events7d, v.Loaded7d, v.Bytes30d = week.EventsProcessed, week.EventsLoaded, month.BytesProcessed
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// ObjectsRequest names objects of a stream.
+type ObjectsRequest struct {
+	Objects []string `json:"objects"`
+}
+
+func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	var req ObjectsRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	ids, err := parseObjects(req.Objects)
+	if err != nil {
+		return err
+	}
+	recs, err := str.Initiate(r.Context(), ids, who, nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, recs)
+	return nil
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	var req ObjectsRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	ids, err := parseObjects(req.Objects)
+	if err != nil {
+		return err
+	}
+	if err := str.StopBackfills(r.Context(), ids); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"stopped": req.Objects})
+	return nil
+}
+
+// VerifyRequest selects objects (none: all) and the range size.
+type VerifyRequest struct {
+	Objects   []string `json:"objects"`
+	ChunkSize int      `json:"chunk_size"`
+}
+
+func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	var req VerifyRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	if req.ChunkSize < 0 || req.ChunkSize > 1_000_000 {
+		return badRequest("chunk_size %d is out of range: use 1 to 1000000, or 0 for the stream's chunk size", req.ChunkSize)
+	}
+	ids, err := parseObjects(req.Objects)
+	if len(req.Objects) == 0 {
+		ids, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	checks, err := str.Verify(r.Context(), ids, req.ChunkSize)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, checks)
+	return nil
+}
+
+func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	f := store.BackfillFilter{Stream: q.Get("stream"), Status: q.Get("status"), StartedBy: q.Get("started_by")}
+	if obj := q.Get("object"); obj != "" {
+		ids, err := parseObjects([]string{obj})
+		if err != nil {
+			return err
+		}
+		f.Schema, f.Table = ids[0].Schema, ids[0].Name
+	}
+	var err error
+	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return err
+	}
+	if f.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return err
+	}
+	if l := q.Get("limit"); l != "" {
+		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit < 1 || f.Limit > 100000 {
+			return badRequest("limit %q: use a number from 1 to 100000", l)
+		}
+	}
+	recs, err := s.st.ListBackfills(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if recs == nil {
+		recs = []store.Backfill{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+	return nil
+}
+
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badRequest("%s %q is not a time: use RFC 3339, e.g. 2026-01-02T15:04:05Z", name, v)
+	}
+	return t, nil
+}
+
+func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
+	}
+	rec, err := s.st.GetBackfill(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+// events streams backfill and stream-state changes as server-sent events.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("response writer cannot stream")
+	}
+	merged := make(chan any, 256)
+	for _, n := range s.names {
+		if f := r.URL.Query().Get("stream"); f != "" && f != n {
+			continue
+		}
+		ch, cancel := s.streams[n].Subscribe()
+		defer cancel()
+		go func() {
+			for {
+				select {
+				case ev := <-ch:
+					select {
+					case merged <- ev:
+					case <-r.Context().Done():
+						return
+					}
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}()
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case ev := <-merged:
+			data, _ := json.Marshal(ev)
+			fmt.Fprintf(w, "data: %s\n\n", data)
+			flusher.Flush()
+		}
+	}
+}

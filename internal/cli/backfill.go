@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+func backfillCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "backfill", Short: "Initiate, stop and list backfills"}
+	c.AddCommand(&cobra.Command{
+		Use:   "initiate STREAM OBJECT...",
+		Short: "Initiate backfills of objects (schema.table); refused for Pending or Active objects",
+		Args:  usageArgs(2, -1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var out []store.Backfill
+			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills", api.ObjectsRequest{Objects: args[1:]}, &out)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			for _, b := range out {
+				fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s\n", b.ID, b.Schema, b.Table, b.Status)
+			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "stop STREAM OBJECT...",
+		Short: "Stop the backfills of objects; refused for Completed, Stopped or Failed objects",
+		Args:  usageArgs(2, -1),
+		RunE: func(c *cobra.Command, args []string) error {
+			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills/stop", api.ObjectsRequest{Objects: args[1:]}, nil)
+			if err != nil {
+				return err
+			}
+			if !g.json {
+				fmt.Fprintf(g.stdout, "stopped %d object(s)\n", len(args)-1)
+			}
+			return nil
+		},
+	}, backfillListCmd(g))
+	return c
+}
+
+func backfillListCmd(g *globals) *cobra.Command {
+	var stream, object, status, startedBy, since string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List backfill runs, newest first",
+		Args:  usageArgs(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			q := url.Values{}
+			for k, v := range map[string]string{"stream": stream, "object": object, "status": status, "started_by": startedBy, "since": since} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			var out []store.Backfill
+			if err := g.client().do(c.Context(), "GET", "/api/v1/backfills?"+q.Encode(), nil, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			tw := g.table()
+			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tERROR")
+			for _, b := range out {
+				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Stream, b.Schema, b.Table, b.Status, b.StartedBy,
+					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), b.Error)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&stream, "stream", "", "only this stream")
+	c.Flags().StringVar(&object, "object", "", "only this object (schema.table)")
+	c.Flags().StringVar(&status, "status", "", "only this status (pending, active, completed, stopped, failed)")
+	c.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this (automatic, cli, api, api:NAME)")
+	c.Flags().StringVar(&since, "since", "", "only runs created at or after this RFC 3339 time")
+	return c
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// client calls the daemon's API.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func (g *globals) client() *client {
+	return &client{base: strings.TrimSuffix(g.addr, "/"), token: g.token, http: &http.Client{Timeout: 0}}
+}
+
+// apiError is the API's error body.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("X-Tidemark-Client", "cli")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var netErr interface{ Timeout() bool }
+		if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
+			return fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
+		}
+		return fmt.Errorf("call %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var ae apiError
+		if json.Unmarshal(data, &ae) != nil || ae.Error.Code == "" {
+			return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+		}
+		err := fmt.Errorf("%s", ae.Error.Message)
+		if ae.Error.Code == "refused" {
+			return &exitError{code: ExitRefused, err: err}
+		}
+		return err
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func ago(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark/tidemark/internal/api"
+)
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (g *globals) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+}
+
+func streamsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "streams",
+		Short: "List streams and their state",
+		Args:  usageArgs(0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out []api.StreamView
+			if err := g.client().do(c.Context(), "GET", "/api/v1/streams", nil, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			tw := g.table()
+			fmt.Fprintln(tw, "STREAM\tSTATE\tWAL RETAINED\tREASON")
+			for _, s := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, bytesText(s.RetainedWALBytes), s.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func objectsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "objects STREAM",
+		Short: "List a stream's objects with their backfill status",
+		Args:  usageArgs(1, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var out []api.ObjectView
+			if err := g.client().do(c.Context(), "GET", "/api/v1/streams/"+url.PathEscape(args[0])+"/objects", nil, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			tw := g.table()
+			fmt.Fprintln(tw, "OBJECT\tSTATUS\tLOADED\tEVENTS 7D\tBYTES 30D\tCOLUMNS\tREASON")
+			for _, o := range out {
+				loaded := "-"
+				if o.BackfillID != 0 {
+					loaded = yesNo(o.Loaded)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", o.Object, o.Status, loaded, o.Events7d, bytesText(o.Bytes30d), len(o.Columns), o.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func streamCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "stream", Short: "Pause or resume a stream"}
+	for _, verb := range []string{"pause", "resume"} {
+		c.AddCommand(&cobra.Command{
+			Use:   verb + " STREAM",
+			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a stream",
+			Args:  usageArgs(1, 1),
+			RunE: func(c *cobra.Command, args []string) error {
+				var out api.StreamView
+				if err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/"+verb, nil, &out); err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(out)
+				}
+				fmt.Fprintf(g.stdout, "%s: %s requested\n", out.Name, verb)
+				return nil
+			},
+		})
+	}
+	return c
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

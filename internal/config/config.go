@@ -1,0 +1,194 @@
+// Package config reads tidemark's configuration: one YAML file whose
+// values may reference environment variables, a few environment overrides,
+// and validation whose errors name the offending key.
+//
+// Reading happens in three stages:
+//
+//  1. shape.go decodes the file into raw structs that mirror it key for key
+//     (unknown keys are errors); every leaf is still an unexpanded string.
+//  2. load.go applies the environment overrides and build.go expands
+//     ${VAR} references, converts the leaves to their Go types and fills in
+//     the defaults.
+//  3. validate.go checks the resulting Config as a whole.
+//
+// Every stage collects all of its problems; Parse and Load return them
+// together as a *ValidationError. A DSN or token never appears in an error.
+// See docs/config.md for every key.
+package config
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// Environment variables that override the file.
+const (
+	EnvMetadata = "TIDEMARK_METADATA"  // replaces metadata
+	EnvListen   = "TIDEMARK_LISTEN"    // replaces api.listen
+	EnvAPIToken = "TIDEMARK_API_TOKEN" // adds an API token named EnvTokenName
+)
+
+// EnvTokenName is the name of the API token that EnvAPIToken adds.
+const EnvTokenName = "env"
+
+// Values of the enumerated keys.
+const (
+	TypePostgres = "postgres" // source.type and destination.type
+	TypeSQLite   = "sqlite"   // destination.type
+
+	BackfillAutomatic = "automatic"
+	BackfillManual    = "manual"
+
+	LevelDebug = "debug"
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+
+	FormatAuto = "auto" // text on a terminal, JSON otherwise
+	FormatJSON = "json"
+	FormatText = "text"
+)
+
+// Config is a validated configuration with every default filled in.
+type Config struct {
+	// Metadata is where tidemark keeps its own state: "sqlite://PATH" or a
+	// postgres:// URL.
+	Metadata string
+	API      API
+	Log      Log
+	Streams  []Stream
+}
+
+// API configures the HTTP API.
+type API struct {
+	Listen string // host:port
+	Tokens []Token
+}
+
+// Token is one bearer token the API accepts, named for audit logs.
+type Token struct {
+	Name  string
+	Token string
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string // LevelDebug, LevelInfo, LevelWarn or LevelError
+	Format string // FormatAuto, FormatJSON or FormatText
+}
+
+// Stream replicates the tables one source publishes into one destination.
+type Stream struct {
+	// Name is unique, [a-z][a-z0-9_]{0,47}; it is part of slot and
+	// publication names.
+	Name        string
+	Source      Source
+	Destination Destination
+	// A table is replicated when it matches an Include pattern and no
+	// Exclude pattern.
+	Include []Pattern
+	Exclude []Pattern
+	// IncludeFutureTables adds tables created after the stream started when
+	// they match.
+	IncludeFutureTables bool
+	// Keys gives the row key of tables whose key is not their primary key or
+	// replica identity, as column names in key order.
+	Keys     map[change.TableID][]string
+	Backfill Backfill
+	Batch    Batch
+	Retry    Retry
+}
+
+// Source is the database a stream reads the change log of.
+type Source struct {
+	Type           string // TypePostgres
+	DSN            string // postgres:// URL
+	Publication    string
+	Slot           string
+	StatusInterval time.Duration // standby status update period
+	WALWarnBytes   int64         // warn when the slot retains more WAL; 0 never warns
+}
+
+// Destination is where a stream writes.
+type Destination struct {
+	Type string // TypePostgres or TypeSQLite
+	DSN  string // postgres:// URL, for TypePostgres
+	Path string // database file, for TypeSQLite
+}
+
+// Backfill configures copying the rows tables held before replication began.
+type Backfill struct {
+	Mode             string    // BackfillAutomatic or BackfillManual
+	Exclude          []Pattern // tables never backfilled automatically
+	MaxConcurrent    int       // tables backfilled at once
+	ChunkSize        int       // rows per chunk
+	RowsPerSecond    int       // 0 is unlimited
+	WindowMaxChanges int       // bound on changes buffered per chunk window
+}
+
+// Batch bounds the transactions written to the destination.
+type Batch struct {
+	MaxChanges int
+	MaxDelay   time.Duration
+}
+
+// Retry is the backoff after a failure: it starts at Initial and doubles up
+// to Max.
+type Retry struct {
+	Initial time.Duration
+	Max     time.Duration
+}
+
+// Stream returns the stream with the given name.
+func (c *Config) Stream(name string) (*Stream, bool) {
+	for i := range c.Streams {
+		if c.Streams[i].Name == name {
+			return &c.Streams[i], true
+		}
+	}
+	return nil, false
+}
+
+// MetadataSQLite returns the file path of a sqlite:// metadata store; ok is
+// false when the metadata store is PostgreSQL.
+func (c *Config) MetadataSQLite() (path string, ok bool) {
+	return strings.CutPrefix(c.Metadata, sqliteScheme)
+}
+
+// Includes reports whether the stream replicates table t: it matches an
+// include pattern and no exclude pattern.
+func (s *Stream) Includes(t change.TableID) bool {
+	return matchAny(s.Include, t) && !matchAny(s.Exclude, t)
+}
+
+// AutoBackfill reports whether table t is backfilled without being asked:
+// the stream includes it, the backfill mode is automatic and no
+// backfill.exclude pattern matches it.
+func (s *Stream) AutoBackfill(t change.TableID) bool {
+	return s.Backfill.Mode == BackfillAutomatic && s.Includes(t) && !matchAny(s.Backfill.Exclude, t)
+}
+
+func matchAny(ps []Pattern, t change.TableID) bool {
+	for _, p := range ps {
+		if p.Match(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// SlogLevel returns the level as a slog.Level (info for an unknown level).
+func (l Log) SlogLevel() slog.Level {
+	switch l.Level {
+	case LevelDebug:
+		return slog.LevelDebug
+	case LevelWarn:
+		return slog.LevelWarn
+	case LevelError:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,346 @@
+package config
+
+// Stage 3: validating a Config as a whole.
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	// Path is the key, e.g. "streams[0].backfill.chunk_size", or the
+	// environment variable that set it, or "line N" when only the line is
+	// known; it is empty for a problem with the whole file.
+	Path string
+	// Message says what is wrong and what to do about it.
+	Message string
+}
+
+func (p Problem) Error() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// ValidationError lists every problem Parse, Load or Validate found. Its
+// message has one line per problem, as errors.Join would print them.
+type ValidationError struct {
+	File     string // the file Load read, or empty; prefixes every line
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if e.File != "" {
+			b.WriteString(e.File + ": ")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems, one error each.
+func (e *ValidationError) Unwrap() []error {
+	errs := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		errs[i] = p
+	}
+	return errs
+}
+
+const (
+	sqliteScheme   = "sqlite://"
+	maxNameBytes   = 63 // PostgreSQL's NAMEDATALEN - 1
+	unbounded      = math.MaxInt
+	postgresURLFix = "write postgres://user:password@host:5432/dbname, percent-encoding special characters (e.g. @ as %40)"
+)
+
+var (
+	streamNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	slotNameRE   = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+)
+
+// Validate checks a configuration, defaults filled in, and returns a
+// *ValidationError listing every problem, or nil.
+func (c *Config) Validate() error {
+	v := &checker{}
+	v.metadata(c.Metadata)
+	v.api(&c.API)
+	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
+	v.oneOf("log.format", c.Log.Format, FormatAuto, FormatJSON, FormatText)
+	if len(c.Streams) == 0 {
+		v.add("streams", "no streams: add at least one stream")
+	}
+	names := map[string]int{}
+	nameTaken := make([]bool, len(c.Streams))
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		p := fmt.Sprintf("streams[%d]", i)
+		v.stream(p, s)
+		if first, dup := names[s.Name]; dup && s.Name != "" {
+			v.add(p+".name", "%q is used twice (also streams[%d]): stream names must be unique", shown(s.Name), first)
+			nameTaken[i] = true
+		} else {
+			names[s.Name] = i
+		}
+	}
+	v.sharedSourceNames(c.Streams, nameTaken)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+type checker struct {
+	problems []Problem
+}
+
+func (v *checker) add(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *checker) oneOf(path, value string, options ...string) {
+	use := options[0]
+	if n := len(options); n > 1 {
+		use = strings.Join(options[:n-1], ", ") + " or " + options[n-1]
+	}
+	switch {
+	case value == "":
+		v.add(path, "missing: use %s", use)
+	case !slices.Contains(options, value):
+		v.add(path, "%q is not supported: use %s", shown(value), use)
+	}
+}
+
+func (v *checker) intRange(path string, n, lo, hi int) {
+	switch {
+	case n >= lo && n <= hi:
+	case hi == unbounded:
+		v.add(path, "%d is out of range: use %d or more", n, lo)
+	default:
+		v.add(path, "%d is out of range: use %d to %d", n, lo, hi)
+	}
+}
+
+func (v *checker) positive(path string, d time.Duration, example string) {
+	if d <= 0 {
+		v.add(path, "%s is out of range: use a duration above 0, e.g. %s", d, example)
+	}
+}
+
+// postgresURL reports whether s is a URL pgx reads as a PostgreSQL DSN.
+func postgresURL(s string) bool {
+	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
+		return false
+	}
+	_, err := url.Parse(s) // its error would repeat s: never show it
+	return err == nil
+}
+
+// dsn checks a postgres DSN without ever repeating it.
+func (v *checker) dsn(path, dsn, what string) {
+	switch {
+	case dsn == "":
+		v.add(path, "missing: give %s as a postgres:// URL", what)
+	case !postgresURL(dsn):
+		v.add(path, "not a postgres:// URL: %s", postgresURLFix)
+	}
+}
+
+func (v *checker) metadata(m string) {
+	switch {
+	case m == "":
+		v.add("metadata", "missing: use e.g. sqlite://tidemark.db")
+	case strings.HasPrefix(m, sqliteScheme):
+		if m == sqliteScheme {
+			v.add("metadata", "no file after sqlite://: use e.g. sqlite://tidemark.db")
+		}
+	case strings.HasPrefix(m, "postgres://"), strings.HasPrefix(m, "postgresql://"):
+		v.dsn("metadata", m, "the metadata database")
+	default:
+		v.add("metadata", "not a sqlite:// or postgres:// URL: use e.g. sqlite://tidemark.db or %s",
+			"postgres://user:password@host:5432/dbname")
+	}
+}
+
+func (v *checker) api(a *API) {
+	if a.Listen == "" {
+		v.add("api.listen", "missing: use host:port, e.g. %s", defaultListen)
+	} else if _, port, err := net.SplitHostPort(a.Listen); err != nil {
+		v.add("api.listen", "%q is not a host:port address: use e.g. %s", shown(a.Listen), defaultListen)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.add("api.listen", "%q is not a port: use a number from 0 to 65535", shown(port))
+	}
+	names := map[string]int{}
+	tokens := map[string]int{}
+	for i, t := range a.Tokens {
+		p := fmt.Sprintf("api.tokens[%d]", i)
+		if first, dup := names[t.Name]; dup && t.Name != "" {
+			hint := ""
+			if t.Name == EnvTokenName {
+				hint = fmt.Sprintf(" (%s adds a token named %q)", EnvAPIToken, EnvTokenName)
+			}
+			v.add(p+".name", "%q is used twice (also api.tokens[%d]): token names must be unique%s", shown(t.Name), first, hint)
+		} else if t.Name == "" {
+			v.add(p+".name", "missing: name the token after its user, e.g. ci")
+		} else {
+			names[t.Name] = i
+		}
+		if first, dup := tokens[t.Token]; dup && t.Token != "" {
+			v.add(p+".token", "same token as api.tokens[%d]: give every user a token of its own", first)
+		} else if t.Token == "" {
+			v.add(p+".token", "missing: set the token, e.g. token: ${%s}", "CI_TOKEN")
+		} else {
+			tokens[t.Token] = i
+		}
+	}
+}
+
+func (v *checker) stream(p string, s *Stream) {
+	switch {
+	case s.Name == "":
+		v.add(p+".name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop")
+	case !streamNameRE.MatchString(s.Name):
+		v.add(p+".name", "%q is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter", shown(s.Name))
+	}
+	v.source(p+".source", s)
+	v.destination(p+".destination", &s.Destination)
+	v.tables(p, s)
+	v.tuning(p, s)
+}
+
+func (v *checker) source(p string, s *Stream) {
+	src := &s.Source
+	v.oneOf(p+".type", src.Type, TypePostgres)
+	v.dsn(p+".dsn", src.DSN, "the source database")
+	// Names derived from the stream name are valid when the name is.
+	if src.Publication != defaultNamePrefix+s.Name {
+		switch {
+		case src.Publication == "":
+			v.add(p+".publication", "missing: leave it out to use %s<stream name>", defaultNamePrefix)
+		case len(src.Publication) > maxNameBytes || strings.ContainsRune(src.Publication, 0):
+			v.add(p+".publication", "%q is not a valid publication name: use at most %d bytes", shown(src.Publication), maxNameBytes)
+		}
+	}
+	if src.Slot != defaultNamePrefix+s.Name && !slotNameRE.MatchString(src.Slot) {
+		v.add(p+".slot", "%q is not a valid slot name: use 1 to %d lower-case letters, digits and underscores",
+			shown(src.Slot), maxNameBytes)
+	}
+	v.positive(p+".status_interval", src.StatusInterval, "10s")
+	if src.WALWarnBytes < 0 {
+		v.add(p+".wal_warn_bytes", "%d is out of range: use 0 (never warn) or more", src.WALWarnBytes)
+	}
+}
+
+func (v *checker) destination(p string, d *Destination) {
+	v.oneOf(p+".type", d.Type, TypePostgres, TypeSQLite)
+	switch d.Type {
+	case TypePostgres:
+		v.dsn(p+".dsn", d.DSN, "the destination database")
+		if d.Path != "" {
+			v.add(p+".path", "only sqlite destinations have a path: remove it, or use dsn")
+		}
+	case TypeSQLite:
+		if d.Path == "" {
+			v.add(p+".path", "missing: give the database file, e.g. path: replica.db")
+		}
+		if d.DSN != "" {
+			v.add(p+".dsn", "only postgres destinations have a dsn: remove it, or use path")
+		}
+	}
+}
+
+func (v *checker) tables(p string, s *Stream) {
+	if len(s.Include) == 0 {
+		v.add(p+".include", "missing: list the tables to replicate, e.g. [public.*]")
+	}
+	lists := []struct {
+		field string
+		ps    []Pattern
+	}{{".include", s.Include}, {".exclude", s.Exclude}, {".backfill.exclude", s.Backfill.Exclude}}
+	for _, l := range lists {
+		for i, pat := range l.ps {
+			if pat.schema == nil {
+				v.add(fmt.Sprintf("%s%s[%d]", p, l.field, i), "empty pattern: write schema.table, e.g. public.*")
+			}
+		}
+	}
+	tables := slices.SortedFunc(maps.Keys(s.Keys), func(a, b change.TableID) int {
+		return cmp.Or(strings.Compare(a.Schema, b.Schema), strings.Compare(a.Name, b.Name))
+	})
+	for _, t := range tables {
+		kp := p + ".keys." + redactLike(formatTable(t))
+		cols := s.Keys[t]
+		if len(cols) == 0 {
+			v.add(kp, "no columns: list the key columns in key order, e.g. [tenant_id, id]")
+		}
+		for i, c := range cols {
+			switch {
+			case c == "":
+				v.add(fmt.Sprintf("%s[%d]", kp, i), "empty column name")
+			case slices.Index(cols, c) < i:
+				v.add(fmt.Sprintf("%s[%d]", kp, i), "column %q is listed twice: list each key column once", shown(c))
+			}
+		}
+		if len(s.Include) > 0 && !s.Includes(t) {
+			v.add(kp, "the stream does not replicate this table: include it, or remove this key")
+		}
+	}
+}
+
+func (v *checker) tuning(p string, s *Stream) {
+	bf := &s.Backfill
+	v.oneOf(p+".backfill.mode", bf.Mode, BackfillAutomatic, BackfillManual)
+	v.intRange(p+".backfill.max_concurrent", bf.MaxConcurrent, 1, 64)
+	v.intRange(p+".backfill.chunk_size", bf.ChunkSize, 1, 1000000)
+	v.intRange(p+".backfill.rows_per_second", bf.RowsPerSecond, 0, unbounded)
+	v.intRange(p+".backfill.window_max_changes", bf.WindowMaxChanges, 1, unbounded)
+	v.intRange(p+".batch.max_changes", s.Batch.MaxChanges, 1, unbounded)
+	if s.Batch.MaxDelay < 0 {
+		v.add(p+".batch.max_delay", "%s is out of range: use 0 or more, e.g. 200ms", s.Batch.MaxDelay)
+	}
+	v.positive(p+".retry.initial", s.Retry.Initial, "1s")
+	if s.Retry.Initial > 0 && s.Retry.Max < s.Retry.Initial {
+		v.add(p+".retry.max", "%s is less than retry.initial (%s): use at least %s", s.Retry.Max, s.Retry.Initial, s.Retry.Initial)
+	}
+}
+
+// sharedSourceNames reports two streams that would use the same slot or
+// publication in the same source database. Streams whose name is taken are
+// left out: their derived names clash too, and that is reported already.
+func (v *checker) sharedSourceNames(streams []Stream, nameTaken []bool) {
+	type key struct{ dsn, kind, name string }
+	seen := map[key]int{}
+	for i, s := range streams {
+		if nameTaken[i] {
+			continue
+		}
+		for _, kn := range [][2]string{{"slot", s.Source.Slot}, {"publication", s.Source.Publication}} {
+			kind, name := kn[0], kn[1]
+			k := key{s.Source.DSN, kind, name}
+			if first, dup := seen[k]; dup && s.Source.DSN != "" {
+				v.add(fmt.Sprintf("streams[%d].source.%s", i, kind),
+					"%q is also the %s of streams[%d] on the same source: give each stream its own", shown(name), kind, first)
+			} else {
+				seen[k] = i
+			}
+		}
+	}
+}

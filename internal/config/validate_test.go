@@ -1,0 +1,297 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// stream returns a valid stream as a YAML flow mapping, with the keys in
+// over replacing, or for "", removing the minimal stream's.
+func stream(over map[string]string) string {
+	fields := map[string]string{
+		"name":        "shop",
+		"source":      `{dsn: "postgres://tidemark:secret@db/shop"}`,
+		"destination": "{type: sqlite, path: replica.db}",
+		"include":     "[public.*]",
+	}
+	maps.Copy(fields, over)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if fields[k] != "" {
+			parts = append(parts, k+": "+fields[k])
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func streams(over ...map[string]string) string {
+	var s []string
+	for _, o := range over {
+		s = append(s, stream(o))
+	}
+	return "streams: [" + strings.Join(s, ", ") + "]\n"
+}
+
+type kv = map[string]string
+
+type problemCase struct {
+	name string
+	yaml string
+	want []Problem
+}
+
+var one = streams(nil)
+
+// validationCases cover every check, each with the exact problems reported.
+var validationCases = []problemCase{
+	// Top level.
+	{"no streams", "", []Problem{{"streams", "no streams: add at least one stream"}}},
+	{"empty streams", "streams: []", []Problem{{"streams", "no streams: add at least one stream"}}},
+	{"metadata scheme", "metadata: mysql://root:secret@db\n" + one, []Problem{{"metadata",
+		"not a sqlite:// or postgres:// URL: use e.g. sqlite://tidemark.db or postgres://user:password@host:5432/dbname"}}},
+	{"metadata sqlite no file", "metadata: sqlite://\n" + one, []Problem{{"metadata",
+		"no file after sqlite://: use e.g. sqlite://tidemark.db"}}},
+	{"metadata bad postgres", "metadata: 'postgres://u:secret@db:port/x'\n" + one, []Problem{{"metadata",
+		"not a postgres:// URL: " + postgresURLFix}}},
+	{"listen", "api: {listen: localhost}\n" + one, []Problem{{"api.listen",
+		`"localhost" is not a host:port address: use e.g. 127.0.0.1:7420`}}},
+	{"listen port", "api: {listen: 'localhost:99999'}\n" + one, []Problem{{"api.listen",
+		`"99999" is not a port: use a number from 0 to 65535`}}},
+	{"token fields", "api: {tokens: [{name: ci}, {token: secret}]}\n" + one, []Problem{
+		{"api.tokens[0].token", "missing: set the token, e.g. token: ${CI_TOKEN}"},
+		{"api.tokens[1].name", "missing: name the token after its user, e.g. ci"}}},
+	{"token twice", "api: {tokens: [{name: ci, token: secret}, {name: ci, token: secret}]}\n" + one, []Problem{
+		{"api.tokens[1].name", `"ci" is used twice (also api.tokens[0]): token names must be unique`},
+		{"api.tokens[1].token", "same token as api.tokens[0]: give every user a token of its own"}}},
+	{"log", "log: {level: trace, format: xml}\n" + one, []Problem{
+		{"log.level", `"trace" is not supported: use debug, info, warn or error`},
+		{"log.format", `"xml" is not supported: use auto, json or text`}}},
+
+	// Stream names.
+	{"name missing", streams(kv{"name": ""}), []Problem{{"streams[0].name",
+		"missing: name the stream with lower-case letters, digits and underscores, e.g. shop"}}},
+	{"name invalid", streams(kv{"name": "Shop-1"}), []Problem{{"streams[0].name",
+		`"Shop-1" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
+	{"name digit first", streams(kv{"name": "'1shop'"}), []Problem{{"streams[0].name",
+		`"1shop" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
+	{"name too long", streams(kv{"name": strings.Repeat("a", 49)}), []Problem{{"streams[0].name",
+		`"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..." is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
+	{"name twice", streams(nil, kv{"source": `{dsn: "postgres://db/other"}`}), []Problem{{"streams[1].name",
+		`"shop" is used twice (also streams[0]): stream names must be unique`}}},
+
+	// Source.
+	{"source type", streams(kv{"source": `{type: mysql, dsn: "postgres://db/x"}`}), []Problem{{"streams[0].source.type",
+		`"mysql" is not supported: use postgres`}}},
+	{"source dsn missing", streams(kv{"source": "{}"}), []Problem{{"streams[0].source.dsn",
+		"missing: give the source database as a postgres:// URL"}}},
+	{"source dsn keywords", streams(kv{"source": "{dsn: 'host=db password=secret'}"}), []Problem{{"streams[0].source.dsn",
+		"not a postgres:// URL: " + postgresURLFix}}},
+	{"source dsn unescaped", streams(kv{"source": "{dsn: 'postgres://u:sec ret@db/x'}"}), []Problem{{"streams[0].source.dsn",
+		"not a postgres:// URL: " + postgresURLFix}}},
+	{"publication too long", streams(kv{"source": `{dsn: "postgres://db/x", publication: ` + strings.Repeat("p", 64) + "}"}),
+		[]Problem{{"streams[0].source.publication",
+			`"ppppppppppppppppppppppppppppppppppppp..." is not a valid publication name: use at most 63 bytes`}}},
+	{"slot", streams(kv{"source": `{dsn: "postgres://db/x", slot: Bad-Slot}`}), []Problem{{"streams[0].source.slot",
+		`"Bad-Slot" is not a valid slot name: use 1 to 63 lower-case letters, digits and underscores`}}},
+	{"status interval", streams(kv{"source": `{dsn: "postgres://db/x", status_interval: 0s}`}), []Problem{{"streams[0].source.status_interval",
+		"0s is out of range: use a duration above 0, e.g. 10s"}}},
+	{"wal warn bytes", streams(kv{"source": `{dsn: "postgres://db/x", wal_warn_bytes: -1}`}), []Problem{{"streams[0].source.wal_warn_bytes",
+		"-1 is out of range: use 0 (never warn) or more"}}},
+	{"shared slot", streams(kv{"source": `{dsn: "postgres://db/x", slot: s}`},
+		kv{"name": "other", "source": `{dsn: "postgres://db/x", slot: s}`},
+		kv{"name": "elsewhere", "source": `{dsn: "postgres://db/y", slot: s}`}),
+		[]Problem{{"streams[1].source.slot", `"s" is also the slot of streams[0] on the same source: give each stream its own`}}},
+	{"shared publication", streams(kv{"source": `{dsn: "postgres://db/x", publication: p}`},
+		kv{"name": "other", "source": `{dsn: "postgres://db/x", publication: p}`}),
+		[]Problem{{"streams[1].source.publication", `"p" is also the publication of streams[0] on the same source: give each stream its own`}}},
+
+	// Destination.
+	{"destination type missing", streams(kv{"destination": "{path: x.db}"}), []Problem{{"streams[0].destination.type",
+		"missing: use postgres or sqlite"}}},
+	{"destination type", streams(kv{"destination": "{type: mysql}"}), []Problem{{"streams[0].destination.type",
+		`"mysql" is not supported: use postgres or sqlite`}}},
+	{"postgres destination", streams(kv{"destination": "{type: postgres, path: x.db}"}), []Problem{
+		{"streams[0].destination.dsn", "missing: give the destination database as a postgres:// URL"},
+		{"streams[0].destination.path", "only sqlite destinations have a path: remove it, or use dsn"}}},
+	{"postgres destination dsn", streams(kv{"destination": "{type: postgres, dsn: 'mysql://u:secret@h'}"}), []Problem{
+		{"streams[0].destination.dsn", "not a postgres:// URL: " + postgresURLFix}}},
+	{"sqlite destination", streams(kv{"destination": "{type: sqlite, dsn: 'postgres://u:secret@db/x'}"}), []Problem{
+		{"streams[0].destination.path", "missing: give the database file, e.g. path: replica.db"},
+		{"streams[0].destination.dsn", "only postgres destinations have a dsn: remove it, or use path"}}},
+
+	// Tables.
+	{"include missing", streams(kv{"include": ""}), []Problem{{"streams[0].include",
+		"missing: list the tables to replicate, e.g. [public.*]"}}},
+	{"include empty", streams(kv{"include": "[]"}), []Problem{{"streams[0].include",
+		"missing: list the tables to replicate, e.g. [public.*]"}}},
+	{"include pattern", streams(kv{"include": "['a.b.c', '']"}), []Problem{
+		{"streams[0].include[0]", `"a.b.c" is not a table pattern: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`},
+		{"streams[0].include[1]", "empty pattern: write schema.table, e.g. public.*"}}},
+	{"exclude pattern", streams(kv{"exclude": `['"x']`, "backfill": "{exclude: ['a b']}"}), []Problem{
+		{"streams[0].exclude[0]", `"\"x" is not a table pattern: unterminated double quote: close the quoted name with "`},
+		{"streams[0].backfill.exclude[0]", `"a b" is not a table pattern: unquoted space or control character: put the name in double quotes, e.g. public."order items"`}}},
+	{"keys wildcard", streams(kv{"keys": "{public.ev*: [id]}"}), []Problem{{"streams[0].keys.public.ev*",
+		"wildcards are not allowed here: name one table, quoting names that contain * or ?"}}},
+	{"keys bad table", streams(kv{"keys": "{a.b.c: [id]}"}), []Problem{{"streams[0].keys.a.b.c",
+		`"a.b.c" is not a table name: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`}}},
+	{"keys twice", streams(kv{"keys": "{events: [id], public.events: [id]}"}), []Problem{{"streams[0].keys.public.events",
+		"the table is listed twice (second time on line 1): keep one"}}},
+	{"keys columns", streams(kv{"keys": "{public.a: [], public.b: [id, '', id]}"}), []Problem{
+		{"streams[0].keys.public.a", "no columns: list the key columns in key order, e.g. [tenant_id, id]"},
+		{"streams[0].keys.public.b[1]", "empty column name"},
+		{"streams[0].keys.public.b[2]", `column "id" is listed twice: list each key column once`}}},
+	{"keys not included", streams(kv{"keys": "{app.events: [id]}"}), []Problem{{"streams[0].keys.app.events",
+		"the stream does not replicate this table: include it, or remove this key"}}},
+	{"keys shape", streams(kv{"keys": "[a]"}), []Problem{{"streams[0].keys",
+		"expected a mapping of table to key columns, found a list"}}},
+	{"keys columns shape", streams(kv{"keys": "{public.a: id}"}), []Problem{{"streams[0].keys.public.a",
+		"expected a list of key columns, found a single value"}}},
+
+	// Tuning.
+	{"backfill mode", streams(kv{"backfill": "{mode: sometimes}"}), []Problem{{"streams[0].backfill.mode",
+		`"sometimes" is not supported: use automatic or manual`}}},
+	{"backfill low", streams(kv{"backfill": "{max_concurrent: 0, chunk_size: 0, rows_per_second: -1, window_max_changes: 0}"}), []Problem{
+		{"streams[0].backfill.max_concurrent", "0 is out of range: use 1 to 64"},
+		{"streams[0].backfill.chunk_size", "0 is out of range: use 1 to 1000000"},
+		{"streams[0].backfill.rows_per_second", "-1 is out of range: use 0 or more"},
+		{"streams[0].backfill.window_max_changes", "0 is out of range: use 1 or more"}}},
+	{"backfill high", streams(kv{"backfill": "{max_concurrent: 65, chunk_size: 1000001}"}), []Problem{
+		{"streams[0].backfill.max_concurrent", "65 is out of range: use 1 to 64"},
+		{"streams[0].backfill.chunk_size", "1000001 is out of range: use 1 to 1000000"}}},
+	{"batch", streams(kv{"batch": "{max_changes: 0, max_delay: -1s}"}), []Problem{
+		{"streams[0].batch.max_changes", "0 is out of range: use 1 or more"},
+		{"streams[0].batch.max_delay", "-1s is out of range: use 0 or more, e.g. 200ms"}}},
+	{"retry initial", streams(kv{"retry": "{initial: 0s}"}), []Problem{{"streams[0].retry.initial",
+		"0s is out of range: use a duration above 0, e.g. 1s"}}},
+	{"retry max", streams(kv{"retry": "{initial: 2m}"}), []Problem{{"streams[0].retry.max",
+		"1m0s is less than retry.initial (2m0s): use at least 2m0s"}}},
+
+	// Conversions.
+	{"not a number", streams(kv{"backfill": "{chunk_size: lots}", "source": `{dsn: "postgres://db/x", wal_warn_bytes: 99999999999999999999}`}), []Problem{
+		{"streams[0].source.wal_warn_bytes", `"99999999999999999999" is too large: use at most 9223372036854775807`},
+		{"streams[0].backfill.chunk_size", `"lots" is not a whole number: use digits, e.g. 10000`}}},
+	{"not a duration", streams(kv{"batch": "{max_delay: 5}"}), []Problem{{"streams[0].batch.max_delay",
+		`"5" is not a duration: use a number with a unit, e.g. 500ms, 10s or 1m`}}},
+	{"not a bool", streams(kv{"include_future_tables": "maybe"}), []Problem{{"streams[0].include_future_tables",
+		`"maybe" is not true or false`}}},
+	{"not a single value", streams(kv{"name": "[a, b]", "include": "[[public.*]]"}), []Problem{
+		{"streams[0].name", "expected a single value, found a list"},
+		{"streams[0].include[0]", "expected a single value, found a list"}}},
+}
+
+func TestValidationErrors(t *testing.T) {
+	for _, tc := range validationCases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.yaml), nil)
+			if cfg != nil {
+				t.Errorf("Parse returned a Config with its error")
+			}
+			wantProblems(t, err, tc.want...)
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+		})
+	}
+}
+
+// shapeCases cover problems of the file's shape.
+var shapeCases = []problemCase{
+	{"unknown key with suggestion", `
+streams:
+  - name: shop
+    source:
+      dsn: postgres://db/shop
+      sloot: x
+    destination: {type: sqlite, path: replica.db}
+    include: [public.*]
+`, []Problem{{"streams[0].source.sloot", "unknown key (line 6): did you mean slot?"}}},
+	{"unknown keys", `
+metdata: x
+log: {colour: true}
+` + streams(nil), []Problem{
+		{"metdata", "unknown key (line 2): did you mean metadata?"},
+		{"log.colour", "unknown key (line 3): use one of level, format"}}},
+	{"unknown key in a later stream", streams(nil, kv{"name": "two", "chunk_size": "5"}), []Problem{
+		{"streams[1].chunk_size", "unknown key (line 1): use one of name, source, destination, include, exclude, " +
+			"include_future_tables, keys, backfill, batch, retry"}}},
+	{"key twice", `
+streams:
+  - name: first
+    name: shop
+    source: {dsn: "postgres://db/shop"}
+    destination: {type: sqlite, path: replica.db}
+    include: [public.*]
+`, []Problem{{"streams[0].name", "set twice (lines 3 and 4): keep one"}}},
+	{"wrong kinds", `
+api: [a]
+streams:
+  - name: shop
+    source: postgres://u:secret@db/shop
+    destination: {type: sqlite, path: replica.db}
+    include: public.*
+`, []Problem{
+		{"api", "expected a mapping of keys to values, found a list"},
+		{"streams[0].source", "expected a mapping of keys to values, found a single value"},
+		{"streams[0].include", "expected a list, found a single value"}}},
+	{"bad element keeps indexes", "streams:\n  - x\n  - " + stream(kv{"name": "Bad"}), []Problem{
+		{"streams[0]", "expected a mapping of keys to values, found a single value"},
+		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
+	{"null element keeps indexes", "streams:\n  -\n  - " + stream(kv{"name": "Bad"}), []Problem{
+		{"streams[0].name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop"},
+		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
+		{"streams[0].destination.type", "missing: use postgres or sqlite"},
+		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"},
+		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
+	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a}\n    - {name: ci, token: b}\n" + one, []Problem{
+		{"api.tokens[0].name", "missing: name the token after its user, e.g. ci"},
+		{"api.tokens[0].token", "missing: set the token, e.g. token: ${CI_TOKEN}"},
+		{"api.tokens[2].name", `"ci" is used twice (also api.tokens[1]): token names must be unique`}}},
+	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
+		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, slot, status_interval, wal_warn_bytes"},
+		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
+		{"streams[0].destination.type", "missing: use postgres or sqlite"},
+		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},
+	{"dsn as a pattern", streams(kv{"include": "['postgres://u:secret@db.example.com/shop']"}), []Problem{
+		{"streams[0].include[0]", `"postgres://u:xxxxx@db.example.com/shop" is not a table pattern: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`}}},
+	{"syntax", "streams: [\n", []Problem{{"line 1", "did not find expected node content: fix the YAML syntax"}}},
+	{"two documents", streams(nil) + "---\nlog: {}\n", []Problem{
+		{"", "the file holds more than one YAML document: keep only the first (remove ---)"}}},
+	{"not a mapping", "- a\n", []Problem{
+		{"line 1", "expected a mapping of keys to values, found a list"},
+		{"streams", "no streams: add at least one stream"}}},
+}
+
+func TestShapeErrors(t *testing.T) {
+	for _, tc := range shapeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), nil)
+			wantProblems(t, err, tc.want...)
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateConfigLiteral(t *testing.T) {
+	cfg := mustParse(t, minimalYAML, nil)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a parsed config does not validate: %v", err)
+	}
+	s := &cfg.Streams[0]
+	s.Source.Type, s.Source.Publication, s.Source.Slot = "", "", ""
+	s.Backfill.Mode = ""
+	s.Include = append(s.Include, Pattern{})
+	cfg.API.Listen, cfg.Metadata = "", ""
+	wantProblems(t, cfg.Validate(),
+		Problem{"metadata", "missing: use e.g. sqlite://tidemark.db"},
+		Problem{"api.listen", "missing: use host:port, e.g. 127.0.0.1:7420"},
+		Problem{"streams[0].source.type", "missing: use postgres"},
+		Problem{"streams[0].source.publication", "missing: leave it out to use tidemark_<stream name>"},
+		Problem{"streams[0].source.slot", `"" is not a valid slot name: use 1 to 63 lower-case letters, digits and underscores`},
+		Problem{"streams[0].include[1]", "empty pattern: write schema.table, e.g. public.*"},
+		Problem{"streams[0].backfill.mode", "missing: use automatic or manual"},
+	)
+}

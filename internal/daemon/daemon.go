@@ -1,0 +1,108 @@
+// Package daemon wires a configuration into a running tidemark: the
+// metadata store, one stream per configured stream, and the HTTP API.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+// Daemon is a configured, not yet running tidemark.
+type Daemon struct {
+	cfg     *config.Config
+	st      *store.Store
+	log     *slog.Logger
+	streams []*stream.Stream
+	api     *api.Server
+	// Ready is closed once the API listens; Addr is then its address.
+	Ready chan struct{}
+	Addr  string
+}
+
+// New opens the metadata store and builds the streams.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.Options) (*Daemon, error) {
+	if err := checkListen(cfg.API); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("open metadata store: %w", err)
+	}
+	d := &Daemon{cfg: cfg, st: st, log: log, Ready: make(chan struct{})}
+	for _, sc := range cfg.Streams {
+		s := stream.New(sc, st, log, opts)
+		if err := s.MarkNotStarted(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("record stream %s: %w", sc.Name, err)
+		}
+		d.streams = append(d.streams, s)
+	}
+	d.api = api.New(d.streams, st, cfg.API.Tokens, log)
+	return d, nil
+}
+
+// checkListen refuses to serve beyond loopback without a token.
+func checkListen(a config.API) error {
+	host, _, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return fmt.Errorf("api.listen %q: %w", a.Listen, err)
+	}
+	if len(a.Tokens) > 0 {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("api.listen %q is beyond loopback and no API token is configured: add api.tokens (or TIDEMARK_API_TOKEN), or listen on 127.0.0.1", a.Listen)
+}
+
+// Streams returns the daemon's streams.
+func (d *Daemon) Streams() []*stream.Stream { return d.streams }
+
+// Store returns the metadata store.
+func (d *Daemon) Store() *store.Store { return d.st }
+
+// Run serves the API and runs every stream until ctx ends.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.st.Close()
+	ln, err := net.Listen("tcp", d.cfg.API.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.API.Listen, err)
+	}
+	d.Addr = ln.Addr().String()
+	g, gctx := errgroup.WithContext(ctx)
+	// Request contexts end with the daemon, so event streams let go.
+	srv := &http.Server{Handler: d.api, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return gctx }}
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve API: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	})
+	for _, s := range d.streams {
+		g.Go(func() error { return s.Run(gctx) })
+	}
+	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "streams", len(d.streams))
+	close(d.Ready)
+	return g.Wait()
+}

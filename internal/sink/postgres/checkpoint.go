@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+const (
+	upsertPositionSQL = `INSERT INTO "_tidemark"."checkpoint" ("stream", "position", "updated_at")
+		VALUES ($1, $2, now())
+		ON CONFLICT ("stream") DO UPDATE SET "position" = EXCLUDED."position", "updated_at" = EXCLUDED."updated_at"`
+	upsertCursorSQL = `INSERT INTO "_tidemark"."cursor"
+		("stream", "schema_name", "table_name", "backfill_id", "after_key", "done", "rows", "updated_at")
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+		ON CONFLICT ("stream", "schema_name", "table_name") DO UPDATE SET
+		"backfill_id" = EXCLUDED."backfill_id", "after_key" = EXCLUDED."after_key",
+		"done" = EXCLUDED."done", "rows" = EXCLUDED."rows", "updated_at" = EXCLUDED."updated_at"`
+	deleteCursorSQL = `DELETE FROM "_tidemark"."cursor"
+		WHERE "stream" = $1 AND "schema_name" = $2 AND "table_name" = $3`
+)
+
+// Checkpoint reads the committed position and cursors of a stream.
+func (s *Sink) Checkpoint(ctx context.Context, stream string) (sink.Checkpoint, error) {
+	cp, err := s.checkpoint(ctx, stream)
+	if err != nil {
+		return sink.Checkpoint{}, fmt.Errorf("read checkpoint of stream %q: %w", stream, err)
+	}
+	return cp, nil
+}
+
+func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, error) {
+	var cp sink.Checkpoint
+	if err := s.ensureConn(ctx); err != nil {
+		return cp, err
+	}
+	var pos int64
+	err := s.conn.QueryRow(ctx, `SELECT "position" FROM "_tidemark"."checkpoint" WHERE "stream" = $1`, stream).Scan(&pos)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return cp, err
+	}
+	cp.Position = change.LSN(uint64(pos))
+	rows, err := s.conn.Query(ctx, `SELECT "schema_name", "table_name", "backfill_id", "after_key"::text, "done", "rows"
+		FROM "_tidemark"."cursor" WHERE "stream" = $1`, stream)
+	if err != nil {
+		return cp, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id change.TableID
+		var cur sink.Cursor
+		var after *string
+		if err := rows.Scan(&id.Schema, &id.Name, &cur.BackfillID, &after, &cur.Done, &cur.Rows); err != nil {
+			return cp, err
+		}
+		if cur.After, err = decodeKey(after); err != nil {
+			return cp, fmt.Errorf("cursor of %s: %w", id, err)
+		}
+		if cp.Cursors == nil {
+			cp.Cursors = make(map[change.TableID]sink.Cursor)
+		}
+		cp.Cursors[id] = cur
+	}
+	return cp, rows.Err()
+}
+
+// queueCheckpoint queues the batch's position and cursor changes. A zero
+// position means the batch carries none, and leaves the stored one alone.
+func (s *Sink) queueCheckpoint(ctx context.Context, p *pipeline, b *sink.Batch) error {
+	if b.Position != 0 {
+		pos := strconv.FormatInt(int64(b.Position), 10)
+		if err := p.queue(ctx, upsertPositionSQL, [][]byte{[]byte(b.Stream), []byte(pos)}, "write position"); err != nil {
+			return err
+		}
+	}
+	ids := make([]change.TableID, 0, len(b.Cursors))
+	for id := range b.Cursors {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	for _, id := range ids {
+		cur := b.Cursors[id]
+		what := "write cursor of " + id.String()
+		args := [][]byte{textBytes(b.Stream), textBytes(id.Schema), textBytes(id.Name)}
+		if cur.BackfillID == 0 {
+			if err := p.queue(ctx, deleteCursorSQL, args, what); err != nil {
+				return err
+			}
+			continue
+		}
+		after, err := encodeKey(cur.After)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		args = append(args, []byte(strconv.FormatInt(cur.BackfillID, 10)), after,
+			[]byte(strconv.FormatBool(cur.Done)), []byte(strconv.FormatInt(cur.Rows, 10)))
+		if err := p.queue(ctx, upsertCursorSQL, args, what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyValue is one key value in a cursor's JSON form.
+type keyValue struct {
+	T string `json:"t"`
+	N bool   `json:"n"`
+}
+
+// encodeKey renders a key as a JSON array; a nil key is SQL NULL.
+func encodeKey(k change.Key) ([]byte, error) {
+	if k == nil {
+		return nil, nil
+	}
+	vs := make([]keyValue, len(k))
+	for i, v := range k {
+		vs[i] = keyValue{T: v.Text, N: v.Null}
+	}
+	return json.Marshal(vs)
+}
+
+func decodeKey(s *string) (change.Key, error) {
+	if s == nil {
+		return nil, nil
+	}
+	var vs []keyValue
+	if err := json.Unmarshal([]byte(*s), &vs); err != nil {
+		return nil, fmt.Errorf("decode cursor key: %w", err)
+	}
+	k := make(change.Key, len(vs))
+	for i, v := range vs {
+		if v.N {
+			k[i] = change.Null
+		} else {
+			k[i] = change.Text(v.T)
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// applyChunk replaces the destination rows of (Low, High] by the chunk's
+// rows, set-based: COPY the rows into a staging table, delete the range's
+// rows the staging table lacks, upsert the rest, skipping identical rows.
+// The statements after the COPY go in one round trip.
+func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk) error {
+	ts, err := s.table(ch.Table)
+	if err != nil {
+		return err
+	}
+	for _, b := range []change.Key{ch.Low, ch.High} {
+		if b != nil && len(b) != len(ts.key) {
+			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
+		}
+	}
+	if err := s.ensureStaging(ctx, ts); err != nil {
+		return err
+	}
+	var partial []change.Row
+	if len(ch.Rows) > 0 {
+		var data []byte
+		if data, partial, err = copyData(ts, ch.Rows); err != nil {
+			return err
+		}
+		if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL()); err != nil {
+			return fmt.Errorf("copy rows to staging table: %w", err)
+		}
+	}
+	ch.Removed = 0
+	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
+	err = p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil), bounds,
+		"delete rows missing from the chunk", func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
+	if err != nil {
+		return err
+	}
+	if len(ch.Rows) == 0 {
+		return p.flush(ctx)
+	}
+	// Rows with Unchanged values (rare) cannot be upserted set-based: their
+	// staged copies served the delete above, now they go row by row.
+	for _, r := range partial {
+		if err := p.queue(ctx, ts.tmpDeleteSQL(), keyArgs(ch.Table.RowKey(r)), "unstage partial row"); err != nil {
+			return err
+		}
+		sql, args := upsertStmt(ts, r, nil)
+		if err := p.queue(ctx, sql, args, "upsert partial row"); err != nil {
+			return err
+		}
+	}
+	if err := p.queue(ctx, ts.chunkUpsertSQL(), nil, "upsert chunk rows"); err != nil {
+		return err
+	}
+	// Leave the staging table empty for the next chunk; a rollback empties
+	// it as well, since it was empty when the transaction began.
+	if err := p.queue(ctx, "TRUNCATE "+ts.tmp, nil, "empty staging table"); err != nil {
+		return err
+	}
+	return p.flush(ctx)
+}
+
+// ensureStaging creates the session's staging table for ts once per
+// connection: a temporary table shaped like the target, without its indexes.
+func (s *Sink) ensureStaging(ctx context.Context, ts *tableSQL) error {
+	if s.temps[ts.id] {
+		return nil
+	}
+	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ")"
+	if _, err := s.conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
+		return fmt.Errorf("create staging table: %w", err)
+	}
+	s.temps[ts.id] = true
+	return nil
+}
+
+// copyData renders rows in COPY's text format. It also returns the rows
+// carrying Unchanged values, staged with NULL in their place.
+func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {
+	var partial []change.Row
+	buf := make([]byte, 0, 64*len(rows))
+	for n, r := range rows {
+		if len(r) != len(ts.cols) {
+			return nil, nil, fmt.Errorf("chunk row %d has %d values, table has %d columns", n, len(r), len(ts.cols))
+		}
+		isPartial := false
+		for i, v := range r {
+			if i > 0 {
+				buf = append(buf, '\t')
+			}
+			isPartial = isPartial || v.Unchanged
+			buf = appendCopyValue(buf, v)
+		}
+		buf = append(buf, '\n')
+		if isPartial {
+			partial = append(partial, r)
+		}
+	}
+	return buf, partial, nil
+}
+
+// appendCopyValue escapes one value for COPY's text format: \N is NULL, and
+// backslash, tab, newline and carriage return are backslash-escaped (the
+// rest, including every other byte of UTF-8 text, goes through as is).
+func appendCopyValue(buf []byte, v change.Value) []byte {
+	if v.Null || v.Unchanged {
+		return append(buf, '\\', 'N')
+	}
+	s := v.Text
+	start := 0
+	for i := 0; i < len(s); i++ {
+		var esc byte
+		switch s[i] {
+		case '\\':
+			esc = '\\'
+		case '\t':
+			esc = 't'
+		case '\n':
+			esc = 'n'
+		case '\r':
+			esc = 'r'
+		default:
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		buf = append(buf, '\\', esc)
+		start = i + 1
+	}
+	return append(buf, s[start:]...)
+}

@@ -1,0 +1,135 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// firstNormalOID is PostgreSQL's FirstNormalObjectId: types below it are
+// built in and have the same oid on every server.
+const firstNormalOID = 16384
+
+// EnsureTable creates schema and table unless the table exists. Columns get
+// the source's types as the destination knows them; see resolveType.
+func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
+	if err := s.ensureTable(ctx, t); err != nil {
+		return fmt.Errorf("ensure table %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
+	if err := s.ensureConn(ctx); err != nil {
+		return err
+	}
+	ts, err := s.table(t)
+	if err != nil {
+		return err
+	}
+	if ok, err := s.exists(ctx, ts.name); err != nil || ok {
+		return err
+	}
+	if err := s.ensureSchema(ctx, t.ID.Schema); err != nil {
+		return err
+	}
+	defs := make([]string, 0, len(t.Columns)+1)
+	for i, c := range t.Columns {
+		typ, err := s.resolveType(ctx, c)
+		if err != nil {
+			return err
+		}
+		def := ts.cols[i] + " " + typ
+		// Key collations decide range comparisons and ORDER BY: keep the
+		// source's so chunk bounds mean the same thing here.
+		if ts.isKey[i] && c.Collation != "" && c.Collation != "default" {
+			def += " COLLATE " + quote(c.Collation)
+		}
+		defs = append(defs, def)
+	}
+	defs = append(defs, "PRIMARY KEY ("+ts.keyList("")+")")
+	ddl := "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
+	if _, err := s.conn.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	return nil
+}
+
+// resolveType maps a source column type to a destination type name:
+//   - the source's type when the destination has it (its canonical spelling,
+//     typmod kept);
+//   - else, for a domain over a built-in type, that base type;
+//   - else (enums, composite and other user-defined types) text, which holds
+//     the source's text form losslessly.
+//
+// The type string is never spliced into DDL as given: to_regtype (a
+// parameter) checks that it parses as a single type name first, and the DDL
+// uses format_type's output.
+func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error) {
+	var known bool
+	if err := s.conn.QueryRow(ctx, "SELECT to_regtype($1) IS NOT NULL", c.Type).Scan(&known); err != nil {
+		return "", fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)
+	}
+	var name string
+	switch {
+	case known:
+		// Describing the cast yields the type's oid and typmod.
+		sd, err := s.conn.PgConn().Prepare(ctx, "", "SELECT NULL::"+c.Type, nil)
+		if err != nil {
+			return "", fmt.Errorf("describe type %q of column %q: %w", c.Type, c.Name, err)
+		}
+		f := sd.Fields[0]
+		err = s.conn.QueryRow(ctx, "SELECT format_type($1, $2)", f.DataTypeOID, f.TypeModifier).Scan(&name)
+		if err != nil {
+			return "", fmt.Errorf("format type %q of column %q: %w", c.Type, c.Name, err)
+		}
+	case c.BaseOID != 0 && c.BaseOID != c.TypeOID && c.BaseOID < firstNormalOID:
+		err := s.conn.QueryRow(ctx, "SELECT format_type($1, NULL)", c.BaseOID).Scan(&name)
+		if err != nil {
+			return "", fmt.Errorf("format base type %d of column %q: %w", c.BaseOID, c.Name, err)
+		}
+	default:
+		return "text", nil
+	}
+	return name, nil
+}
+
+// ensureCheckpointTables creates _tidemark.checkpoint and _tidemark.cursor.
+// Positions are LSNs stored bit for bit in a bigint; after_key is the cursor
+// key as a JSON array of {"t": text, "n": is-null}.
+func (s *Sink) ensureCheckpointTables(ctx context.Context) error {
+	ddl := map[string]string{
+		`"_tidemark"."checkpoint"`: `CREATE TABLE IF NOT EXISTS "_tidemark"."checkpoint" (
+			"stream" text PRIMARY KEY,
+			"position" bigint NOT NULL,
+			"updated_at" timestamptz NOT NULL DEFAULT now())`,
+		`"_tidemark"."cursor"`: `CREATE TABLE IF NOT EXISTS "_tidemark"."cursor" (
+			"stream" text NOT NULL,
+			"schema_name" text NOT NULL,
+			"table_name" text NOT NULL,
+			"backfill_id" bigint NOT NULL,
+			"after_key" jsonb,
+			"done" boolean NOT NULL,
+			"rows" bigint NOT NULL,
+			"updated_at" timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY ("stream", "schema_name", "table_name"))`,
+	}
+	if err := s.ensureSchema(ctx, "_tidemark"); err != nil {
+		return fmt.Errorf("create checkpoint tables: %w", err)
+	}
+	for _, name := range []string{`"_tidemark"."checkpoint"`, `"_tidemark"."cursor"`} {
+		ok, err := s.exists(ctx, name)
+		if err != nil {
+			return fmt.Errorf("look up %s: %w", name, err)
+		}
+		if ok {
+			continue
+		}
+		if _, err := s.conn.Exec(ctx, ddl[name]); err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgserver"
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/sink/sinktest"
+	"go.uber.org/goleak"
+)
+
+// server is the package's one throwaway PostgreSQL; each test gets its own
+// database on it.
+var (
+	server *pgserver.Server
+	dbSeq  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	pgserver.ScrubEnv()
+	s, err := pgserver.Start(context.Background(), pgserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	s.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newDB creates a database of the test's own and returns its DSN.
+func newDB(t *testing.T) string {
+	t.Helper()
+	dsn, err := server.CreateDatabase(t.Context(), "t"+strconv.FormatInt(dbSeq.Add(1), 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+func open(t *testing.T, dsn string) *Sink {
+	t.Helper()
+	s, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) sink.Sink { return open(t, newDB(t)) })
+}
+
+func table() *change.Table {
+	return &change.Table{
+		ID: change.TableID{Schema: "app", Name: "items"},
+		Columns: []change.Column{
+			{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23},
+			{Name: "price", Type: "numeric(12,2)", TypeOID: 1700, BaseOID: 1700},
+			{Name: "name", Type: "character varying(20)", TypeOID: 1043, BaseOID: 1043, Collation: "C"},
+			{Name: "tags", Type: "text[]", TypeOID: 1009, BaseOID: 1009},
+			{Name: "mood", Type: "mood", TypeOID: 90001, BaseOID: 90001},
+			{Name: "age", Type: "posint", TypeOID: 90002, BaseOID: 23},
+			{Name: "code", Type: "text", TypeOID: 25, BaseOID: 25, Collation: "C"},
+		},
+		Key: []int{6, 0},
+	}
+}
+
+func query(t *testing.T, conn *pgx.Conn, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestEnsureTableTypes(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	s := open(t, dsn)
+	defer s.Close()
+	if err := s.EnsureTable(t.Context(), table()); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(query(t, conn, `SELECT attname || ' ' || format_type(atttypid, atttypmod) || coalesce(' ' || collname, '')
+		FROM pg_attribute LEFT JOIN pg_collation c ON c.oid = attcollation AND attcollation <> 100
+		WHERE attrelid = '"app"."items"'::regclass AND attnum > 0 ORDER BY attnum`))
+	// Known types keep their typmods, the enum falls back to text, the domain
+	// to its base type; the key's collation is kept.
+	want := "[id integer price numeric(12,2) name character varying(20) tags text[] mood text age integer code text C]"
+	if got != want {
+		t.Errorf("columns:\ngot  %s\nwant %s", got, want)
+	}
+	pk := fmt.Sprint(query(t, conn, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = '"app"."items"'::regclass`))
+	if pk != "[PRIMARY KEY (code, id)]" {
+		t.Errorf("constraint %s", pk)
+	}
+	// When the destination has the enum, the column uses it.
+	if _, err := conn.Exec(t.Context(), `CREATE TYPE mood AS ENUM ('ok', 'sad')`); err != nil {
+		t.Fatal(err)
+	}
+	other := table()
+	other.ID.Name = "items2"
+	if err := s.EnsureTable(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	typ := query(t, conn, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = '"app"."items2"'::regclass AND attname = 'mood'`)
+	if fmt.Sprint(typ) != "[mood]" {
+		t.Errorf("mood column is %v", typ)
+	}
+}
+
+func TestEnsureTableRejectsInjectedType(t *testing.T) {
+	t.Parallel()
+	s := open(t, newDB(t))
+	defer s.Close()
+	tbl := table()
+	tbl.Columns[1].Type = "int); DROP TABLE x; --"
+	if err := s.EnsureTable(t.Context(), tbl); err == nil {
+		t.Fatal("EnsureTable accepted a type that is no type name")
+	}
+}
+
+// TestChunkSkipsIdenticalRows checks that re-applying a chunk does not write
+// rows that did not change (their xmin stays), and does write a numeric whose
+// display scale changed although it compares equal.
+func TestChunkSkipsIdenticalRows(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	tbl := &change.Table{
+		ID: change.TableID{Schema: "public", Name: "n"},
+		Columns: []change.Column{
+			{Name: "id", Type: "integer"}, {Name: "v", Type: "numeric"}, {Name: "doc", Type: "json"},
+		},
+		Key: []int{0},
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	rows := []change.Row{
+		{change.Text("1"), change.Text("1.0"), change.Text(`{"a": 1}`)},
+		{change.Text("2"), change.Text("2.0"), change.Null},
+	}
+	chunk := func() {
+		t.Helper()
+		b := &sink.Batch{Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: rows}}}}
+		if err := s.Apply(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	xmins := func() []string {
+		return query(t, conn, `SELECT xmin::text || ' ' || v::text FROM n ORDER BY id`)
+	}
+	chunk()
+	before := xmins()
+	chunk()
+	if after := xmins(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("identical chunk rewrote rows: %v -> %v", before, after)
+	}
+	rows[1][1] = change.Text("2.00")
+	chunk()
+	after := xmins()
+	if after[0] != before[0] || after[1] == before[1] {
+		t.Errorf("scale change: %v -> %v, want only row 2 rewritten", before, after)
+	}
+}
+
+// TestReconnects checks that a sink whose connection died reconnects on the
+// next call, staging table and prepared statements included.
+func TestReconnects(t *testing.T) {
+	t.Parallel()
+	s := open(t, newDB(t))
+	defer s.Close()
+	tbl := table()
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	row := func(id string) change.Row {
+		return change.Row{change.Text(id), change.Text("1.50"), change.Text("n"), change.Text(`{a,"b c"}`),
+			change.Text("ok"), change.Text("3"), change.Text("x")}
+	}
+	for i := range 2 {
+		b := &sink.Batch{Stream: "s", Position: change.LSN(i + 1), Ops: []sink.Op{
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: row("1")}},
+			{Chunk: &sink.Chunk{Table: tbl, Low: change.Key{change.Text("x"), change.Text("1")}, Rows: []change.Row{row("2")}}},
+		}}
+		if err := s.Apply(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		s.conn.Close(t.Context()) // as if the server had dropped it
+	}
+	got, err := s.ReadRange(t.Context(), tbl, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1][3].Text != `{a,"b c"}` {
+		t.Errorf("rows %v", got)
+	}
+}
+
+func TestCopyEscaping(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":          "plain",
+		"a\tb\nc\rd\\e":  `a\tb\nc\rd\\e`,
+		`\N`:             `\\N`,
+		"\\.":            `\\.`,
+		"ünï\tcödé":      `ünï\tcödé`,
+		"":               "",
+		"trailing\\":     `trailing\\`,
+		"\n\n":           `\n\n`,
+		"x\x01y\x7f\x08": "x\x01y\x7f\x08",
+	} {
+		if got := string(appendCopyValue(nil, change.Text(in))); got != want {
+			t.Errorf("escape %q = %q, want %q", in, got, want)
+		}
+	}
+	if got := string(appendCopyValue(nil, change.Null)); got != `\N` {
+		t.Errorf("NULL = %q", got)
+	}
+}

@@ -1,0 +1,154 @@
+// Package postgres is a sink.Sink writing to a PostgreSQL database.
+//
+// Values stay in PostgreSQL's text representation all the way: they are
+// bound as untyped text parameters (or COPY text) so the destination's own
+// input functions parse them, and read back in text format. The session
+// settings below make the destination print values exactly as the source
+// printed them. Destination tables use the source's column types (see
+// docs/type-mapping.md); the checkpoint lives in schema _tidemark.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// sessionParams make text output match the source's (which runs with the
+// same settings): UTC ISO timestamps, postgres intervals, shortest-exact floats.
+var sessionParams = map[string]string{
+	"TimeZone":           "UTC",
+	"DateStyle":          "ISO",
+	"IntervalStyle":      "postgres",
+	"extra_float_digits": "1",
+}
+
+// maxTables bounds the per-*change.Table statement cache.
+const maxTables = 4096
+
+// Sink writes to one PostgreSQL database over a single connection; like every
+// sink it is used by one goroutine at a time.
+type Sink struct {
+	cfg    *pgx.ConnConfig
+	conn   *pgx.Conn
+	stmts  map[string]string       // SQL -> prepared statement name, per connection
+	temps  map[change.TableID]bool // staging tables created on this connection
+	tables map[*change.Table]*tableSQL
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// Open connects to the destination and creates the checkpoint tables if they
+// are missing.
+func Open(ctx context.Context, dsn string) (*Sink, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// The DSN may hold a password: do not echo it.
+		return nil, errors.New("postgres sink: cannot parse the connection string")
+	}
+	for k, v := range sessionParams {
+		cfg.RuntimeParams[k] = v
+	}
+	s := &Sink{cfg: cfg, tables: make(map[*change.Table]*tableSQL)}
+	if err := s.ensureConn(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.ensureCheckpointTables(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensureConn (re)connects when there is no live connection, so that a sink
+// survives a dropped connection: the caller retries the batch.
+func (s *Sink) ensureConn(ctx context.Context) error {
+	if s.conn != nil && !s.conn.IsClosed() {
+		return nil
+	}
+	if s.conn != nil {
+		s.conn.Close(ctx)
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.cfg)
+	if err != nil {
+		return fmt.Errorf("connect to postgres sink %s:%d/%s: %w", s.cfg.Host, s.cfg.Port, s.cfg.Database, err)
+	}
+	s.conn = conn
+	s.stmts = make(map[string]string)
+	s.temps = make(map[change.TableID]bool)
+	return nil
+}
+
+// Close closes the connection.
+func (s *Sink) Close() error {
+	if s.conn == nil {
+		return nil
+	}
+	err := s.conn.Close(context.Background())
+	s.conn = nil
+	return err
+}
+
+// prepare returns the name of a prepared statement for sql on the current
+// connection. Names are derived from the SQL because the server truncates
+// statement names to NAMEDATALEN.
+func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
+	if name, ok := s.stmts[sql]; ok {
+		return name, nil
+	}
+	h := sha256.Sum256([]byte(sql))
+	name := "tidemark_" + hex.EncodeToString(h[:16])
+	// Parameters are left untyped (OID 0): the server infers each from the
+	// column it meets, and its input function parses our text.
+	if _, err := s.conn.PgConn().Prepare(ctx, name, sql, nil); err != nil {
+		return "", fmt.Errorf("prepare %q: %w", sql, err)
+	}
+	s.stmts[sql] = name
+	return name, nil
+}
+
+// table returns the statement builder of t.
+func (s *Sink) table(t *change.Table) (*tableSQL, error) {
+	if ts, ok := s.tables[t]; ok {
+		return ts, nil
+	}
+	ts, err := newTableSQL(t)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.tables) >= maxTables {
+		s.tables = make(map[*change.Table]*tableSQL)
+	}
+	s.tables[t] = ts
+	return ts, nil
+}
+
+// exists reports whether a relation (given as a quoted, qualified name) exists.
+func (s *Sink) exists(ctx context.Context, qualified string) (bool, error) {
+	var ok bool
+	err := s.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qualified).Scan(&ok)
+	return ok, err
+}
+
+// ensureSchema creates a schema unless it exists. It looks first because
+// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege even when the
+// schema is already there.
+func (s *Sink) ensureSchema(ctx context.Context, name string) error {
+	var ok bool
+	if err := s.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name).Scan(&ok); err != nil {
+		return fmt.Errorf("look up schema %s: %w", name, err)
+	}
+	if ok {
+		return nil
+	}
+	if _, err := s.conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quote(name)); err != nil {
+		return fmt.Errorf("create schema %s: %w", name, err)
+	}
+	return nil
+}

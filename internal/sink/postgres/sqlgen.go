@@ -1,0 +1,248 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// tableSQL holds a table's quoted identifiers and memoizes the statements
+// built from them. Every identifier is quoted; values only ever travel as
+// parameters.
+type tableSQL struct {
+	id    change.TableID
+	name  string   // "schema"."table"
+	tmp   string   // this session's staging table for chunks
+	cols  []string // quoted column names, in column order
+	key   []int    // indexes into cols, in key order
+	isKey []bool
+	memo  map[string]string
+}
+
+func newTableSQL(t *change.Table) (*tableSQL, error) {
+	if len(t.Key) == 0 {
+		return nil, fmt.Errorf("table %s has no key", t.ID)
+	}
+	ts := &tableSQL{
+		id:    t.ID,
+		name:  pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize(),
+		tmp:   "pg_temp." + quote(tempName(t.ID)),
+		cols:  make([]string, len(t.Columns)),
+		key:   t.Key,
+		isKey: make([]bool, len(t.Columns)),
+		memo:  make(map[string]string),
+	}
+	for i, c := range t.Columns {
+		ts.cols[i] = quote(c.Name)
+	}
+	for _, k := range t.Key {
+		if k < 0 || k >= len(t.Columns) {
+			return nil, fmt.Errorf("table %s: key index %d out of range", t.ID, k)
+		}
+		ts.isKey[k] = true
+	}
+	return ts, nil
+}
+
+func quote(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// tempName derives the staging table's name from the table's identity, so
+// that it is the same on every connection and fits in NAMEDATALEN.
+func tempName(id change.TableID) string {
+	h := sha256.Sum256([]byte(id.Schema + "\x00" + id.Name))
+	return "_tidemark_chunk_" + hex.EncodeToString(h[:12])
+}
+
+// cached returns the memoized statement for key, building it on first use.
+func (ts *tableSQL) cached(key string, build func() string) string {
+	if s, ok := ts.memo[key]; ok {
+		return s
+	}
+	s := build()
+	ts.memo[key] = s
+	return s
+}
+
+// list joins the quoted columns selected by pick, each prefixed by alias.
+func (ts *tableSQL) list(alias string, pick func(i int) bool) string {
+	var b strings.Builder
+	for i, c := range ts.cols {
+		if !pick(i) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(alias)
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
+func (ts *tableSQL) keyList(alias string) string {
+	parts := make([]string, len(ts.key))
+	for i, k := range ts.key {
+		parts[i] = alias + ts.cols[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+func all(int) bool { return true }
+
+func params(from, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = "$" + strconv.Itoa(from+i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func maskKey(prefix string, m []bool) string {
+	b := []byte(prefix)
+	for _, v := range m {
+		if v {
+			b = append(b, '1')
+		} else {
+			b = append(b, '0')
+		}
+	}
+	return string(b)
+}
+
+// conflictClause is the ON CONFLICT tail updating the set columns; onlyChanged
+// adds a guard so that rows already identical are not rewritten.
+func (ts *tableSQL) conflictClause(set []bool, onlyChanged bool) string {
+	var sets []string
+	for i, c := range ts.cols {
+		if set[i] {
+			sets = append(sets, c+" = EXCLUDED."+c)
+		}
+	}
+	tail := " ON CONFLICT (" + ts.keyList("") + ") DO "
+	if len(sets) == 0 {
+		return tail + "NOTHING"
+	}
+	tail += "UPDATE SET " + strings.Join(sets, ", ")
+	if onlyChanged {
+		// *<> compares binary images: it works for types without an equality
+		// operator (json) and sees 1.0 -> 1.00 as a change, unlike =.
+		tail += " WHERE d.* *<> EXCLUDED.*"
+	}
+	return tail
+}
+
+// upsertSQL inserts the ins columns ($1.. in column order) and on conflict
+// updates the set columns.
+func (ts *tableSQL) upsertSQL(ins, set []bool) string {
+	return ts.cached(maskKey("upsert", ins)+maskKey("/", set), func() string {
+		n := 0
+		for _, v := range ins {
+			if v {
+				n++
+			}
+		}
+		return "INSERT INTO " + ts.name + " AS d (" + ts.list("", func(i int) bool { return ins[i] }) +
+			") VALUES (" + params(1, n) + ")" + ts.conflictClause(set, false)
+	})
+}
+
+// keyMatch is `alias.k1 = $from AND …` over the key columns.
+func (ts *tableSQL) keyMatch(alias string, from int) string {
+	parts := make([]string, len(ts.key))
+	for i, k := range ts.key {
+		parts[i] = alias + ts.cols[k] + " = $" + strconv.Itoa(from+i)
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (ts *tableSQL) deleteSQL() string {
+	return ts.cached("delete", func() string {
+		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch("", 1)
+	})
+}
+
+// deleteReturningSQL deletes a row by key and returns the ret columns.
+func (ts *tableSQL) deleteReturningSQL(ret []bool) string {
+	return ts.cached(maskKey("delret", ret), func() string {
+		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch("", 1) +
+			" RETURNING " + ts.list("", func(i int) bool { return ret[i] })
+	})
+}
+
+func (ts *tableSQL) truncateSQL() string {
+	// DELETE rather than TRUNCATE: transactional like the rest of the batch
+	// and without TRUNCATE's ACCESS EXCLUSIVE lock.
+	return "DELETE FROM " + ts.name
+}
+
+// rangeCond restricts alias's key to (low, high] with row-value comparisons
+// whose parameters start at $1, low first.
+func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
+	k := "(" + ts.keyList(alias) + ")"
+	var conds []string
+	next := 1
+	if low {
+		conds = append(conds, k+" > ("+params(next, len(ts.key))+")")
+		next += len(ts.key)
+	}
+	if high {
+		conds = append(conds, k+" <= ("+params(next, len(ts.key))+")")
+	}
+	if len(conds) == 0 {
+		return "TRUE"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+func boundsKey(prefix string, low, high bool) string {
+	return maskKey(prefix, []bool{low, high})
+}
+
+func (ts *tableSQL) selectRangeSQL(low, high bool) string {
+	return ts.cached(boundsKey("select", low, high), func() string {
+		return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE " +
+			ts.rangeCond("d.", low, high) + " ORDER BY " + ts.keyList("d.")
+	})
+}
+
+// chunkDeleteSQL deletes the rows of the range whose key is not in tmp.
+func (ts *tableSQL) chunkDeleteSQL(low, high bool) string {
+	return ts.cached(boundsKey("chunkdel", low, high), func() string {
+		match := make([]string, len(ts.key))
+		for i, k := range ts.key {
+			match[i] = "c." + ts.cols[k] + " = d." + ts.cols[k]
+		}
+		return "DELETE FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high) +
+			" AND NOT EXISTS (SELECT 1 FROM " + ts.tmp + " AS c WHERE " + strings.Join(match, " AND ") + ")"
+	})
+}
+
+// chunkUpsertSQL upserts every row of tmp, skipping rows already identical.
+func (ts *tableSQL) chunkUpsertSQL() string {
+	return ts.cached("chunkupsert", func() string {
+		cols := ts.list("", all)
+		set := make([]bool, len(ts.cols))
+		for i := range set {
+			set[i] = !ts.isKey[i]
+		}
+		return "INSERT INTO " + ts.name + " AS d (" + cols + ") SELECT " + cols + " FROM " + ts.tmp +
+			ts.conflictClause(set, true)
+	})
+}
+
+func (ts *tableSQL) tmpDeleteSQL() string {
+	return ts.cached("tmpdel", func() string {
+		return "DELETE FROM " + ts.tmp + " WHERE " + ts.keyMatch("", 1)
+	})
+}
+
+func (ts *tableSQL) copySQL() string {
+	return ts.cached("copy", func() string {
+		return "COPY " + ts.tmp + " (" + ts.list("", all) + ") FROM STDIN"
+	})
+}

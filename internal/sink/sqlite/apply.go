@@ -1,0 +1,209 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// Apply commits the batch, its position and its cursors in one transaction.
+func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
+	if err := s.apply(ctx, b); err != nil {
+		return fmt.Errorf("apply batch of stream %q: %w", b.Stream, err)
+	}
+	return nil
+}
+
+func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	for i, op := range b.Ops {
+		switch {
+		case op.Chunk != nil:
+			if err := s.applyChunk(ctx, tx, op.Chunk); err != nil {
+				return fmt.Errorf("op %d: apply chunk to %s: %w", i, op.Chunk.Table.ID, err)
+			}
+		case op.Change != nil:
+			if err := s.applyChange(ctx, tx, op.Change); err != nil {
+				return fmt.Errorf("op %d: %s on %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
+			}
+		}
+	}
+	if err := s.writeCheckpoint(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// exec runs a cached prepared statement in tx.
+func (s *Sink) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *Sink) applyChange(ctx context.Context, tx *sql.Tx, c *change.Change) error {
+	ts, err := s.table(c.Table)
+	if err != nil {
+		return err
+	}
+	switch c.Kind {
+	case change.Insert, change.Update:
+		return s.upsertChange(ctx, tx, ts, c)
+	case change.Delete:
+		if len(c.OldKey) != len(ts.key) {
+			return fmt.Errorf("%w (%d values, got %d)", errNoKey, len(ts.key), len(c.OldKey))
+		}
+		_, err := s.exec(ctx, tx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...)
+		return err
+	case change.Truncate:
+		_, err := s.exec(ctx, tx, "DELETE FROM "+ts.name)
+		return err
+	}
+	return fmt.Errorf("unknown change kind %d", c.Kind)
+}
+
+// upsertChange writes an inserted or updated row. An update that moved the
+// key deletes the old-key row first; columns the change left Unchanged keep
+// the destination's value, or take the old-key row's.
+func (s *Sink) upsertChange(ctx context.Context, tx *sql.Tx, ts *tableSQL, c *change.Change) error {
+	if len(c.Row) != len(ts.cols) {
+		return fmt.Errorf("row has %d values, table has %d columns", len(c.Row), len(ts.cols))
+	}
+	var carried []any
+	if c.OldKey != nil && c.OldKey.Encode() != c.Table.RowKey(c.Row).Encode() {
+		if unchanged, some := unchangedMask(c.Row); some {
+			var err error
+			if carried, err = s.readColumns(ctx, tx, ts, c.OldKey, unchanged); err != nil {
+				return fmt.Errorf("read old-key row: %w", err)
+			}
+		}
+		if _, err := s.exec(ctx, tx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...); err != nil {
+			return fmt.Errorf("delete old key: %w", err)
+		}
+	}
+	return s.upsert(ctx, tx, ts, c.Row, carried, false)
+}
+
+// readColumns returns the stored values of the cols columns of the row with
+// key k, indexed by column, or nil when there is no such row.
+func (s *Sink) readColumns(ctx context.Context, tx *sql.Tx, ts *tableSQL, k change.Key, cols []bool) ([]any, error) {
+	var idx []int
+	for i, c := range cols {
+		if c {
+			idx = append(idx, i)
+		}
+	}
+	st, err := s.stmt(ctx, tx, ts.selectByKeySQL(idx))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, ts.keyArgs(k)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	vals, err := scanValues(rows, len(idx))
+	if err != nil {
+		return nil, err
+	}
+	carried := make([]any, len(cols))
+	for j, i := range idx {
+		carried[i] = vals[j]
+	}
+	return carried, nil
+}
+
+// upsert writes row. Unchanged columns are never updated; they are inserted
+// from carried (stored values of the old-key row) when it is not nil, else
+// left out (NULL). onlyChanged skips rows that are already identical.
+func (s *Sink) upsert(ctx context.Context, tx *sql.Tx, ts *tableSQL, row change.Row, carried []any, onlyChanged bool) error {
+	ins := make([]bool, len(row))
+	set := make([]bool, len(row))
+	args := make([]any, 0, len(row))
+	for i, v := range row {
+		switch {
+		case !v.Unchanged:
+			ins[i], set[i] = true, !ts.isKey[i]
+			args = append(args, encode(ts.kinds[i], v))
+		case carried != nil:
+			ins[i] = true
+			args = append(args, carried[i])
+		}
+	}
+	_, err := s.exec(ctx, tx, ts.upsertSQL(ins, set, onlyChanged), args...)
+	return err
+}
+
+func unchangedMask(row change.Row) ([]bool, bool) {
+	m := make([]bool, len(row))
+	some := false
+	for i, v := range row {
+		if v.Unchanged {
+			m[i], some = true, true
+		}
+	}
+	return m, some
+}
+
+// applyChunk replaces the rows of (Low, High] by the chunk's rows: it reads
+// the range's keys, deletes those the chunk lacks, and upserts the rows,
+// skipping rows already identical.
+func (s *Sink) applyChunk(ctx context.Context, tx *sql.Tx, ch *sink.Chunk) error {
+	ts, err := s.table(ch.Table)
+	if err != nil {
+		return err
+	}
+	for _, b := range []change.Key{ch.Low, ch.High} {
+		if b != nil && len(b) != len(ts.key) {
+			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
+		}
+	}
+	keep := make(map[string]bool, len(ch.Rows))
+	for n, r := range ch.Rows {
+		if len(r) != len(ts.cols) {
+			return fmt.Errorf("chunk row %d has %d values, table has %d columns", n, len(r), len(ts.cols))
+		}
+		keep[ch.Table.RowKey(r).Encode()] = true
+	}
+	// Collect first, delete after: no writes while a read is open.
+	var gone [][]any
+	err = s.scanRange(ctx, tx, ts, ts.key, ch.Low, ch.High, func(vals []any) {
+		k := make(change.Key, len(vals))
+		for i, v := range vals {
+			k[i] = decode(ts.kinds[ts.key[i]], v)
+		}
+		if !keep[k.Encode()] {
+			gone = append(gone, vals)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("read keys of the range: %w", err)
+	}
+	for _, k := range gone {
+		if _, err := s.exec(ctx, tx, ts.deleteSQL(), k...); err != nil {
+			return fmt.Errorf("delete row missing from the chunk: %w", err)
+		}
+	}
+	ch.Removed = int64(len(gone))
+	for _, r := range ch.Rows {
+		if err := s.upsert(ctx, tx, ts, r, nil, true); err != nil {
+			return fmt.Errorf("upsert chunk row: %w", err)
+		}
+	}
+	return nil
+}

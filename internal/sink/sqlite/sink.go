@@ -1,0 +1,186 @@
+// Package sqlite is a sink.Sink writing to a SQLite database file.
+//
+// Tables are named after the source table ("orders" for public.orders,
+// "sales.lines" as one identifier otherwise). Values are stored natively
+// where that is lossless (integers, booleans, finite floats, bytea) and as
+// PostgreSQL's text form otherwise; ReadRange gives back exactly the text
+// that went in. See docs/type-mapping.md. The checkpoint lives in the
+// tables _tidemark_checkpoint and _tidemark_cursor.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+
+	_ "modernc.org/sqlite" // registers driver "sqlite"
+)
+
+// Connection settings: WAL for readers alongside the writer, FULL sync so a
+// committed checkpoint survives power loss, a busy timeout for other
+// processes reading the file, and BEGIN IMMEDIATE so a batch takes the write
+// lock up front instead of failing to upgrade half way.
+const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate"
+
+// maxTables bounds the per-*change.Table statement cache.
+const maxTables = 4096
+
+// Sink writes to one SQLite file; like every sink it is used by one
+// goroutine at a time.
+type Sink struct {
+	db     *sql.DB
+	stmts  map[string]*sql.Stmt
+	tables map[*change.Table]*tableSQL
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// Open opens (creating if needed) the database file at path and its
+// checkpoint tables.
+func Open(ctx context.Context, path string) (*Sink, error) {
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("open sqlite sink %q: the path may not contain '?'", path)
+	}
+	db, err := sql.Open("sqlite", path+dsnParams)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite sink %q: %w", path, err)
+	}
+	// One connection: the sink has one user, and SQLite one writer.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	s := &Sink{db: db, stmts: make(map[string]*sql.Stmt), tables: make(map[*change.Table]*tableSQL)}
+	for _, ddl := range checkpointDDL {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite sink %q: create checkpoint tables: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Sink) Close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = nil
+	return s.db.Close()
+}
+
+// stmt returns a statement prepared once on the database, for use in tx.
+func (s *Sink) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	st, ok := s.stmts[query]
+	if !ok {
+		var err error
+		if st, err = s.db.PrepareContext(ctx, query); err != nil {
+			return nil, fmt.Errorf("prepare %q: %w", query, err)
+		}
+		s.stmts[query] = st
+	}
+	if tx == nil {
+		return st, nil
+	}
+	// With one connection this reuses the prepared statement.
+	return tx.StmtContext(ctx, st), nil
+}
+
+func (s *Sink) table(t *change.Table) (*tableSQL, error) {
+	if ts, ok := s.tables[t]; ok {
+		return ts, nil
+	}
+	ts, err := newTableSQL(t)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.tables) >= maxTables {
+		s.tables = make(map[*change.Table]*tableSQL)
+	}
+	s.tables[t] = ts
+	return ts, nil
+}
+
+// EnsureTable creates the table unless it exists, with the declared types of
+// the storage mapping and the key as primary key.
+func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
+	ts, err := s.table(t)
+	if err != nil {
+		return fmt.Errorf("ensure table %s: %w", t.ID, err)
+	}
+	if _, err := s.db.ExecContext(ctx, ts.createSQL()); err != nil {
+		return fmt.Errorf("ensure table %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// ReadRange returns the rows whose key lies in (low, high], in key order
+// (SQLite's: see docs/type-mapping.md), as PostgreSQL text values.
+func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error) {
+	ts, err := s.table(t)
+	if err != nil {
+		return nil, fmt.Errorf("read range of %s: %w", t.ID, err)
+	}
+	all := make([]int, len(ts.cols))
+	for i := range all {
+		all[i] = i
+	}
+	var rows []change.Row
+	err = s.scanRange(ctx, nil, ts, all, low, high, func(vals []any) {
+		row := make(change.Row, len(vals))
+		for i, v := range vals {
+			row[i] = decode(ts.kinds[i], v)
+		}
+		rows = append(rows, row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read range of %s: %w", t.ID, err)
+	}
+	return rows, nil
+}
+
+// scanRange calls fn with the stored values of the cols columns (indexes)
+// of each row in (low, high], in key order, within tx when it is not nil.
+func (s *Sink) scanRange(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []int, low, high change.Key, fn func([]any)) error {
+	st, err := s.stmt(ctx, tx, ts.selectRangeSQL(cols, low != nil, high != nil))
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, append(ts.keyArgs(low), ts.keyArgs(high)...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := scanValues(rows, len(cols))
+		if err != nil {
+			return err
+		}
+		fn(vals)
+	}
+	return rows.Err()
+}
+
+// scanValues reads the current row's n values as stored.
+func scanValues(rows *sql.Rows, n int) ([]any, error) {
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	return vals, rows.Scan(ptrs...)
+}
+
+// keyArgs encodes a key's values as the key columns store them.
+func (ts *tableSQL) keyArgs(k change.Key) []any {
+	args := make([]any, len(k))
+	for i, v := range k {
+		args[i] = encode(ts.kinds[ts.key[i]], v)
+	}
+	return args
+}
+
+var errNoKey = errors.New("delete needs the old key")

@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// tableSQL holds a table's quoted identifiers and storage kinds, and
+// memoizes the statements built from them. Values are always bound.
+type tableSQL struct {
+	name  string   // one quoted identifier, see tableName
+	cols  []string // quoted column names, in column order
+	kinds []kind
+	key   []int // indexes into cols, in key order
+	isKey []bool
+	memo  map[string]string
+}
+
+// tableName is the source table's name for public tables and
+// "schema.table" (one identifier) otherwise.
+func tableName(id change.TableID) string {
+	if id.Schema == "public" {
+		return id.Name
+	}
+	return id.Schema + "." + id.Name
+}
+
+// quote makes s one SQLite identifier.
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func newTableSQL(t *change.Table) (*tableSQL, error) {
+	if len(t.Key) == 0 {
+		return nil, fmt.Errorf("table %s has no key", t.ID)
+	}
+	ts := &tableSQL{
+		name:  quote(tableName(t.ID)),
+		cols:  make([]string, len(t.Columns)),
+		kinds: make([]kind, len(t.Columns)),
+		key:   t.Key,
+		isKey: make([]bool, len(t.Columns)),
+		memo:  make(map[string]string),
+	}
+	for i, c := range t.Columns {
+		ts.cols[i] = quote(c.Name)
+		ts.kinds[i] = kindOf(c)
+	}
+	for _, k := range t.Key {
+		if k < 0 || k >= len(t.Columns) {
+			return nil, fmt.Errorf("table %s: key index %d out of range", t.ID, k)
+		}
+		ts.isKey[k] = true
+	}
+	return ts, nil
+}
+
+func (ts *tableSQL) cached(key string, build func() string) string {
+	if s, ok := ts.memo[key]; ok {
+		return s
+	}
+	s := build()
+	ts.memo[key] = s
+	return s
+}
+
+func (ts *tableSQL) createSQL() string {
+	defs := make([]string, 0, len(ts.cols)+1)
+	for i, c := range ts.cols {
+		def := c + " " + ts.kinds[i].declType()
+		if ts.isKey[i] {
+			// SQLite lets PRIMARY KEY columns hold NULL unless told.
+			def += " NOT NULL"
+		}
+		defs = append(defs, def)
+	}
+	defs = append(defs, "PRIMARY KEY ("+ts.keyList()+")")
+	return "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
+}
+
+func (ts *tableSQL) list(pick func(i int) bool) string {
+	var parts []string
+	for i, c := range ts.cols {
+		if pick(i) {
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (ts *tableSQL) keyList() string { return ts.pick(ts.key) }
+
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+func maskKey(prefix string, m ...[]bool) string {
+	b := []byte(prefix)
+	for _, part := range m {
+		b = append(b, '/')
+		for _, v := range part {
+			if v {
+				b = append(b, '1')
+			} else {
+				b = append(b, '0')
+			}
+		}
+	}
+	return string(b)
+}
+
+// upsertSQL inserts the ins columns and on conflict updates the set
+// columns; onlyChanged skips the write when those are already equal.
+func (ts *tableSQL) upsertSQL(ins, set []bool, onlyChanged bool) string {
+	return ts.cached(maskKey("upsert", ins, set, []bool{onlyChanged}), func() string {
+		n := 0
+		for _, v := range ins {
+			if v {
+				n++
+			}
+		}
+		var sets, diffs []string
+		for i, c := range ts.cols {
+			if set[i] {
+				sets = append(sets, c+" = excluded."+c)
+				diffs = append(diffs, ts.name+"."+c+" IS NOT excluded."+c)
+			}
+		}
+		sql := "INSERT INTO " + ts.name + " (" + ts.list(func(i int) bool { return ins[i] }) +
+			") VALUES (" + marks(n) + ") ON CONFLICT (" + ts.keyList() + ") DO "
+		if len(sets) == 0 {
+			return sql + "NOTHING"
+		}
+		sql += "UPDATE SET " + strings.Join(sets, ", ")
+		if onlyChanged {
+			sql += " WHERE " + strings.Join(diffs, " OR ")
+		}
+		return sql
+	})
+}
+
+func (ts *tableSQL) keyMatch() string {
+	parts := make([]string, len(ts.key))
+	for i, k := range ts.key {
+		parts[i] = ts.cols[k] + " = ?"
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (ts *tableSQL) deleteSQL() string {
+	return ts.cached("delete", func() string {
+		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch()
+	})
+}
+
+// selectByKeySQL reads the cols columns (indexes) of the row with a key.
+func (ts *tableSQL) selectByKeySQL(cols []int) string {
+	return ts.cached(indexKey("byKey", cols), func() string {
+		return "SELECT " + ts.pick(cols) + " FROM " + ts.name + " WHERE " + ts.keyMatch()
+	})
+}
+
+// pick lists the quoted columns at the indexes cols, in that order.
+func (ts *tableSQL) pick(cols []int) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = ts.cols[c]
+	}
+	return strings.Join(parts, ", ")
+}
+
+func indexKey(prefix string, cols []int) string {
+	b := []byte(prefix)
+	for _, c := range cols {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
+}
+
+// rangeCond restricts the key to (low, high] by row-value comparison,
+// low's parameters first.
+func (ts *tableSQL) rangeCond(low, high bool) string {
+	k, m := "("+ts.keyList()+")", "("+marks(len(ts.key))+")"
+	var conds []string
+	if low {
+		conds = append(conds, k+" > "+m)
+	}
+	if high {
+		conds = append(conds, k+" <= "+m)
+	}
+	if len(conds) == 0 {
+		return "1"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// selectRangeSQL reads the cols columns (indexes) of the rows in
+// (low, high], in key order.
+func (ts *tableSQL) selectRangeSQL(cols []int, low, high bool) string {
+	return ts.cached(indexKey(maskKey("range", []bool{low, high}), cols), func() string {
+		return "SELECT " + ts.pick(cols) + " FROM " + ts.name +
+			" WHERE " + ts.rangeCond(low, high) + " ORDER BY " + ts.keyList()
+	})
+}

@@ -1,0 +1,155 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// Chunk is a run of rows read in key order inside one snapshot, with the
+// log position that frames it.
+type Chunk struct {
+	Rows []change.Row
+	// Snapshot is the MVCC snapshot the rows were read in: a transaction
+	// visible in it is reflected in Rows, any other is not.
+	Snapshot Snapshot
+	// Position was read after the snapshot was taken: every transaction
+	// visible in Snapshot has its commit record below it.
+	Position change.LSN
+	Bytes    int64
+}
+
+// ReadOptions bound a chunk read.
+type ReadOptions struct {
+	After change.Key // exclusive lower bound; nil for the first chunk
+	Upto  change.Key // inclusive upper bound; nil for none
+	Limit int        // 0 for no limit
+}
+
+// ReadChunk reads up to Limit rows with key in (After, Upto], in key order,
+// in a read-only repeatable-read transaction whose snapshot and position are
+// returned with the rows. It takes no lock beyond what a SELECT takes.
+func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Chunk{}, classify(fmt.Errorf("read chunk of %s: %w", t.ID, err))
+	}
+	defer conn.Release()
+	chunk, err := readChunk(ctx, conn, t, opt)
+	if err != nil {
+		return Chunk{}, classify(fmt.Errorf("read chunk of %s: %w", t.ID, err))
+	}
+	return chunk, nil
+}
+
+func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt ReadOptions) (Chunk, error) {
+	pc := conn.Conn().PgConn()
+	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
+		return Chunk{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+		}
+	}()
+	// The snapshot is taken when this first statement starts; the WAL
+	// position is read while it runs, so it is at or past every commit the
+	// snapshot sees.
+	res := pc.ExecParams(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text", nil, nil, nil, nil).Read()
+	if res.Err != nil {
+		return Chunk{}, res.Err
+	}
+	var chunk Chunk
+	var err error
+	if chunk.Snapshot, err = ParseSnapshot(string(res.Rows[0][0])); err != nil {
+		return Chunk{}, err
+	}
+	if chunk.Position, err = change.ParseLSN(string(res.Rows[0][1])); err != nil {
+		return Chunk{}, err
+	}
+	sql, params := chunkQuery(t, opt)
+	res = pc.ExecParams(ctx, sql, params, nil, nil, nil).Read()
+	if res.Err != nil {
+		return Chunk{}, res.Err
+	}
+	chunk.Rows = make([]change.Row, len(res.Rows))
+	for i, raw := range res.Rows {
+		row := make(change.Row, len(raw))
+		for j, v := range raw {
+			if v == nil {
+				row[j] = change.Null
+				continue
+			}
+			row[j] = change.Text(string(v))
+			chunk.Bytes += int64(len(v))
+		}
+		chunk.Rows[i] = row
+	}
+	if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		return Chunk{}, err
+	}
+	committed = true
+	return chunk, nil
+}
+
+// chunkQuery builds the SELECT of a chunk. Identifiers are quoted; bound
+// values travel as text parameters of unknown type, so the server parses
+// them with the key columns' own input functions.
+func chunkQuery(t *change.Table, opt ReadOptions) (string, [][]byte) {
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = quoteIdent(c.Name)
+	}
+	keyList := keyTuple(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(t.ID))
+	var params [][]byte
+	var where []string
+	if opt.After != nil {
+		where = append(where, keyList+" > "+placeholders(len(params)+1, len(t.Key)))
+		params = append(params, keyParams(opt.After)...)
+	}
+	if opt.Upto != nil {
+		where = append(where, keyList+" <= "+placeholders(len(params)+1, len(t.Key)))
+		params = append(params, keyParams(opt.Upto)...)
+	}
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY " + strings.TrimSuffix(strings.TrimPrefix(keyList, "("), ")"))
+	if opt.Limit > 0 {
+		b.WriteString(" LIMIT " + strconv.Itoa(opt.Limit))
+	}
+	return b.String(), params
+}
+
+func keyTuple(t *change.Table) string {
+	keys := make([]string, len(t.Key))
+	for i, c := range t.KeyColumns() {
+		keys[i] = quoteIdent(c.Name)
+	}
+	return "(" + strings.Join(keys, ", ") + ")"
+}
+
+func placeholders(from, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(from+i)
+	}
+	return "(" + strings.Join(ps, ", ") + ")"
+}
+
+func keyParams(k change.Key) [][]byte {
+	out := make([][]byte, len(k))
+	for i, v := range k {
+		if !v.Null {
+			out[i] = []byte(v.Text)
+		}
+	}
+	return out
+}

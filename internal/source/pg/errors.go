@@ -1,0 +1,54 @@
+package pg
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// PermanentError is a source error that retrying cannot cure: a person has
+// to act. Hint says what to do.
+type PermanentError struct {
+	Err  error
+	Hint string
+}
+
+func (e *PermanentError) Error() string { return e.Err.Error() + ": " + e.Hint }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// IsPermanent reports whether err needs a person (slot gone, permission
+// missing, wrong settings) rather than a retry (connection lost, server
+// restarting).
+func IsPermanent(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe)
+}
+
+// classify wraps server errors that no retry will cure in PermanentError.
+func classify(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err // network and protocol errors are worth a retry
+	}
+	switch {
+	case pgErr.Code == "42501":
+		return &PermanentError{Err: err, Hint: "grant the source user REPLICATION and SELECT on the streamed tables (ALTER ROLE … REPLICATION; GRANT SELECT …)"}
+	case pgErr.Code == "28P01" || pgErr.Code == "28000":
+		return &PermanentError{Err: err, Hint: "check the user and password in the source DSN and pg_hba.conf"}
+	case pgErr.Code == "3D000":
+		return &PermanentError{Err: err, Hint: "the source database does not exist: fix the DSN"}
+	case strings.Contains(pgErr.Message, "wal_level"):
+		return &PermanentError{Err: err, Hint: "set wal_level = logical on the source and restart it"}
+	case strings.Contains(pgErr.Message, "replication slot") && (pgErr.Code == "42704" || strings.Contains(pgErr.Message, "does not exist")):
+		return &PermanentError{Err: err, Hint: slotGoneHint}
+	case strings.Contains(pgErr.Message, "invalidated") || strings.Contains(pgErr.Message, "can no longer get changes"):
+		return &PermanentError{Err: err, Hint: slotGoneHint}
+	}
+	return err
+}
+
+const slotGoneHint = "the replication slot is gone or invalidated, so changes may have been missed: run `tidemark stream reset STREAM` to re-create the slot, then initiate a backfill of every object"

@@ -1,0 +1,250 @@
+// Package pg is the PostgreSQL source: catalog reads, the publication and
+// replication slot, the logical replication stream (pgoutput) and the chunk
+// reads of backfills with the snapshot and log position that frame them.
+//
+// Concurrency contract: Stream runs in one goroutine and owns the
+// replication connection; it returns when its context ends or the
+// connection fails, and the caller reconnects. Confirm and WantPosition may
+// be called from any goroutine. ReadChunk and Classify use a pool and may be
+// called concurrently.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// Config says which source to read and how.
+type Config struct {
+	DSN         string
+	Publication string
+	Slot        string
+	// StatusInterval is the period of standby status updates; the server
+	// drops a replication connection that stays silent for wal_sender_timeout.
+	StatusInterval time.Duration
+	// ProbeInterval is how often a pending chunk asks the server where the
+	// stream is (a status update that requests a reply).
+	ProbeInterval time.Duration
+}
+
+// Source is one PostgreSQL source database.
+type Source struct {
+	cfg       Config
+	pool      *pgxpool.Pool
+	log       *slog.Logger
+	confirmed atomic.Uint64 // highest position the destination committed
+	want      atomic.Uint64 // a pending chunk waits for the stream to pass this
+}
+
+// sessionParams make every text representation independent of the server's
+// and the user's settings, so source and destination texts compare equal.
+var sessionParams = map[string]string{
+	"TimeZone":           "UTC",
+	"DateStyle":          "ISO, MDY",
+	"IntervalStyle":      "postgres",
+	"extra_float_digits": "1",
+	"application_name":   "tidemark",
+}
+
+// Open connects the pool used for catalog and chunk reads.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Source, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse source DSN: %s", redactErr(err))
+	}
+	for k, v := range sessionParams {
+		pc.ConnConfig.RuntimeParams[k] = v
+	}
+	pc.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to source: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(fmt.Errorf("connect to source: %w", err))
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = 10 * time.Second
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 10 * time.Millisecond
+	}
+	return &Source{cfg: cfg, pool: pool, log: log}, nil
+}
+
+// Close releases the pool.
+func (s *Source) Close() { s.pool.Close() }
+
+// Pool exposes the read pool for verify and tests.
+func (s *Source) Pool() *pgxpool.Pool { return s.pool }
+
+// Tables lists the source's tables.
+func (s *Source) Tables(ctx context.Context) ([]change.TableID, error) {
+	return ListTables(ctx, s.pool)
+}
+
+// Describe reads one table's shape.
+func (s *Source) Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error) {
+	t, err := Describe(ctx, s.pool, id, keyCols)
+	return t, classify(err)
+}
+
+// Confirm records that the destination committed everything up to lsn; the
+// next status update reports it to the server, which may then recycle WAL.
+func (s *Source) Confirm(lsn change.LSN) {
+	for {
+		cur := s.confirmed.Load()
+		if uint64(lsn) <= cur || s.confirmed.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// WantPosition asks the stream to report progress until it has passed lsn.
+func (s *Source) WantPosition(lsn change.LSN) {
+	for {
+		cur := s.want.Load()
+		if uint64(lsn) <= cur || s.want.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// EnsurePublication creates the publication or sets its tables.
+func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", s.cfg.Publication).Scan(&exists); err != nil {
+		return classify(fmt.Errorf("look up publication %s: %w", s.cfg.Publication, err))
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = quoteTable(t)
+	}
+	pub := quoteIdent(s.cfg.Publication)
+	var sql string
+	switch {
+	case !exists && len(tables) == 0:
+		sql = "CREATE PUBLICATION " + pub + " WITH (publish_via_partition_root = true)"
+	case !exists:
+		sql = "CREATE PUBLICATION " + pub + " FOR TABLE " + strings.Join(names, ", ") + " WITH (publish_via_partition_root = true)"
+	case len(tables) == 0:
+		return nil
+	default:
+		sql = "ALTER PUBLICATION " + pub + " SET TABLE " + strings.Join(names, ", ")
+	}
+	if _, err := s.pool.Exec(ctx, sql); err != nil {
+		return classify(fmt.Errorf("set up publication %s: %w", s.cfg.Publication, err))
+	}
+	return nil
+}
+
+// SlotInfo describes the replication slot.
+type SlotInfo struct {
+	Exists            bool
+	ConfirmedFlush    change.LSN
+	RetainedWALBytes  int64
+	Invalidated       bool
+	InvalidatedReason string
+}
+
+// Slot reads the replication slot's state.
+func (s *Source) Slot(ctx context.Context) (SlotInfo, error) {
+	var info SlotInfo
+	var confirmed *string
+	var retained *int64
+	var walStatus *string
+	err := s.pool.QueryRow(ctx, `
+		SELECT confirmed_flush_lsn::text,
+		       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
+		       wal_status
+		FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&confirmed, &retained, &walStatus)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return info, nil
+	}
+	if err != nil {
+		return info, classify(fmt.Errorf("read replication slot %s: %w", s.cfg.Slot, err))
+	}
+	info.Exists = true
+	if confirmed != nil {
+		info.ConfirmedFlush, _ = change.ParseLSN(*confirmed)
+	}
+	if retained != nil {
+		info.RetainedWALBytes = *retained
+	}
+	if walStatus != nil && *walStatus == "lost" {
+		info.Invalidated, info.InvalidatedReason = true, "wal_status is lost"
+	}
+	return info, nil
+}
+
+// EnsureSlot creates the replication slot when it is missing. It reports
+// whether it created one.
+func (s *Source) EnsureSlot(ctx context.Context) (bool, error) {
+	info, err := s.Slot(ctx)
+	if err != nil {
+		return false, err
+	}
+	if info.Invalidated {
+		return false, &PermanentError{Err: fmt.Errorf("replication slot %s is invalidated (%s)", s.cfg.Slot, info.InvalidatedReason), Hint: slotGoneHint}
+	}
+	if info.Exists {
+		return false, nil
+	}
+	conn, err := s.replicationConn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, s.cfg.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil {
+		return false, classify(fmt.Errorf("create replication slot %s: %w", s.cfg.Slot, err))
+	}
+	s.log.Info("created replication slot", "slot", s.cfg.Slot)
+	return true, nil
+}
+
+// DropSlot removes the replication slot if it exists.
+func (s *Source) DropSlot(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.cfg.Slot)
+	if err != nil {
+		return classify(fmt.Errorf("drop replication slot %s: %w", s.cfg.Slot, err))
+	}
+	return nil
+}
+
+func (s *Source) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	cc, err := pgconn.ParseConfig(s.cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse source DSN: %s", redactErr(err))
+	}
+	for k, v := range sessionParams {
+		cc.RuntimeParams[k] = v
+	}
+	cc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, classify(fmt.Errorf("open replication connection: %w", err))
+	}
+	return conn, nil
+}
+
+// redactErr keeps a DSN parse error from echoing the DSN and its password.
+func redactErr(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return "invalid DSN (" + errors.Unwrap(pe).Error() + ")"
+	}
+	return "invalid DSN"
+}

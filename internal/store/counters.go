@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Counters are event and byte totals for one table.
+type Counters struct {
+	EventsProcessed, EventsLoaded, BytesProcessed, BytesLoaded int64
+}
+
+// AddCounters adds c to the row for (stream, schema, table) on day's UTC
+// calendar day, creating the row if needed.
+func (s *Store) AddCounters(ctx context.Context, stream, schema, table string, day time.Time, c Counters) error {
+	if stream == "" || schema == "" || table == "" {
+		return fmt.Errorf("add counters %q %q.%q: stream, schema and table are required", stream, schema, table)
+	}
+	if day.IsZero() {
+		return fmt.Errorf("add counters %s/%s.%s: zero day", stream, schema, table)
+	}
+	_, err := s.exec(ctx, `INSERT INTO "counters" ("stream", "schema_name", "table_name", "day",
+			"events_processed", "events_loaded", "bytes_processed", "bytes_loaded")
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT ("stream", "schema_name", "table_name", "day") DO UPDATE SET
+			"events_processed" = "counters"."events_processed" + excluded."events_processed",
+			"events_loaded" = "counters"."events_loaded" + excluded."events_loaded",
+			"bytes_processed" = "counters"."bytes_processed" + excluded."bytes_processed",
+			"bytes_loaded" = "counters"."bytes_loaded" + excluded."bytes_loaded"`,
+		stream, schema, table, s.d.dayArg(day),
+		c.EventsProcessed, c.EventsLoaded, c.BytesProcessed, c.BytesLoaded)
+	if err != nil {
+		return fmt.Errorf("add counters %s/%s.%s: %w", stream, schema, table, err)
+	}
+	return nil
+}
+
+// SumCounters sums the counters of (stream, schema, table) over the UTC days
+// on or after since's UTC day; a zero since sums every day. Empty stream,
+// schema or table match all, so SumCounters(ctx, "s", "", "", t) totals a
+// whole stream.
+func (s *Store) SumCounters(ctx context.Context, stream, schema, table string, since time.Time) (Counters, error) {
+	var where []string
+	var args []any
+	for _, kv := range []struct{ col, v string }{
+		{`"stream"`, stream}, {`"schema_name"`, schema}, {`"table_name"`, table},
+	} {
+		if kv.v != "" {
+			where = append(where, kv.col+` = ?`)
+			args = append(args, kv.v)
+		}
+	}
+	if !since.IsZero() {
+		where = append(where, `"day" >= ?`)
+		args = append(args, s.d.dayArg(since))
+	}
+	q := `SELECT CAST(COALESCE(SUM("events_processed"), 0) AS BIGINT), CAST(COALESCE(SUM("events_loaded"), 0) AS BIGINT),
+		CAST(COALESCE(SUM("bytes_processed"), 0) AS BIGINT), CAST(COALESCE(SUM("bytes_loaded"), 0) AS BIGINT)
+		FROM "counters"`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	var c Counters
+	if err := s.queryRow(ctx, q, args...).Scan(&c.EventsProcessed, &c.EventsLoaded, &c.BytesProcessed, &c.BytesLoaded); err != nil {
+		return Counters{}, fmt.Errorf("sum counters %s/%s.%s: %w", stream, schema, table, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// StreamState is the lifecycle state of one stream.
+type StreamState struct {
+	Name string
+	// State is one of "not_started", "starting", "running", "retrying",
+	// "paused", "failed" (the State* constants).
+	State  string
+	Reason string
+	// UpdatedAt is set to the current time by PutStream when zero.
+	UpdatedAt time.Time
+}
+
+// ValidState reports whether state is a known stream state.
+func ValidState(state string) bool {
+	switch state {
+	case StateNotStarted, StateStarting, StateRunning, StateRetrying, StatePaused, StateFailed:
+		return true
+	}
+	return false
+}
+
+// ValidStatus reports whether status is a known backfill status. Objects may
+// also have the empty status.
+func ValidStatus(status string) bool {
+	switch status {
+	case StatusPending, StatusActive, StatusCompleted, StatusStopped, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// PutStream inserts or replaces the stream's state.
+func (s *Store) PutStream(ctx context.Context, st StreamState) error {
+	if st.Name == "" {
+		return errors.New("put stream: empty name")
+	}
+	if !ValidState(st.State) {
+		return fmt.Errorf("put stream %q: invalid state %q", st.Name, st.State)
+	}
+	if st.UpdatedAt.IsZero() {
+		st.UpdatedAt = now()
+	}
+	_, err := s.exec(ctx, `INSERT INTO "streams" ("name", "state", "reason", "updated_at") VALUES (?, ?, ?, ?)
+		ON CONFLICT ("name") DO UPDATE SET "state" = excluded."state", "reason" = excluded."reason", "updated_at" = excluded."updated_at"`,
+		st.Name, st.State, st.Reason, s.d.timeArg(st.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("put stream %q: %w", st.Name, err)
+	}
+	return nil
+}
+
+const streamCols = `"name", "state", "reason", "updated_at"`
+
+func scanStream(sc interface{ Scan(...any) error }) (StreamState, error) {
+	var st StreamState
+	var at timeCol
+	if err := sc.Scan(&st.Name, &st.State, &st.Reason, &at); err != nil {
+		return StreamState{}, err
+	}
+	st.UpdatedAt = at.T
+	return st, nil
+}
+
+// GetStream returns the named stream's state, or ErrNotFound.
+func (s *Store) GetStream(ctx context.Context, name string) (StreamState, error) {
+	st, err := scanStream(s.queryRow(ctx, `SELECT `+streamCols+` FROM "streams" WHERE "name" = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return StreamState{}, fmt.Errorf("get stream %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return StreamState{}, fmt.Errorf("get stream %q: %w", name, err)
+	}
+	return st, nil
+}
+
+// ListStreams returns every stream ordered by name.
+func (s *Store) ListStreams(ctx context.Context) ([]StreamState, error) {
+	rows, err := s.query(ctx, `SELECT `+streamCols+` FROM "streams" ORDER BY "name"`)
+	if err != nil {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	defer rows.Close()
+	var out []StreamState
+	for rows.Next() {
+		st, err := scanStream(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list streams: %w", err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	return out, nil
+}
+
+// ColumnInfo describes one column of a table as last seen by a stream.
+type ColumnInfo struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Key  bool   `json:"key,omitempty"`
+}
+
+// Object is a stream's view of one source table.
+type Object struct {
+	Stream, Schema, Table string
+	// Status is "" (shown as "-"), "pending", "active", "completed",
+	// "stopped" or "failed".
+	Status string
+	// Reason says why Status is "" or why it failed.
+	Reason string
+	// Loaded means the last backfill's final chunk is committed in the
+	// destination.
+	Loaded bool
+	// BackfillID is the latest backfill run, 0 if none.
+	BackfillID int64
+	Columns    []ColumnInfo
+	// UpdatedAt is set to the current time by PutObject when zero.
+	UpdatedAt time.Time
+}
+
+// PutObject inserts or replaces the object keyed by (Stream, Schema, Table).
+func (s *Store) PutObject(ctx context.Context, o Object) error {
+	if o.Stream == "" || o.Schema == "" || o.Table == "" {
+		return fmt.Errorf("put object %q %q.%q: stream, schema and table are required", o.Stream, o.Schema, o.Table)
+	}
+	if o.Status != StatusNone && !ValidStatus(o.Status) {
+		return fmt.Errorf("put object %s/%s.%s: invalid status %q", o.Stream, o.Schema, o.Table, o.Status)
+	}
+	if o.UpdatedAt.IsZero() {
+		o.UpdatedAt = now()
+	}
+	cols := o.Columns
+	if cols == nil {
+		cols = []ColumnInfo{}
+	}
+	colJSON, err := json.Marshal(cols)
+	if err != nil {
+		return fmt.Errorf("put object %s/%s.%s: encode columns: %w", o.Stream, o.Schema, o.Table, err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO "objects" ("stream", "schema_name", "table_name", "status", "reason", "loaded", "backfill_id", "columns", "updated_at")
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT ("stream", "schema_name", "table_name") DO UPDATE SET
+			"status" = excluded."status", "reason" = excluded."reason", "loaded" = excluded."loaded",
+			"backfill_id" = excluded."backfill_id", "columns" = excluded."columns", "updated_at" = excluded."updated_at"`,
+		o.Stream, o.Schema, o.Table, o.Status, o.Reason, o.Loaded, o.BackfillID, string(colJSON), s.d.timeArg(o.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("put object %s/%s.%s: %w", o.Stream, o.Schema, o.Table, err)
+	}
+	return nil
+}
+
+const objectCols = `"stream", "schema_name", "table_name", "status", "reason", "loaded", "backfill_id", "columns", "updated_at"`
+
+func scanObject(sc interface{ Scan(...any) error }) (Object, error) {
+	var o Object
+	var cols []byte
+	var at timeCol
+	if err := sc.Scan(&o.Stream, &o.Schema, &o.Table, &o.Status, &o.Reason, &o.Loaded, &o.BackfillID, &cols, &at); err != nil {
+		return Object{}, err
+	}
+	if err := json.Unmarshal(cols, &o.Columns); err != nil {
+		return Object{}, fmt.Errorf("decode columns of %s/%s.%s: %w", o.Stream, o.Schema, o.Table, err)
+	}
+	if len(o.Columns) == 0 {
+		o.Columns = nil
+	}
+	o.UpdatedAt = at.T
+	return o, nil
+}
+
+// GetObject returns one object, or ErrNotFound.
+func (s *Store) GetObject(ctx context.Context, stream, schema, table string) (Object, error) {
+	o, err := scanObject(s.queryRow(ctx, `SELECT `+objectCols+` FROM "objects"
+		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?`, stream, schema, table))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Object{}, fmt.Errorf("get object %s/%s.%s: %w", stream, schema, table, ErrNotFound)
+	}
+	if err != nil {
+		return Object{}, fmt.Errorf("get object %s/%s.%s: %w", stream, schema, table, err)
+	}
+	return o, nil
+}
+
+// ListObjects returns the stream's objects ordered by schema and table. An
+// empty stream lists the objects of every stream, ordered by stream first.
+func (s *Store) ListObjects(ctx context.Context, stream string) ([]Object, error) {
+	q := `SELECT ` + objectCols + ` FROM "objects"`
+	var args []any
+	if stream != "" {
+		q += ` WHERE "stream" = ?`
+		args = append(args, stream)
+	}
+	q += ` ORDER BY "stream", "schema_name", "table_name"`
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list objects: %w", err)
+	}
+	defer rows.Close()
+	var out []Object
+	for rows.Next() {
+		o, err := scanObject(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list objects: %w", err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list objects: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,471 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// Snapshot is what the applier needs of the snapshot a chunk was read in.
+type Snapshot interface {
+	// VisibleXid reports whether a committed transaction is visible.
+	VisibleXid(xid uint32) bool
+	// InProgressXids lists the transactions running when it was taken.
+	InProgressXids() []uint32
+}
+
+// ChunkRead is a chunk as a backfill worker read it from the source.
+type ChunkRead struct {
+	Rows     []change.Row
+	Snapshot Snapshot
+	// Position is at or past the commit of every transaction the snapshot
+	// sees; the chunk is merged once the stream has passed it.
+	Position change.LSN
+	Bytes    int64
+}
+
+// ChunkResult tells a worker what became of its chunk.
+type ChunkResult struct {
+	// Retry asks the worker to read the same chunk again; Reason says why.
+	Retry     bool
+	Reason    string
+	High      change.Key // the chunk's inclusive upper bound (nil for the last)
+	Rows      int        // rows written for the range
+	Conflicts int        // window changes reconciled with the chunk
+	Check     *RangeCheck
+	Err       error
+}
+
+// positionSource is what the applier needs of the source while merging.
+type positionSource interface {
+	WantPosition(change.LSN)
+	InRange(ctx context.Context, t *change.Table, keys []change.Key, low, high change.Key) ([]bool, error)
+}
+
+// rangeReader reads destination rows for verify; the applier only calls it
+// while the writer is idle.
+type rangeReader interface {
+	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
+}
+
+// pendingChunk is a chunk between registration and merge. Registration
+// happens before the chunk's snapshot is taken; every transaction the
+// applier processes afterwards lands in the window.
+type pendingChunk struct {
+	table      *change.Table
+	regSeq     uint64
+	backfillID int64
+	submitted  bool
+	read       ChunkRead
+	low        change.Key
+	last       bool
+	rowsBefore int64
+	verify     bool // compare with the destination instead of writing
+	window     []windowTxn
+	changes    int
+	overflow   bool
+	result     chan ChunkResult
+}
+
+type windowTxn struct {
+	xid     uint32
+	changes []change.Change
+}
+
+type applierRequest struct {
+	register *pendingChunk
+	ack      chan struct{}
+	submit   *pendingChunk
+	abandon  *pendingChunk
+}
+
+// applierConfig tunes the applier.
+type applierConfig struct {
+	BatchChanges     int
+	BatchDelay       time.Duration
+	WindowMaxChanges int
+	// RaceHorizon is how long an applied transaction's id is remembered to
+	// detect a chunk snapshot that missed it (see docs/backfill.md).
+	RaceHorizon time.Duration
+}
+
+// applier is the single goroutine that orders everything the destination
+// receives: transactions in commit order, and merged chunks at the point of
+// the stream where they are correct. It hands batches to the writer.
+type applier struct {
+	cfg      applierConfig
+	stream   string
+	src      positionSource
+	dest     rangeReader
+	log      *slog.Logger
+	events   <-chan change.Event
+	requests chan applierRequest
+	out      chan<- *outBatch
+
+	skipUpTo change.LSN // transactions ending at or below it are replays
+	position change.LSN
+	seq      uint64
+	applied  map[uint32]appliedTxn
+	order    []uint32 // applied xids, oldest first, for forgetting
+	pending  []*pendingChunk
+	batch    *outBatch
+	flushAt  time.Time
+	lastSent change.LSN
+}
+
+type appliedTxn struct {
+	seq uint64
+	at  time.Time
+}
+
+// outBatch is a sink batch plus what to report once it is committed.
+type outBatch struct {
+	sink.Batch
+	changes  int
+	counters map[change.TableID]*objectCounts
+	chunks   []committedChunk
+	done     chan struct{} // closed once committed, when someone waits
+}
+
+type objectCounts struct{ events, bytes int64 }
+
+type committedChunk struct {
+	backfillID int64
+	table      change.TableID
+	rows       int
+	removed    *sink.Chunk
+	last       bool
+}
+
+func newApplier(cfg applierConfig, stream string, src positionSource, dest rangeReader, log *slog.Logger, events <-chan change.Event, out chan<- *outBatch, start change.LSN) *applier {
+	return &applier{
+		cfg: cfg, stream: stream, src: src, dest: dest, log: log, events: events, out: out,
+		requests: make(chan applierRequest),
+		skipUpTo: start, position: start, lastSent: start,
+		applied: map[uint32]appliedTxn{},
+	}
+}
+
+// register opens a chunk's window. It returns once the applier has recorded
+// it, so the caller may take the chunk's snapshot right after.
+func (a *applier) register(ctx context.Context, pc *pendingChunk) error {
+	pc.result = make(chan ChunkResult, 1)
+	ack := make(chan struct{})
+	select {
+	case a.requests <- applierRequest{register: pc, ack: ack}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// submit hands over a registered chunk's read and waits for its merge.
+func (a *applier) submit(ctx context.Context, pc *pendingChunk) (ChunkResult, error) {
+	select {
+	case a.requests <- applierRequest{submit: pc}:
+	case <-ctx.Done():
+		return ChunkResult{}, ctx.Err()
+	}
+	select {
+	case r := <-pc.result:
+		return r, r.Err
+	case <-ctx.Done():
+		return ChunkResult{}, ctx.Err()
+	}
+}
+
+// run processes events and chunk requests until ctx ends or events closes.
+func (a *applier) run(ctx context.Context) error {
+	a.batch = a.newBatch()
+	ticker := time.NewTicker(a.cfg.BatchDelay)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-a.events:
+			if !ok {
+				return nil
+			}
+			if err := a.handleEvent(ctx, ev); err != nil {
+				return err
+			}
+		case req := <-a.requests:
+			if err := a.handleRequest(ctx, req); err != nil {
+				return err
+			}
+		case <-ticker.C:
+			if time.Now().After(a.flushAt) && (len(a.batch.Ops) > 0 || a.position > a.lastSent) {
+				if err := a.flush(ctx); err != nil {
+					return err
+				}
+			}
+			a.forgetOldXids()
+		}
+	}
+}
+
+func (a *applier) newBatch() *outBatch {
+	a.flushAt = time.Now().Add(a.cfg.BatchDelay)
+	return &outBatch{
+		Batch:    sink.Batch{Stream: a.stream, Cursors: map[change.TableID]sink.Cursor{}},
+		counters: map[change.TableID]*objectCounts{},
+	}
+}
+
+func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
+	if ev.Txn != nil {
+		txn := ev.Txn
+		if txn.EndLSN <= a.skipUpTo {
+			return nil // replayed: the destination already has it
+		}
+		a.seq++
+		a.applied[txn.Xid] = appliedTxn{seq: a.seq, at: time.Now()}
+		a.order = append(a.order, txn.Xid)
+		for _, p := range a.pending {
+			a.addToWindow(p, txn)
+		}
+		for i := range txn.Changes {
+			c := &txn.Changes[i]
+			a.batch.Ops = append(a.batch.Ops, sink.Op{Change: c})
+			cnt := a.counter(c.Table.ID)
+			cnt.events++
+			cnt.bytes += int64(c.Bytes)
+		}
+		a.batch.changes += len(txn.Changes)
+		if txn.EndLSN > a.position {
+			a.position = txn.EndLSN
+		}
+	} else if ev.Progress > a.position {
+		a.position = ev.Progress
+	}
+	if err := a.mergeReady(ctx); err != nil {
+		return err
+	}
+	if a.batch.changes >= a.cfg.BatchChanges {
+		return a.flush(ctx)
+	}
+	return nil
+}
+
+func (a *applier) counter(id change.TableID) *objectCounts {
+	c := a.batch.counters[id]
+	if c == nil {
+		c = &objectCounts{}
+		a.batch.counters[id] = c
+	}
+	return c
+}
+
+func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
+	if p.overflow {
+		return
+	}
+	var mine []change.Change
+	for _, c := range txn.Changes {
+		if c.Table.ID == p.table.ID {
+			mine = append(mine, c)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	p.window = append(p.window, windowTxn{xid: txn.Xid, changes: mine})
+	p.changes += len(mine)
+	if p.changes > a.cfg.WindowMaxChanges {
+		// Bounded memory: drop the window and have the chunk read again.
+		p.overflow, p.window = true, nil
+	}
+}
+
+func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
+	if pc := req.register; pc != nil {
+		pc.regSeq = a.seq
+		a.pending = append(a.pending, pc)
+		close(req.ack)
+		return nil
+	}
+	if pc := req.abandon; pc != nil {
+		a.finish(pc, ChunkResult{Retry: true, Reason: "read failed"})
+		return nil
+	}
+	pc := req.submit
+	pc.submitted = true
+	if reason := a.raced(pc); reason != "" {
+		a.finish(pc, ChunkResult{Retry: true, Reason: reason})
+		return nil
+	}
+	a.src.WantPosition(pc.read.Position)
+	return a.mergeReady(ctx)
+}
+
+// raced tells whether the chunk's snapshot missed a transaction that the
+// applier had already passed on before the chunk was registered: its commit
+// was in the log (and applied) but not yet visible to new snapshots. The
+// chunk would overwrite that transaction's rows with older ones, so it is
+// read again.
+func (a *applier) raced(pc *pendingChunk) string {
+	if pc.overflow {
+		return fmt.Sprintf("more than %d changes to the table while the chunk was pending", a.cfg.WindowMaxChanges)
+	}
+	for _, xid := range pc.read.Snapshot.InProgressXids() {
+		if t, ok := a.applied[xid]; ok && t.seq <= pc.regSeq {
+			return fmt.Sprintf("transaction %d was applied before it became visible to the chunk's snapshot", xid)
+		}
+	}
+	return ""
+}
+
+func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
+	for i, p := range a.pending {
+		if p == pc {
+			a.pending = append(a.pending[:i], a.pending[i+1:]...)
+			break
+		}
+	}
+	pc.result <- r
+}
+
+// mergeReady merges, in registration order, every submitted chunk whose
+// position the stream has passed.
+func (a *applier) mergeReady(ctx context.Context) error {
+	for len(a.pending) > 0 {
+		var ready *pendingChunk
+		for _, p := range a.pending {
+			if p.submitted && a.position >= p.read.Position {
+				ready = p
+				break
+			}
+		}
+		if ready == nil {
+			return nil
+		}
+		if err := a.merge(ctx, ready); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
+	if pc.overflow {
+		a.finish(pc, ChunkResult{Retry: true, Reason: "window overflow"})
+		return nil
+	}
+	t := pc.table
+	var high change.Key
+	if !pc.last && len(pc.read.Rows) > 0 {
+		high = t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
+	}
+	var window []change.Change
+	for _, w := range pc.window {
+		if !pc.read.Snapshot.VisibleXid(w.xid) {
+			window = append(window, w.changes...)
+		}
+	}
+	inRange, err := a.classify(ctx, t, window, pc.low, high)
+	if err != nil {
+		a.finish(pc, ChunkResult{Err: err})
+		return nil
+	}
+	rows, conflicts, unresolved := Merge(t, pc.read.Rows, window, inRange)
+	if unresolved {
+		a.log.Debug("chunk row keeps destination value of an unchanged TOAST column", "object", t.ID.String())
+	}
+	if pc.verify {
+		check, err := a.verifyMerged(ctx, pc, high, rows)
+		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, Check: &check, Err: err})
+		return nil
+	}
+	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows}
+	a.batch.Ops = append(a.batch.Ops, sink.Op{Chunk: chunk})
+	a.batch.changes += len(rows)
+	after := high
+	if pc.last {
+		after = pc.low
+	}
+	a.batch.Cursors[t.ID] = sink.Cursor{BackfillID: pc.backfillID, After: after, Done: pc.last, Rows: pc.rowsBefore + int64(len(rows))}
+	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), removed: chunk, last: pc.last})
+	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
+	if a.batch.changes >= a.cfg.BatchChanges {
+		return a.flush(ctx)
+	}
+	return nil
+}
+
+// classify decides, in one round trip at most, which keys the window's
+// changes touch inside the chunk's range.
+func (a *applier) classify(ctx context.Context, t *change.Table, window []change.Change, low, high change.Key) (func(change.Key) bool, error) {
+	seen := map[string]bool{}
+	var keys []change.Key
+	add := func(k change.Key) {
+		if k == nil {
+			return
+		}
+		if enc := k.Encode(); !seen[enc] {
+			seen[enc] = false
+			keys = append(keys, k)
+		}
+	}
+	for _, c := range window {
+		add(c.OldKey)
+		if c.Row != nil {
+			add(t.RowKey(c.Row))
+		}
+	}
+	in, err := a.src.InRange(ctx, t, keys, low, high)
+	if err != nil {
+		return nil, fmt.Errorf("classify window keys of %s: %w", t.ID, err)
+	}
+	for i, k := range keys {
+		seen[k.Encode()] = in[i]
+	}
+	return func(k change.Key) bool { return seen[k.Encode()] }, nil
+}
+
+// flush hands the batch to the writer; it blocks while the writer is busy,
+// which is the pipeline's back-pressure.
+func (a *applier) flush(ctx context.Context) error {
+	b := a.batch
+	b.Position = a.position
+	select {
+	case a.out <- b:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	a.lastSent = a.position
+	a.batch = a.newBatch()
+	return nil
+}
+
+func (a *applier) forgetOldXids() {
+	horizon := time.Now().Add(-a.cfg.RaceHorizon)
+	n := 0
+	for _, xid := range a.order {
+		t, ok := a.applied[xid]
+		if ok && !t.at.Before(horizon) {
+			break
+		}
+		delete(a.applied, xid)
+		n++
+	}
+	a.order = a.order[n:]
+}
+
+// abandon drops a registered chunk that will not be submitted. ctx is the
+// applier's lifetime: once it ends there is nothing left to drop.
+func (a *applier) abandon(ctx context.Context, pc *pendingChunk) {
+	select {
+	case a.requests <- applierRequest{abandon: pc}:
+	case <-ctx.Done():
+	}
+}

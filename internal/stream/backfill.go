@@ -1,0 +1,282 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// chunkSource reads chunks for backfill workers.
+type chunkSource interface {
+	ReadChunk(ctx context.Context, t *change.Table, after change.Key, limit int) (ChunkRead, error)
+}
+
+// BackfillConfig tunes backfills.
+type BackfillConfig struct {
+	MaxConcurrent int
+	ChunkSize     int
+	RowsPerSecond float64
+	Retry         retryPolicy
+}
+
+// run is one backfill of one object.
+type run struct {
+	mu     sync.Mutex
+	rec    store.Backfill
+	table  *change.Table
+	cancel context.CancelFunc
+}
+
+// runtime is what a running stream lends the backfills: the applier and the
+// source, valid until ctx ends.
+type runtime struct {
+	ctx     context.Context
+	applier *applier
+	src     chunkSource
+	tables  func(change.TableID) *change.Table
+}
+
+// backfills owns the object statuses of one stream: the queue of pending
+// backfills, the active ones (at most MaxConcurrent) and their records.
+type backfills struct {
+	stream string
+	st     *store.Store
+	log    *slog.Logger
+	cfg    BackfillConfig
+	notify func(store.Backfill)
+	// permanent tells errors a retry cannot cure.
+	permanent func(error) bool
+
+	mu     sync.Mutex
+	queue  []*run
+	active map[change.TableID]*run
+	byID   map[int64]*run // runs whose rows are not all loaded yet
+	rt     *runtime
+	wg     sync.WaitGroup
+}
+
+func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg BackfillConfig, notify func(store.Backfill)) *backfills {
+	return &backfills{stream: stream, st: st, log: log, cfg: cfg, notify: notify, permanent: pg.IsPermanent,
+		active: map[change.TableID]*run{}, byID: map[int64]*run{}}
+}
+
+// Initiate starts backfills of several objects. It refuses the whole request
+// when one of them may not start, naming each refusal.
+func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	objs := make([]store.Object, len(ids))
+	var refusals []string
+	for i, id := range ids {
+		o, err := m.st.GetObject(ctx, m.stream, id.Schema, id.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			refusals = append(refusals, fmt.Sprintf("%s is not an object of stream %s", id, m.stream))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := CanInitiate(id.String(), o.Status); err != nil {
+			refusals = append(refusals, err.Error())
+		}
+		objs[i] = o
+	}
+	if len(refusals) > 0 {
+		return nil, &RefusedError{Msg: strings.Join(refusals, "; ")}
+	}
+	var out []store.Backfill
+	for i, id := range ids {
+		rec := store.Backfill{Stream: m.stream, Schema: id.Schema, Table: id.Name, StartedBy: startedBy, Options: opts, Status: StatusPending}
+		if err := m.st.CreateBackfill(ctx, &rec); err != nil {
+			return out, fmt.Errorf("record backfill of %s: %w", id, err)
+		}
+		o := objs[i]
+		o.Status, o.Reason, o.Loaded, o.BackfillID = StatusPending, "", false, rec.ID
+		if err := m.st.PutObject(ctx, o); err != nil {
+			return out, err
+		}
+		r := &run{rec: rec}
+		m.queue = append(m.queue, r)
+		m.byID[rec.ID] = r
+		out = append(out, rec)
+		m.notify(rec)
+	}
+	m.scheduleLocked()
+	return out, nil
+}
+
+// stop stops pending or active backfills of several objects.
+func (m *backfills) stop(ctx context.Context, ids []change.TableID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var refusals []string
+	for _, id := range ids {
+		o, err := m.st.GetObject(ctx, m.stream, id.Schema, id.Name)
+		if err != nil {
+			refusals = append(refusals, fmt.Sprintf("%s: %v", id, err))
+			continue
+		}
+		if err := CanStop(id.String(), o.Status); err != nil {
+			refusals = append(refusals, err.Error())
+		}
+	}
+	if len(refusals) > 0 {
+		return &RefusedError{Msg: strings.Join(refusals, "; ")}
+	}
+	for _, id := range ids {
+		r := m.active[id]
+		if r != nil {
+			delete(m.active, id)
+			r.cancel()
+		} else {
+			for i, q := range m.queue {
+				if q.rec.Schema == id.Schema && q.rec.Table == id.Name {
+					r = q
+					m.queue = append(m.queue[:i], m.queue[i+1:]...)
+					break
+				}
+			}
+		}
+		if r == nil {
+			continue
+		}
+		delete(m.byID, r.rec.ID)
+		if err := m.finishLocked(ctx, r, StatusStopped, ""); err != nil {
+			return err
+		}
+	}
+	m.scheduleLocked()
+	return nil
+}
+
+// finishLocked ends a run in a final status and records it on the object.
+func (m *backfills) finishLocked(ctx context.Context, r *run, status, errMsg string) error {
+	r.mu.Lock()
+	now := time.Now().UTC()
+	r.rec.Status, r.rec.Error, r.rec.FinishedAt = status, errMsg, &now
+	rec := r.rec
+	err := m.st.UpdateBackfill(ctx, rec)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	o, err := m.st.GetObject(ctx, m.stream, rec.Schema, rec.Table)
+	if err != nil {
+		return err
+	}
+	if o.BackfillID == rec.ID {
+		o.Status, o.Reason = status, errMsg
+		if err := m.st.PutObject(ctx, o); err != nil {
+			return err
+		}
+	}
+	m.notify(rec)
+	return nil
+}
+
+// attach lends the backfills a running stream. Active and pending runs are
+// resumed: an active one continues from the cursor the destination committed
+// with its last chunk, or from the start when it has none.
+func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.TableID]sink.Cursor) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rt = rt
+	if len(m.active) == 0 && len(m.queue) == 0 {
+		if err := m.loadLocked(ctx); err != nil {
+			return err
+		}
+	}
+	for id, r := range m.active {
+		if c, ok := cursors[id]; ok && c.BackfillID == r.rec.ID && c.Done {
+			delete(m.active, id)
+			if err := m.completeLocked(ctx, r, true); err != nil {
+				return err
+			}
+			continue
+		}
+		m.startLocked(r, cursors[id])
+	}
+	m.scheduleLocked()
+	return nil
+}
+
+// loadLocked rebuilds the queue and the active set from the store after a
+// restart of the daemon.
+func (m *backfills) loadLocked(ctx context.Context) error {
+	recs, err := m.st.ListBackfills(ctx, store.BackfillFilter{Stream: m.stream, Limit: 100000})
+	if err != nil {
+		return err
+	}
+	for i := len(recs) - 1; i >= 0; i-- { // oldest first
+		rec := recs[i]
+		id := change.TableID{Schema: rec.Schema, Name: rec.Table}
+		switch {
+		case rec.Status == StatusActive:
+			m.active[id] = &run{rec: rec}
+			m.byID[rec.ID] = m.active[id]
+		case rec.Status == StatusPending:
+			r := &run{rec: rec}
+			m.queue = append(m.queue, r)
+			m.byID[rec.ID] = r
+		case rec.Status == StatusCompleted && rec.LoadedAt == nil:
+			m.byID[rec.ID] = &run{rec: rec}
+		}
+	}
+	return nil
+}
+
+// detach takes the running stream away: workers stop where they are and are
+// resumed by the next attach.
+func (m *backfills) detach() {
+	m.mu.Lock()
+	m.rt = nil
+	for _, r := range m.active {
+		if r.cancel != nil {
+			r.cancel()
+		}
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+func (m *backfills) scheduleLocked() {
+	if m.rt == nil {
+		return
+	}
+	for len(m.queue) > 0 && len(m.active) < m.cfg.MaxConcurrent {
+		r := m.queue[0]
+		m.queue = m.queue[1:]
+		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+		m.active[id] = r
+		m.startLocked(r, sink.Cursor{})
+	}
+}
+
+// startLocked starts a worker for an active run from a committed cursor.
+func (m *backfills) startLocked(r *run, cur sink.Cursor) {
+	id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+	ctx, cancel := context.WithCancel(m.rt.ctx)
+	r.cancel = cancel
+	r.table = m.rt.tables(id)
+	var after change.Key
+	var rowsBefore int64
+	if cur.BackfillID == r.rec.ID {
+		after, rowsBefore = cur.After, cur.Rows
+	}
+	rt := m.rt
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		m.work(ctx, rt, r, after, rowsBefore)
+	}()
+}

@@ -1,0 +1,147 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/sink/postgres"
+	"github.com/tidemark/tidemark/internal/sink/sqlite"
+	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// openSink opens the configured destination.
+func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
+	switch d.Type {
+	case config.TypePostgres:
+		s, err := postgres.Open(ctx, d.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("open destination: %w", err)
+		}
+		return s, nil
+	case config.TypeSQLite:
+		s, err := sqlite.Open(ctx, d.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open destination: %w", err)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("destination type %q is not supported", d.Type)
+}
+
+// discover finds the source tables the stream includes, describes them,
+// creates their destination tables and records each as an object. A table
+// without a usable key becomes a Failed object with the reason, and is left
+// out of the publication (updates to it would otherwise fail on the source).
+func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, error) {
+	all, err := src.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tables := map[change.TableID]*change.Table{}
+	for _, id := range all {
+		if !s.cfg.Includes(id) {
+			continue
+		}
+		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
+		if err != nil && !errors.Is(err, pg.ErrNoKey) {
+			return nil, err
+		}
+		if err := s.recordObject(ctx, id, t, err, firstStart); err != nil {
+			return nil, err
+		}
+		if t == nil {
+			continue
+		}
+		if err := snk.EnsureTable(ctx, t); err != nil {
+			return nil, fmt.Errorf("create destination table for %s: %w", id, err)
+		}
+		tables[id] = t
+	}
+	return tables, nil
+}
+
+func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.Table, describeErr error, firstStart bool) error {
+	o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name)
+	isNew := errors.Is(err, store.ErrNotFound)
+	if err != nil && !isNew {
+		return err
+	}
+	o.Stream, o.Schema, o.Table = s.cfg.Name, id.Schema, id.Name
+	if t != nil {
+		o.Columns = columnInfo(t)
+	}
+	switch {
+	case describeErr != nil:
+		o.Status, o.Reason = StatusFailed, describeErr.Error()
+	case isNew || (o.Status == StatusFailed && o.BackfillID == 0):
+		o.Status, o.Reason = StatusNone, s.noStatusReason(id, firstStart)
+	case o.Status == StatusNone && o.Reason == ReasonNotStarted:
+		o.Reason = s.noStatusReason(id, firstStart)
+	}
+	return s.st.PutObject(ctx, o)
+}
+
+// noStatusReason says why an object without a backfill has none.
+func (s *Stream) noStatusReason(id change.TableID, firstStart bool) string {
+	switch {
+	case !firstStart:
+		return ReasonFuture
+	case s.cfg.Backfill.Mode == config.BackfillManual:
+		return ReasonManual
+	case !s.cfg.AutoBackfill(id):
+		return ReasonExcluded
+	}
+	return ReasonNotStarted
+}
+
+func columnInfo(t *change.Table) []store.ColumnInfo {
+	key := map[int]bool{}
+	for _, k := range t.Key {
+		key[k] = true
+	}
+	cols := make([]store.ColumnInfo, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = store.ColumnInfo{Name: c.Name, Type: c.Type, Key: key[i]}
+	}
+	return cols
+}
+
+// autoBackfill starts the "backfill historical data" of a stream's first
+// start: every object not excluded from it.
+func (s *Stream) autoBackfill(ctx context.Context) error {
+	objs, err := s.st.ListObjects(ctx, s.cfg.Name)
+	if err != nil {
+		return err
+	}
+	var ids []change.TableID
+	for _, o := range objs {
+		if o.Status == StatusNone && o.Reason == ReasonNotStarted {
+			ids = append(ids, change.TableID{Schema: o.Schema, Name: o.Table})
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil)
+	return err
+}
+
+// MarkNotStarted records the objects' "-" reason before a stream ever ran.
+func (s *Stream) MarkNotStarted(ctx context.Context) error {
+	st, err := s.st.GetStream(ctx, s.cfg.Name)
+	if err == nil && st.State != store.StateNotStarted {
+		s.mu.Lock()
+		s.state = st
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.st.PutStream(ctx, s.state)
+}

@@ -1,0 +1,301 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/pgserver"
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+var server *pgserver.Server
+
+func TestMain(m *testing.M) {
+	pgserver.ScrubEnv()
+	var err error
+	server, err = pgserver.Start(context.Background(), pgserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Stop()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var dbSeq atomic.Int64
+
+var waitTimeout = 2 * time.Minute
+
+// env is one test's source database, destination, metadata store and
+// running stream.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	src    *pgx.Conn
+	srcDSN string
+	cfg    config.Stream
+	st     *store.Store
+	s      *Stream
+	stop   func()
+	dest   string // "sqlite" or "postgres"
+	dstDSN string
+}
+
+type envOptions struct {
+	dest  string // "sqlite" (default) or "postgres"
+	setup string // SQL run on the source before the stream starts
+	yaml  string // extra stream keys
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	n := dbSeq.Add(1)
+	srcDSN, err := server.CreateDatabase(ctx, fmt.Sprintf("src%d", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, srcDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if o.setup != "" {
+		if _, err := conn.Exec(ctx, o.setup); err != nil {
+			t.Fatalf("setup: %v", err)
+		}
+	}
+	e := &env{t: t, ctx: ctx, src: conn, srcDSN: srcDSN, dest: o.dest}
+	dir := t.TempDir()
+	destYAML := fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "dest.db"))
+	if o.dest == "postgres" {
+		e.dstDSN, err = server.CreateDatabase(ctx, fmt.Sprintf("dst%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+streams:
+  - name: s%d
+    source: {type: postgres, dsn: "%s", status_interval: 1s}
+    destination: %s
+    include: ["public.*"]
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 200ms}
+%s`, n, srcDSN, destYAML, indent(o.yaml))), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = cfg.Streams[0]
+	e.st, err = store.Open(ctx, "sqlite://"+filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.st.Close() })
+	return e
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// start runs the stream until the test ends or stop is called.
+func (e *env) start() {
+	e.t.Helper()
+	level := slog.LevelWarn
+	if os.Getenv("TIDEMARK_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: level}))
+	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond})
+	if err := e.s.MarkNotStarted(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.s.Run(ctx)
+	}()
+	e.stop = func() { cancel(); <-done }
+	e.t.Cleanup(e.stop)
+	e.waitState(store.StateRunning)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// waitFor waits until cond holds, re-checking on every stream event and at
+// least every 50ms, and fails the test after a minute.
+func (e *env) waitFor(what string, cond func() bool, detail ...func() string) {
+	e.t.Helper()
+	events, cancel := e.s.Subscribe()
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitTimeout)
+	for !cond() {
+		select {
+		case <-events:
+		case <-tick.C:
+		case <-deadline:
+			more := ""
+			for _, d := range detail {
+				more += ": " + d()
+			}
+			e.t.Fatalf("timed out waiting for %s (stream state %+v)%s", what, e.s.State(), more)
+		}
+	}
+}
+
+func (e *env) waitState(state string) {
+	e.t.Helper()
+	e.waitFor("stream state "+state, func() bool { return e.s.State().State == state })
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.src.Exec(e.ctx, sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (e *env) object(table string) store.Object {
+	e.t.Helper()
+	o, err := e.st.GetObject(e.ctx, e.cfg.Name, "public", table)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+// waitLoaded waits until an object's backfill is Completed and loaded.
+func (e *env) waitLoaded(table string) store.Object {
+	e.t.Helper()
+	var o store.Object
+	e.waitFor(table+" completed and loaded", func() bool {
+		o = e.object(table)
+		if o.Status == StatusFailed {
+			e.t.Fatalf("backfill of %s failed: %s", table, o.Reason)
+		}
+		return o.Status == StatusCompleted && o.Loaded
+	})
+	return o
+}
+
+// openDest opens the destination the way the stream does.
+func (e *env) openDest() sink.Sink {
+	e.t.Helper()
+	snk, err := openSink(e.ctx, e.cfg.Destination)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { snk.Close() })
+	return snk
+}
+
+// sourceRows reads a table from the source as text rows keyed by key text.
+func (e *env) sourceRows(t *change.Table) map[string]change.Row {
+	e.t.Helper()
+	out := map[string]change.Row{}
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = pgx.Identifier{c.Name}.Sanitize()
+	}
+	res := e.src.PgConn().ExecParams(e.ctx, "SELECT "+strings.Join(cols, ",")+" FROM "+pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize(), nil, nil, nil, nil).Read()
+	if res.Err != nil {
+		e.t.Fatal(res.Err)
+	}
+	for _, raw := range res.Rows {
+		r := make(change.Row, len(raw))
+		for i, v := range raw {
+			if v == nil {
+				r[i] = change.Null
+			} else {
+				r[i] = change.Text(string(v))
+			}
+		}
+		out[t.RowKey(r).Encode()] = r
+	}
+	return out
+}
+
+// assertConverged waits until the destination equals the source row for
+// row: the stream catches up asynchronously, so the comparison is retried
+// on every event until it holds, and the last difference is reported.
+func (e *env) assertConverged(table string) {
+	e.t.Helper()
+	t := e.s.lookup(change.TableID{Schema: "public", Name: table})
+	if t == nil {
+		e.t.Fatalf("table %s is not streamed", table)
+	}
+	snk := e.openDest()
+	var diff string
+	e.waitFor("destination equal to source for "+table, func() bool {
+		want := e.sourceRows(t)
+		got, err := snk.ReadRange(e.ctx, t, nil, nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		diff = diffRows(t, want, got)
+		return diff == ""
+	}, func() string { return diff })
+}
+
+func diffRows(t *change.Table, want map[string]change.Row, got []change.Row) string {
+	seen := map[string]bool{}
+	var problems []string
+	for _, r := range got {
+		k := t.RowKey(r).Encode()
+		seen[k] = true
+		w, ok := want[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("extra row %v", r))
+		case fmt.Sprint(w) != fmt.Sprint(r):
+			problems = append(problems, fmt.Sprintf("row %v, want %v", r, w))
+		}
+	}
+	for k, w := range want {
+		if !seen[k] {
+			problems = append(problems, fmt.Sprintf("missing row %v", w))
+		}
+	}
+	if len(problems) > 5 {
+		problems = append(problems[:5], fmt.Sprintf("… %d differences in all", len(problems)))
+	}
+	return strings.Join(problems, "; ")
+}

@@ -1,0 +1,19 @@
+package stream
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source/pg"
+)
+
+// pgChunks adapts the PostgreSQL source to the backfill workers.
+type pgChunks struct{ src *pg.Source }
+
+func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, after change.Key, limit int) (ChunkRead, error) {
+	c, err := p.src.ReadChunk(ctx, t, pg.ReadOptions{After: after, Limit: limit})
+	if err != nil {
+		return ChunkRead{}, err
+	}
+	return ChunkRead{Rows: c.Rows, Snapshot: c.Snapshot, Position: c.Position, Bytes: c.Bytes}, nil
+}

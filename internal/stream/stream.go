@@ -1,0 +1,408 @@
+// Package stream runs streams: a source's change log applied to a
+// destination in commit order, with per-object backfills whose chunks enter
+// the same ordered pipeline at the log position where they are correct.
+//
+// Wiring of one running stream (see runOnce):
+//
+//	source.Stream ──events──▶ applier ──batches──▶ writer ──▶ sink
+//	                             ▲                     │
+//	backfill workers ─register/submit chunks─┘         └─ confirm position to source
+//
+// The applier is the only goroutine that decides order. The writer commits
+// one batch at a time and confirms its position to the source only after
+// the destination committed it. Backfill workers read chunks concurrently.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Options tune what the config does not (tests shorten intervals).
+type Options struct {
+	// ProbeInterval is how often a pending chunk asks where the stream is.
+	ProbeInterval time.Duration
+	// RaceHorizon: see applierConfig.
+	RaceHorizon time.Duration
+	// SlotCheckInterval is how often the slot's retained WAL is checked.
+	SlotCheckInterval time.Duration
+}
+
+// Stream is one configured stream and its lifecycle.
+type Stream struct {
+	cfg  config.Stream
+	opts Options
+	st   *store.Store
+	log  *slog.Logger
+	bf   *backfills
+
+	mu        sync.Mutex
+	state     store.StreamState
+	tables    map[change.TableID]*change.Table
+	src       *pg.Source
+	snk       sink.Sink
+	walBytes  int64
+	paused    bool
+	wake      chan struct{} // signalled by Resume
+	runCancel context.CancelFunc
+	listeners map[chan Event]struct{}
+}
+
+// Event is pushed to listeners when a backfill record or the stream state
+// changes.
+type Event struct {
+	Stream   string             `json:"stream"`
+	Backfill *store.Backfill    `json:"backfill,omitempty"`
+	State    *store.StreamState `json:"state,omitempty"`
+}
+
+// New builds a stream; Run starts it.
+func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *Stream {
+	opts.ProbeInterval = cmpOr(opts.ProbeInterval, 10*time.Millisecond)
+	opts.RaceHorizon = cmpOr(opts.RaceHorizon, time.Minute)
+	opts.SlotCheckInterval = cmpOr(opts.SlotCheckInterval, 30*time.Second)
+	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With("stream", cfg.Name),
+		wake: make(chan struct{}, 1), listeners: map[chan Event]struct{}{}}
+	s.state = store.StreamState{Name: cfg.Name, State: store.StateNotStarted}
+	s.bf = newBackfills(cfg.Name, st, s.log, BackfillConfig{
+		MaxConcurrent: cfg.Backfill.MaxConcurrent,
+		ChunkSize:     cfg.Backfill.ChunkSize,
+		RowsPerSecond: float64(cfg.Backfill.RowsPerSecond),
+		Retry:         retryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max},
+	}, s.publishBackfill)
+	return s
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Name is the stream's name.
+func (s *Stream) Name() string { return s.cfg.Name }
+
+// Config is the stream's configuration.
+func (s *Stream) Config() config.Stream { return s.cfg }
+
+// State returns the stream's lifecycle state.
+func (s *Stream) State() store.StreamState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// RetainedWAL is the WAL the slot holds back on the source, in bytes, as
+// last measured.
+func (s *Stream) RetainedWAL() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.walBytes
+}
+
+func (s *Stream) setState(ctx context.Context, state, reason string) {
+	s.mu.Lock()
+	s.state = store.StreamState{Name: s.cfg.Name, State: state, Reason: reason, UpdatedAt: time.Now().UTC()}
+	st := s.state
+	s.mu.Unlock()
+	if err := s.st.PutStream(context.WithoutCancel(ctx), st); err != nil {
+		s.log.Error("record stream state", "err", err)
+	}
+	s.publish(Event{Stream: s.cfg.Name, State: &st})
+}
+
+// Subscribe returns a channel of events; cancel stops them. Slow listeners
+// miss events rather than slow the stream.
+func (s *Stream) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 256)
+	s.mu.Lock()
+	s.listeners[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.listeners, ch)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Stream) publish(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.listeners {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+func (s *Stream) publishBackfill(b store.Backfill) {
+	s.publish(Event{Stream: s.cfg.Name, Backfill: &b})
+}
+
+// Initiate starts backfills of objects.
+func (s *Stream) Initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
+	return s.bf.initiate(ctx, ids, startedBy, opts)
+}
+
+// StopBackfills stops the backfills of objects.
+func (s *Stream) StopBackfills(ctx context.Context, ids []change.TableID) error {
+	return s.bf.stop(ctx, ids)
+}
+
+// Pause stops streaming until Resume; object statuses are kept and active
+// backfills continue from their cursors on resume.
+func (s *Stream) Pause() {
+	s.mu.Lock()
+	s.paused = true
+	cancel := s.runCancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Resume restarts a paused or failed stream.
+func (s *Stream) Resume() {
+	s.mu.Lock()
+	s.paused = false
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps the stream running until ctx ends: transient failures are
+// retried with exponential backoff (state "retrying", with the reason);
+// failures that need a person leave it "failed" until Resume.
+func (s *Stream) Run(ctx context.Context) error {
+	delay := s.cfg.Retry.Initial
+	for {
+		if s.isPaused() {
+			s.setState(ctx, store.StatePaused, "paused by request")
+			if !s.waitWake(ctx) {
+				return nil
+			}
+			continue
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.runCancel = cancel
+		s.mu.Unlock()
+		started := time.Now()
+		err := s.runOnce(runCtx)
+		cancel()
+		if ctx.Err() != nil {
+			s.setState(ctx, store.StateNotStarted, "tidemark stopped")
+			return nil
+		}
+		if s.isPaused() {
+			continue
+		}
+		if err == nil {
+			err = errors.New("stream ended unexpectedly")
+		}
+		if pg.IsPermanent(err) {
+			s.log.Error("stream failed; it needs attention", "err", err)
+			s.setState(ctx, store.StateFailed, err.Error())
+			if !s.waitWake(ctx) {
+				return nil
+			}
+			continue
+		}
+		if time.Since(started) > s.cfg.Retry.Max {
+			delay = s.cfg.Retry.Initial
+		}
+		s.log.Warn("stream interrupted; retrying", "retry_in", delay, "err", err)
+		s.setState(ctx, store.StateRetrying, fmt.Sprintf("%v (retrying in %s)", err, delay))
+		if !sleep(ctx, delay) {
+			return nil
+		}
+		delay = retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}.next(delay)
+	}
+}
+
+func (s *Stream) isPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
+
+func (s *Stream) waitWake(ctx context.Context) bool {
+	select {
+	case <-s.wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Tables returns the described tables of the running stream.
+func (s *Stream) Tables() map[change.TableID]*change.Table {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tables
+}
+
+func (s *Stream) lookup(id change.TableID) *change.Table {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tables[id]
+}
+
+// runOnce connects, prepares and runs the stream until ctx ends or a part
+// fails.
+func (s *Stream) runOnce(ctx context.Context) error {
+	s.setState(ctx, store.StateStarting, "")
+	src, err := pg.Open(ctx, pg.Config{DSN: s.cfg.Source.DSN, Publication: s.cfg.Source.Publication, Slot: s.cfg.Source.Slot,
+		StatusInterval: s.cfg.Source.StatusInterval, ProbeInterval: s.opts.ProbeInterval}, s.log)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	snk, err := openSink(ctx, s.cfg.Destination)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	cp, err := snk.Checkpoint(ctx, s.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("read destination checkpoint: %w", err)
+	}
+	slot, err := src.Slot(ctx)
+	if err != nil {
+		return err
+	}
+	if !slot.Exists && cp.Position > 0 {
+		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s is gone but the destination was at %s", s.cfg.Source.Slot, cp.Position),
+			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
+	}
+	firstStart := !slot.Exists && cp.Position == 0
+	tables, err := s.discover(ctx, src, snk, firstStart)
+	if err != nil {
+		return err
+	}
+	ids := make([]change.TableID, 0, len(tables))
+	for id := range tables {
+		ids = append(ids, id)
+	}
+	if err := src.EnsurePublication(ctx, ids); err != nil {
+		return err
+	}
+	// The slot exists before any chunk is read: chunk positions are only
+	// meaningful on a log the slot retains.
+	if _, err := src.EnsureSlot(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.tables, s.src, s.snk = tables, src, snk
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.src, s.snk = nil, nil
+		s.mu.Unlock()
+	}()
+	return s.pipeline(ctx, src, snk, cp, firstStart)
+}
+
+func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp sink.Checkpoint, firstStart bool) error {
+	g, gctx := errgroup.WithContext(ctx)
+	events := make(chan change.Event, 1024)
+	batches := make(chan *outBatch, 1)
+	app := newApplier(applierConfig{
+		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
+		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
+	}, s.cfg.Name, src, snk, s.log, events, batches, cp.Position)
+	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
+		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth}
+	src.Confirm(cp.Position)
+	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookup, events) })
+	g.Go(func() error { return app.run(gctx) })
+	g.Go(func() error { return w.run(gctx) })
+	g.Go(func() error { return s.watchSlot(gctx, src) })
+	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup}
+	if err := s.bf.attach(gctx, rt, cp.Cursors); err != nil {
+		return err
+	}
+	defer s.bf.detach()
+	s.setState(ctx, store.StateRunning, "")
+	if firstStart {
+		if err := s.autoBackfill(gctx); err != nil {
+			return err
+		}
+	}
+	return g.Wait()
+}
+
+// destinationHealth shows a destination outage on the stream's state.
+func (s *Stream) destinationHealth(err error) {
+	ctx := context.Background()
+	if err != nil {
+		s.setState(ctx, store.StateRetrying, err.Error())
+		return
+	}
+	s.setState(ctx, store.StateRunning, "")
+}
+
+// committed runs after each destination commit.
+func (s *Stream) committed(ctx context.Context, b *outBatch) {
+	s.bf.committed(ctx, b)
+	for _, c := range b.chunks {
+		cnt := b.counters[c.table]
+		if cnt == nil {
+			cnt = &objectCounts{}
+			b.counters[c.table] = cnt
+		}
+		cnt.events += int64(c.rows)
+	}
+	day := time.Now().UTC()
+	for id, c := range b.counters {
+		err := s.st.AddCounters(context.WithoutCancel(ctx), s.cfg.Name, id.Schema, id.Name, day,
+			store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes})
+		if err != nil {
+			s.log.Error("record object counters", "object", id.String(), "err", err)
+		}
+	}
+}
+
+// watchSlot measures the WAL the slot retains and warns past the threshold.
+func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
+	t := time.NewTicker(s.opts.SlotCheckInterval)
+	defer t.Stop()
+	for {
+		info, err := src.Slot(ctx)
+		if err == nil {
+			if info.Invalidated {
+				return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was invalidated (%s)", s.cfg.Source.Slot, info.InvalidatedReason), Hint: "run `tidemark stream reset " + s.cfg.Name + "` to re-create it and backfill every object"}
+			}
+			if !info.Exists {
+				return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was dropped", s.cfg.Source.Slot), Hint: "run `tidemark stream reset " + s.cfg.Name + "` to re-create it and backfill every object"}
+			}
+			s.mu.Lock()
+			s.walBytes = info.RetainedWALBytes
+			s.mu.Unlock()
+			if w := s.cfg.Source.WALWarnBytes; w > 0 && info.RetainedWALBytes > w {
+				s.log.Warn("replication slot retains much WAL on the source", "bytes", info.RetainedWALBytes, "threshold", w)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package stream
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+func TestStreamAppliesChangesInOrder(t *testing.T) {
+	for _, dest := range []string{"sqlite", "postgres"} {
+		t.Run(dest, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{dest: dest, yaml: "backfill: {mode: manual}", setup: `
+				CREATE TABLE items (id int PRIMARY KEY, name text, qty int, big text);
+				CREATE TABLE "Odd Name" ("Key" text PRIMARY KEY, "select" int);`})
+			e.start()
+			e.exec(`INSERT INTO items SELECT g, 'item ' || g, g, NULL FROM generate_series(1, 200) g`)
+			e.exec(`UPDATE items SET qty = qty * 10 WHERE id % 7 = 0`)
+			e.exec(`UPDATE items SET id = id + 1000 WHERE id BETWEEN 50 AND 60`)
+			e.exec(`DELETE FROM items WHERE id % 5 = 0`)
+			e.exec(`INSERT INTO "Odd Name" VALUES ('a''b', 1), ('ü x', 2)`)
+			e.assertConverged("items")
+			e.assertConverged("Odd Name")
+			e.exec(`TRUNCATE items`)
+			e.exec(`INSERT INTO items VALUES (1, 'after truncate', 1, repeat('x', 10))`)
+			e.assertConverged("items")
+			o := e.object("items")
+			if o.Status != StatusNone || o.Reason != ReasonManual {
+				t.Fatalf("object status %q reason %q, want - with %q", o.Status, o.Reason, ReasonManual)
+			}
+		})
+	}
+}
+
+func TestObjectStatusRules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{yaml: "backfill: {mode: manual, max_concurrent: 1, rows_per_second: 2000, chunk_size: 100}", setup: `
+		CREATE TABLE a (id int PRIMARY KEY); INSERT INTO a SELECT generate_series(1, 1000);
+		CREATE TABLE b (id int PRIMARY KEY); INSERT INTO b SELECT generate_series(1, 1000);
+		CREATE TABLE nokey (v int);`})
+	e.start()
+	ids := func(names ...string) []change.TableID {
+		var out []change.TableID
+		for _, n := range names {
+			out = append(out, change.TableID{Schema: "public", Name: n})
+		}
+		return out
+	}
+	if o := e.object("nokey"); o.Status != StatusFailed || !strings.Contains(o.Reason, "primary key") {
+		t.Fatalf("table without key: status %q reason %q, want failed with how to fix", o.Status, o.Reason)
+	}
+	refused := func(err error, want string) {
+		t.Helper()
+		var r *RefusedError
+		if !errors.As(err, &r) || !strings.Contains(r.Msg, want) {
+			t.Fatalf("got %v, want a refusal mentioning %q", err, want)
+		}
+	}
+	refused(e.s.StopBackfills(e.ctx, ids("a")), "has none running")
+	if _, err := e.s.Initiate(e.ctx, ids("a", "b"), store.StartedByCLI, nil); err != nil {
+		t.Fatal(err)
+	}
+	// One at a time: b waits as Pending while a is Active.
+	e.waitFor("a active", func() bool { return e.object("a").Status == StatusActive })
+	if st := e.object("b").Status; st != StatusPending {
+		t.Fatalf("b is %q while a is active with max_concurrent 1, want pending", st)
+	}
+	_, err := e.s.Initiate(e.ctx, ids("a"), store.StartedByCLI, nil)
+	refused(err, "is active")
+	_, err = e.s.Initiate(e.ctx, ids("b"), store.StartedByCLI, nil)
+	refused(err, "is pending")
+	if err := e.s.StopBackfills(e.ctx, ids("b")); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.object("b").Status; st != StatusStopped {
+		t.Fatalf("b after stop is %q, want stopped", st)
+	}
+	refused(e.s.StopBackfills(e.ctx, ids("b")), "already stopped")
+	e.waitLoaded("a")
+	refused(e.s.StopBackfills(e.ctx, ids("a")), "already completed")
+	// Initiating a Completed or Stopped object copies all rows again.
+	if _, err := e.s.Initiate(e.ctx, ids("a", "b"), store.StartedByAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLoaded("a")
+	e.waitLoaded("b")
+	e.assertConverged("b")
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].RowsRead != 1000 || recs[0].StartedBy != store.StartedByAPI || recs[0].LoadedAt == nil {
+		t.Fatalf("backfill records of a: %+v", recs)
+	}
+}

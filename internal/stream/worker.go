@@ -1,0 +1,219 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// work runs one backfill: chunk by chunk in key order, each chunk registered
+// with the applier before it is read and merged at its log position. It
+// returns when the backfill is complete, failed, stopped or the stream
+// detaches (ctx ends).
+func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
+	if r.table == nil {
+		m.fail(r, fmt.Errorf("table %s.%s is not streamed (no usable row key, or excluded): see the object's reason", r.rec.Schema, r.rec.Table))
+		return
+	}
+	m.update(r, func(b *store.Backfill) {
+		b.Status = StatusActive
+		if b.StartedAt == nil {
+			now := time.Now().UTC()
+			b.StartedAt = &now
+		}
+	})
+	m.setObjectStatus(r, StatusActive)
+	start := time.Now()
+	var readThisRun int64
+	delay := m.cfg.Retry.Initial
+	for {
+		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: rowsBefore}
+		if err := rt.applier.register(ctx, pc); err != nil {
+			return
+		}
+		read, err := rt.src.ReadChunk(ctx, r.table, after, m.cfg.ChunkSize)
+		if err != nil {
+			rt.applier.abandon(rt.ctx, pc)
+			if ctx.Err() != nil {
+				return
+			}
+			if m.permanent(err) {
+				m.fail(r, err)
+				return
+			}
+			m.log.Warn("chunk read failed; retrying", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "err", err)
+			m.update(r, func(b *store.Backfill) { b.Retries++ })
+			if !sleep(ctx, delay) {
+				return
+			}
+			delay = m.cfg.Retry.next(delay)
+			continue
+		}
+		delay = m.cfg.Retry.Initial
+		pc.read, pc.last = read, len(read.Rows) < m.cfg.ChunkSize
+		res, err := rt.applier.submit(ctx, pc)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.fail(r, err)
+			}
+			return
+		}
+		if res.Retry {
+			m.log.Debug("chunk read again", "backfill_id", r.rec.ID, "reason", res.Reason)
+			m.update(r, func(b *store.Backfill) { b.Retries++ })
+			continue
+		}
+		m.update(r, func(b *store.Backfill) {
+			b.RowsRead += int64(len(read.Rows))
+			b.Bytes += read.Bytes
+			b.WindowConflicts += int64(res.Conflicts)
+		})
+		readThisRun += int64(len(read.Rows))
+		after, rowsBefore = res.High, rowsBefore+int64(res.Rows)
+		if pc.last {
+			m.mu.Lock()
+			delete(m.active, r.table.ID)
+			err := m.completeLocked(context.WithoutCancel(ctx), r, false)
+			m.scheduleLocked()
+			m.mu.Unlock()
+			if err != nil {
+				m.log.Error("record completed backfill", "backfill_id", r.rec.ID, "err", err)
+			}
+			return
+		}
+		if !m.throttle(ctx, start, readThisRun) {
+			return
+		}
+	}
+}
+
+// throttle keeps the read rate at or under the configured rows per second.
+func (m *backfills) throttle(ctx context.Context, start time.Time, rows int64) bool {
+	if m.cfg.RowsPerSecond <= 0 {
+		return true
+	}
+	due := start.Add(time.Duration(float64(rows) / m.cfg.RowsPerSecond * float64(time.Second)))
+	return sleep(ctx, time.Until(due))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// completeLocked marks a run Completed (every row read and merged); loaded
+// says the destination has also committed its last chunk.
+func (m *backfills) completeLocked(ctx context.Context, r *run, loaded bool) error {
+	if loaded {
+		r.mu.Lock()
+		now := time.Now().UTC()
+		r.rec.LoadedAt = &now
+		r.mu.Unlock()
+		delete(m.byID, r.rec.ID)
+	}
+	if err := m.finishLocked(ctx, r, StatusCompleted, ""); err != nil {
+		return err
+	}
+	if loaded {
+		return m.markLoaded(ctx, r.rec)
+	}
+	return nil
+}
+
+func (m *backfills) markLoaded(ctx context.Context, rec store.Backfill) error {
+	o, err := m.st.GetObject(ctx, m.stream, rec.Schema, rec.Table)
+	if err != nil {
+		return err
+	}
+	if o.BackfillID == rec.ID {
+		o.Loaded = true
+		return m.st.PutObject(ctx, o)
+	}
+	return nil
+}
+
+func (m *backfills) fail(r *run, err error) {
+	m.log.Error("backfill failed", "backfill_id", r.rec.ID, "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+	if m.active[id] == r {
+		delete(m.active, id)
+	}
+	delete(m.byID, r.rec.ID)
+	if e := m.finishLocked(context.Background(), r, StatusFailed, err.Error()); e != nil {
+		m.log.Error("record failed backfill", "backfill_id", r.rec.ID, "err", e)
+	}
+	m.scheduleLocked()
+}
+
+// update changes a run's record and persists it.
+func (m *backfills) update(r *run, f func(*store.Backfill)) {
+	r.mu.Lock()
+	f(&r.rec)
+	rec := r.rec
+	err := m.st.UpdateBackfill(context.Background(), rec)
+	r.mu.Unlock()
+	if err != nil {
+		m.log.Error("record backfill progress", "backfill_id", rec.ID, "err", err)
+		return
+	}
+	m.notify(rec)
+}
+
+func (m *backfills) setObjectStatus(r *run, status string) {
+	ctx := context.Background()
+	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
+	if err == nil && o.BackfillID == r.rec.ID {
+		o.Status, o.Reason = status, ""
+		err = m.st.PutObject(ctx, o)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.log.Error("record object status", "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+	}
+}
+
+// committed records what a destination commit loaded for each backfill.
+func (m *backfills) committed(ctx context.Context, b *outBatch) {
+	for _, c := range b.chunks {
+		m.mu.Lock()
+		r := m.byID[c.backfillID]
+		m.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		m.update(r, func(rec *store.Backfill) {
+			rec.RowsWritten += int64(c.rows)
+			rec.RowsRemoved += c.removed.Removed
+			rec.Chunks++
+			if c.last {
+				now := time.Now().UTC()
+				rec.LoadedAt = &now
+			}
+		})
+		if c.last {
+			m.mu.Lock()
+			delete(m.byID, c.backfillID)
+			m.mu.Unlock()
+			r.mu.Lock()
+			rec := r.rec
+			r.mu.Unlock()
+			if err := m.markLoaded(ctx, rec); err != nil {
+				m.log.Error("record loaded backfill", "backfill_id", rec.ID, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// writer commits batches to the destination, in order, one at a time. A
+// failed Apply is retried with backoff (the batch is idempotent) while the
+// stream keeps its replication connection alive; nothing is confirmed to the
+// source until the destination committed it.
+type writer struct {
+	sink      sink.Sink
+	in        <-chan *outBatch
+	confirm   func(change.LSN)
+	committed func(context.Context, *outBatch)
+	log       *slog.Logger
+	retry     retryPolicy
+	// degraded is told when the destination fails and when it recovers.
+	degraded func(err error)
+}
+
+func (w *writer) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case b, ok := <-w.in:
+			if !ok {
+				return nil
+			}
+			if err := w.apply(ctx, b); err != nil {
+				return err
+			}
+			w.confirm(b.Position)
+			w.committed(ctx, b)
+			if b.done != nil {
+				close(b.done)
+			}
+		}
+	}
+}
+
+func (w *writer) apply(ctx context.Context, b *outBatch) error {
+	delay := w.retry.Initial
+	for attempt := 1; ; attempt++ {
+		err := w.sink.Apply(ctx, &b.Batch)
+		if err == nil {
+			if attempt > 1 {
+				w.degraded(nil)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		w.degraded(fmt.Errorf("destination: %w", err))
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		delay = w.retry.next(delay)
+	}
+}
+
+// retryPolicy is exponential backoff between Initial and Max.
+type retryPolicy struct {
+	Initial, Max time.Duration
+}
+
+func (p retryPolicy) next(d time.Duration) time.Duration {
+	d *= 2
+	if d > p.Max {
+		d = p.Max
+	}
+	return d
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite, integration tests included, with the race detector.
+# Tests start their own PostgreSQL servers; none is skipped for lack of one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+go vet ./...
+exec go test -race -timeout 25m "$@" ./...
