@@ -48,7 +48,9 @@ func New(streams []*stream.Stream, st *store.Store, tokens []config.Token, log *
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	s.handle("GET /api/v1/streams", s.listStreams)
 	s.handle("GET /api/v1/streams/{stream}", s.getStream)
 	s.handle("POST /api/v1/streams/{stream}/pause", s.pauseStream)

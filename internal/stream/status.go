@@ -48,4 +48,3 @@ func CanStop(object, s string) error {
 type RefusedError struct{ Msg string }
 
 func (e *RefusedError) Error() string { return e.Msg }
-

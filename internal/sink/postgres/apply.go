@@ -39,13 +39,11 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	// closes a broken connection, and the next call reconnects).
 	defer tx.Rollback(ctx)
 	p := &pipeline{s: s}
+	staged := make(map[change.TableID]bool)
 	for i, op := range b.Ops {
 		switch {
 		case op.Chunk != nil:
-			if err := p.flush(ctx); err != nil {
-				return err
-			}
-			if err := s.applyChunk(ctx, p, op.Chunk); err != nil {
+			if err := s.applyChunk(ctx, p, op.Chunk, staged); err != nil {
 				return fmt.Errorf("op %d: apply chunk to %s: %w", i, op.Chunk.Table.ID, err)
 			}
 		case op.Change != nil:

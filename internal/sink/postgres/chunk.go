@@ -12,9 +12,11 @@ import (
 
 // applyChunk replaces the destination rows of (Low, High] by the chunk's
 // rows, set-based: COPY the rows into a staging table, delete the range's
-// rows the staging table lacks, upsert the rest, skipping identical rows.
-// The statements after the COPY go in one round trip.
-func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk) error {
+// rows the staging table lacks, upsert the rest, skipping identical rows;
+// or COPY them straight in when the range is empty. The statements after
+// the COPY stay queued and go with the next round trip. staged records the
+// staging tables this transaction has filled.
+func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, staged map[change.TableID]bool) error {
 	ts, err := s.table(ch.Table)
 	if err != nil {
 		return err
@@ -27,55 +29,85 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk) erro
 	if err := s.ensureStaging(ctx, ts); err != nil {
 		return err
 	}
-	var partial []change.Row
-	if len(ch.Rows) > 0 {
-		var data []byte
-		if data, partial, err = copyData(ts, ch.Rows); err != nil {
-			return err
-		}
-		if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL()); err != nil {
-			return fmt.Errorf("copy rows to staging table: %w", err)
-		}
-	}
 	ch.Removed = 0
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
-	err = p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil), bounds,
-		"delete rows missing from the chunk", func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
-	if err != nil {
-		return err
+	var partial []change.Row
+	if len(ch.Rows) > 0 {
+		var done bool
+		if done, partial, err = s.copyRows(ctx, p, ts, ch, bounds, staged); err != nil || done {
+			return err
+		}
 	}
-	if len(ch.Rows) == 0 {
-		return p.flush(ctx)
+	of := " of " + ts.id.String()
+	err = p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil, len(ch.Rows) > 0), bounds,
+		"delete rows missing from the chunk"+of, func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
+	if err != nil || len(ch.Rows) == 0 {
+		return err
 	}
 	// Rows with Unchanged values (rare) cannot be upserted set-based: their
 	// staged copies served the delete above, now they go row by row.
 	for _, r := range partial {
-		if err := p.queue(ctx, ts.tmpDeleteSQL(), keyArgs(ch.Table.RowKey(r)), "unstage partial row"); err != nil {
+		if err := p.queue(ctx, ts.tmpDeleteSQL(), keyArgs(ch.Table.RowKey(r)), "unstage partial row"+of); err != nil {
 			return err
 		}
 		sql, args := upsertStmt(ts, r, nil)
-		if err := p.queue(ctx, sql, args, "upsert partial row"); err != nil {
+		if err := p.queue(ctx, sql, args, "upsert partial row"+of); err != nil {
 			return err
 		}
 	}
-	if err := p.queue(ctx, ts.chunkUpsertSQL(), nil, "upsert chunk rows"); err != nil {
-		return err
+	return p.queue(ctx, ts.chunkUpsertSQL(), nil, "upsert chunk rows"+of)
+}
+
+// copyRows COPYs the chunk's rows: straight into the table when its range
+// holds no row (a first backfill: nothing to delete or merge; done is true
+// then), else into the staging table. It returns the rows carrying
+// Unchanged values, which are staged with NULL in their place.
+func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, bounds [][]byte, staged map[change.TableID]bool) (done bool, partial []change.Row, err error) {
+	data, partial, err := copyData(ts, ch.Rows)
+	if err != nil {
+		return false, nil, err
 	}
-	// Leave the staging table empty for the next chunk; a rollback empties
-	// it as well, since it was empty when the transaction began.
-	if err := p.queue(ctx, "TRUNCATE "+ts.tmp, nil, "empty staging table"); err != nil {
-		return err
+	of := " of " + ts.id.String()
+	empty := false
+	if len(partial) == 0 {
+		// The probe goes with the round trip the COPY needs anyway.
+		err := p.queueTagged(ctx, ts.probeSQL(ch.Low != nil, ch.High != nil), bounds, "probe range"+of,
+			func(tag pgconn.CommandTag) { empty = tag.RowsAffected() == 0 })
+		if err != nil {
+			return false, nil, err
+		}
 	}
-	return p.flush(ctx)
+	if staged[ts.id] {
+		// Commit empties it (ON COMMIT DELETE ROWS); within one
+		// transaction an earlier chunk's rows are still there.
+		if err := p.queue(ctx, "DELETE FROM "+ts.tmp, nil, "empty staging table"+of); err != nil {
+			return false, nil, err
+		}
+	}
+	if err := p.flush(ctx); err != nil {
+		return false, nil, err
+	}
+	into := ts.tmp
+	if empty {
+		into = ts.name
+	} else {
+		staged[ts.id] = true
+	}
+	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(into)); err != nil {
+		return false, nil, fmt.Errorf("copy rows: %w", err)
+	}
+	return empty, partial, nil
 }
 
 // ensureStaging creates the session's staging table for ts once per
-// connection: a temporary table shaped like the target, without its indexes.
+// connection: a temporary table shaped like the target, without its
+// indexes, emptied by every commit (in place: unlike TRUNCATE, no new
+// relfilenode and no catalog churn per chunk).
 func (s *Sink) ensureStaging(ctx context.Context, ts *tableSQL) error {
 	if s.temps[ts.id] {
 		return nil
 	}
-	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ")"
+	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ") ON COMMIT DELETE ROWS"
 	if _, err := s.conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}

@@ -29,7 +29,7 @@ var sessionParams = map[string]string{
 	"extra_float_digits": "1",
 }
 
-// maxTables bounds the per-*change.Table statement cache.
+// maxTables bounds the cache of statement builders per *change.Table.
 const maxTables = 4096
 
 // Sink writes to one PostgreSQL database over a single connection; like every
@@ -115,7 +115,7 @@ func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
 
 // table returns the statement builder of t.
 func (s *Sink) table(t *change.Table) (*tableSQL, error) {
-	if ts, ok := s.tables[t]; ok {
+	if ts, ok := s.tables[t]; ok && ts.matches(t) {
 		return ts, nil
 	}
 	ts, err := newTableSQL(t)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ type tableSQL struct {
 	key   []int    // indexes into cols, in key order
 	isKey []bool
 	memo  map[string]string
+	src   change.Table // the shape this was built from, see matches
 }
 
 func newTableSQL(t *change.Table) (*tableSQL, error) {
@@ -36,6 +38,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
 		memo:  make(map[string]string),
+		src:   change.Table{ID: t.ID, Columns: slices.Clone(t.Columns), Key: slices.Clone(t.Key)},
 	}
 	for i, c := range t.Columns {
 		ts.cols[i] = quote(c.Name)
@@ -59,6 +62,12 @@ func tempName(id change.TableID) string {
 }
 
 // cached returns the memoized statement for key, building it on first use.
+// matches reports whether t still has the shape ts was built from: the
+// cache is keyed by pointer, and a caller may reuse a Table it changed.
+func (ts *tableSQL) matches(t *change.Table) bool {
+	return t.ID == ts.src.ID && slices.Equal(t.Columns, ts.src.Columns) && slices.Equal(t.Key, ts.src.Key)
+}
+
 func (ts *tableSQL) cached(key string, build func() string) string {
 	if s, ok := ts.memo[key]; ok {
 		return s
@@ -199,26 +208,26 @@ func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
 	return strings.Join(conds, " AND ")
 }
 
-func boundsKey(prefix string, low, high bool) string {
-	return maskKey(prefix, []bool{low, high})
-}
-
 func (ts *tableSQL) selectRangeSQL(low, high bool) string {
-	return ts.cached(boundsKey("select", low, high), func() string {
+	return ts.cached(maskKey("select", []bool{low, high}), func() string {
 		return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE " +
 			ts.rangeCond("d.", low, high) + " ORDER BY " + ts.keyList("d.")
 	})
 }
 
-// chunkDeleteSQL deletes the rows of the range whose key is not in tmp.
-func (ts *tableSQL) chunkDeleteSQL(low, high bool) string {
-	return ts.cached(boundsKey("chunkdel", low, high), func() string {
+// chunkDeleteSQL deletes the rows of the range whose key is not staged
+// (all of them when nothing is).
+func (ts *tableSQL) chunkDeleteSQL(low, high, staged bool) string {
+	return ts.cached(maskKey("chunkdel", []bool{low, high, staged}), func() string {
+		sql := "DELETE FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
+		if !staged {
+			return sql
+		}
 		match := make([]string, len(ts.key))
 		for i, k := range ts.key {
 			match[i] = "c." + ts.cols[k] + " = d." + ts.cols[k]
 		}
-		return "DELETE FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high) +
-			" AND NOT EXISTS (SELECT 1 FROM " + ts.tmp + " AS c WHERE " + strings.Join(match, " AND ") + ")"
+		return sql + " AND NOT EXISTS (SELECT 1 FROM " + ts.tmp + " AS c WHERE " + strings.Join(match, " AND ") + ")"
 	})
 }
 
@@ -241,8 +250,16 @@ func (ts *tableSQL) tmpDeleteSQL() string {
 	})
 }
 
-func (ts *tableSQL) copySQL() string {
-	return ts.cached("copy", func() string {
-		return "COPY " + ts.tmp + " (" + ts.list("", all) + ") FROM STDIN"
+// copySQL copies all columns into into (the table or its staging table).
+func (ts *tableSQL) copySQL(into string) string {
+	return ts.cached("copy"+into, func() string {
+		return "COPY " + into + " (" + ts.list("", all) + ") FROM STDIN"
+	})
+}
+
+// probeSQL finds whether the range holds any row.
+func (ts *tableSQL) probeSQL(low, high bool) string {
+	return ts.cached(maskKey("probe", []bool{low, high}), func() string {
+		return "SELECT 1 FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high) + " LIMIT 1"
 	})
 }

@@ -131,6 +131,15 @@ func testChunkReplacesRange(t *testing.T, s sink.Sink) {
 		order("1", "c1", "n"), order("2", "c2", "n"), order("3", "c3", "n"),
 		order("4", "changed", "n"), order("8", "c8", "n"), order("9", "c9", "n"),
 	)
+	// Consecutive chunks of one table in one batch do not see each other's
+	// rows: the second range overlaps the first and lacks 3.
+	first := chunk(tbl, nil, k("3"), order("2", "two", "n"), order("3", "c3", "n"))
+	second := chunk(tbl, k("2"), nil, order("4", "changed", "n"), order("8", "eight", "n"))
+	apply(t, s, sink.Op{Chunk: first}, ins(tbl, order("20", "c20", "n")), sink.Op{Chunk: second})
+	if first.Removed != 1 || second.Removed != 3 {
+		t.Errorf("removed %d and %d rows, want 1 and 3", first.Removed, second.Removed)
+	}
+	expect(t, s, tbl, order("2", "two", "n"), order("4", "changed", "n"), order("8", "eight", "n"))
 }
 
 func testChunkUnboundedAndPartialRows(t *testing.T, s sink.Sink) {

@@ -3,11 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
 )
+
+var errNoKey = errors.New("delete needs the old key")
 
 // Apply commits the batch, its position and its cursors in one transaction.
 func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
@@ -23,19 +26,20 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
+	w := &txn{tx: tx, stmts: make(map[string]*sql.Stmt)}
 	for i, op := range b.Ops {
 		switch {
 		case op.Chunk != nil:
-			if err := s.applyChunk(ctx, tx, op.Chunk); err != nil {
+			if err := s.applyChunk(ctx, w, op.Chunk); err != nil {
 				return fmt.Errorf("op %d: apply chunk to %s: %w", i, op.Chunk.Table.ID, err)
 			}
 		case op.Change != nil:
-			if err := s.applyChange(ctx, tx, op.Change); err != nil {
+			if err := s.applyChange(ctx, w, op.Change); err != nil {
 				return fmt.Errorf("op %d: %s on %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
 			}
 		}
 	}
-	if err := s.writeCheckpoint(ctx, tx, b); err != nil {
+	if err := s.writeCheckpoint(ctx, w, b); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -44,31 +48,22 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	return nil
 }
 
-// exec runs a cached prepared statement in tx.
-func (s *Sink) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	st, err := s.stmt(ctx, tx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-func (s *Sink) applyChange(ctx context.Context, tx *sql.Tx, c *change.Change) error {
+func (s *Sink) applyChange(ctx context.Context, w *txn, c *change.Change) error {
 	ts, err := s.table(c.Table)
 	if err != nil {
 		return err
 	}
 	switch c.Kind {
 	case change.Insert, change.Update:
-		return s.upsertChange(ctx, tx, ts, c)
+		return s.upsertChange(ctx, w, ts, c)
 	case change.Delete:
 		if len(c.OldKey) != len(ts.key) {
 			return fmt.Errorf("%w (%d values, got %d)", errNoKey, len(ts.key), len(c.OldKey))
 		}
-		_, err := s.exec(ctx, tx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...)
+		_, err := w.ExecContext(ctx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...)
 		return err
 	case change.Truncate:
-		_, err := s.exec(ctx, tx, "DELETE FROM "+ts.name)
+		_, err := w.ExecContext(ctx, "DELETE FROM "+ts.name)
 		return err
 	}
 	return fmt.Errorf("unknown change kind %d", c.Kind)
@@ -77,7 +72,7 @@ func (s *Sink) applyChange(ctx context.Context, tx *sql.Tx, c *change.Change) er
 // upsertChange writes an inserted or updated row. An update that moved the
 // key deletes the old-key row first; columns the change left Unchanged keep
 // the destination's value, or take the old-key row's.
-func (s *Sink) upsertChange(ctx context.Context, tx *sql.Tx, ts *tableSQL, c *change.Change) error {
+func (s *Sink) upsertChange(ctx context.Context, w *txn, ts *tableSQL, c *change.Change) error {
 	if len(c.Row) != len(ts.cols) {
 		return fmt.Errorf("row has %d values, table has %d columns", len(c.Row), len(ts.cols))
 	}
@@ -85,31 +80,27 @@ func (s *Sink) upsertChange(ctx context.Context, tx *sql.Tx, ts *tableSQL, c *ch
 	if c.OldKey != nil && c.OldKey.Encode() != c.Table.RowKey(c.Row).Encode() {
 		if unchanged, some := unchangedMask(c.Row); some {
 			var err error
-			if carried, err = s.readColumns(ctx, tx, ts, c.OldKey, unchanged); err != nil {
+			if carried, err = s.readColumns(ctx, w, ts, c.OldKey, unchanged); err != nil {
 				return fmt.Errorf("read old-key row: %w", err)
 			}
 		}
-		if _, err := s.exec(ctx, tx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...); err != nil {
+		if _, err := w.ExecContext(ctx, ts.deleteSQL(), ts.keyArgs(c.OldKey)...); err != nil {
 			return fmt.Errorf("delete old key: %w", err)
 		}
 	}
-	return s.upsert(ctx, tx, ts, c.Row, carried, false)
+	return s.upsert(ctx, w, ts, c.Row, carried, false)
 }
 
 // readColumns returns the stored values of the cols columns of the row with
 // key k, indexed by column, or nil when there is no such row.
-func (s *Sink) readColumns(ctx context.Context, tx *sql.Tx, ts *tableSQL, k change.Key, cols []bool) ([]any, error) {
+func (s *Sink) readColumns(ctx context.Context, w *txn, ts *tableSQL, k change.Key, cols []bool) ([]any, error) {
 	var idx []int
 	for i, c := range cols {
 		if c {
 			idx = append(idx, i)
 		}
 	}
-	st, err := s.stmt(ctx, tx, ts.selectByKeySQL(idx))
-	if err != nil {
-		return nil, err
-	}
-	rows, err := st.QueryContext(ctx, ts.keyArgs(k)...)
+	rows, err := w.QueryContext(ctx, ts.selectByKeySQL(idx), ts.keyArgs(k)...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +122,14 @@ func (s *Sink) readColumns(ctx context.Context, tx *sql.Tx, ts *tableSQL, k chan
 // upsert writes row. Unchanged columns are never updated; they are inserted
 // from carried (stored values of the old-key row) when it is not nil, else
 // left out (NULL). onlyChanged skips rows that are already identical.
-func (s *Sink) upsert(ctx context.Context, tx *sql.Tx, ts *tableSQL, row change.Row, carried []any, onlyChanged bool) error {
+func (s *Sink) upsert(ctx context.Context, w *txn, ts *tableSQL, row change.Row, carried []any, onlyChanged bool) error {
+	for _, k := range ts.key {
+		// Checked here: a single INTEGER key is SQLite's rowid, which
+		// would turn NULL into a fresh number.
+		if row[k].Null || row[k].Unchanged {
+			return fmt.Errorf("key column %s has no value", ts.cols[k])
+		}
+	}
 	ins := make([]bool, len(row))
 	set := make([]bool, len(row))
 	args := make([]any, 0, len(row))
@@ -145,7 +143,7 @@ func (s *Sink) upsert(ctx context.Context, tx *sql.Tx, ts *tableSQL, row change.
 			args = append(args, carried[i])
 		}
 	}
-	_, err := s.exec(ctx, tx, ts.upsertSQL(ins, set, onlyChanged), args...)
+	_, err := w.ExecContext(ctx, ts.upsertSQL(ins, set, onlyChanged), args...)
 	return err
 }
 
@@ -163,7 +161,7 @@ func unchangedMask(row change.Row) ([]bool, bool) {
 // applyChunk replaces the rows of (Low, High] by the chunk's rows: it reads
 // the range's keys, deletes those the chunk lacks, and upserts the rows,
 // skipping rows already identical.
-func (s *Sink) applyChunk(ctx context.Context, tx *sql.Tx, ch *sink.Chunk) error {
+func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 	ts, err := s.table(ch.Table)
 	if err != nil {
 		return err
@@ -182,7 +180,7 @@ func (s *Sink) applyChunk(ctx context.Context, tx *sql.Tx, ch *sink.Chunk) error
 	}
 	// Collect first, delete after: no writes while a read is open.
 	var gone [][]any
-	err = s.scanRange(ctx, tx, ts, ts.key, ch.Low, ch.High, func(vals []any) {
+	err = scanRange(ctx, w, ts, ts.key, ch.Low, ch.High, func(vals []any) {
 		k := make(change.Key, len(vals))
 		for i, v := range vals {
 			k[i] = decode(ts.kinds[ts.key[i]], v)
@@ -195,13 +193,13 @@ func (s *Sink) applyChunk(ctx context.Context, tx *sql.Tx, ch *sink.Chunk) error
 		return fmt.Errorf("read keys of the range: %w", err)
 	}
 	for _, k := range gone {
-		if _, err := s.exec(ctx, tx, ts.deleteSQL(), k...); err != nil {
+		if _, err := w.ExecContext(ctx, ts.deleteSQL(), k...); err != nil {
 			return fmt.Errorf("delete row missing from the chunk: %w", err)
 		}
 	}
 	ch.Removed = int64(len(gone))
 	for _, r := range ch.Rows {
-		if err := s.upsert(ctx, tx, ts, r, nil, true); err != nil {
+		if err := s.upsert(ctx, w, ts, r, nil, true); err != nil {
 			return fmt.Errorf("upsert chunk row: %w", err)
 		}
 	}

@@ -51,9 +51,9 @@ const (
 
 // writeCheckpoint writes the batch's position and cursor changes. A zero
 // position means the batch carries none, and leaves the stored one alone.
-func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, b *sink.Batch) error {
+func (s *Sink) writeCheckpoint(ctx context.Context, w *txn, b *sink.Batch) error {
 	if b.Position != 0 {
-		if _, err := s.exec(ctx, tx, upsertPositionSQL, b.Stream, int64(b.Position)); err != nil {
+		if _, err := w.ExecContext(ctx, upsertPositionSQL, b.Stream, int64(b.Position)); err != nil {
 			return fmt.Errorf("write position: %w", err)
 		}
 	}
@@ -66,11 +66,11 @@ func (s *Sink) writeCheckpoint(ctx context.Context, tx *sql.Tx, b *sink.Batch) e
 		cur := b.Cursors[id]
 		var err error
 		if cur.BackfillID == 0 {
-			_, err = s.exec(ctx, tx, deleteCursorSQL, b.Stream, id.Schema, id.Name)
+			_, err = w.ExecContext(ctx, deleteCursorSQL, b.Stream, id.Schema, id.Name)
 		} else {
 			var after any
 			if after, err = encodeKey(cur.After); err == nil {
-				_, err = s.exec(ctx, tx, upsertCursorSQL, b.Stream, id.Schema, id.Name,
+				_, err = w.ExecContext(ctx, upsertCursorSQL, b.Stream, id.Schema, id.Name,
 					cur.BackfillID, after, cur.Done, cur.Rows)
 			}
 		}

@@ -11,7 +11,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -27,14 +26,13 @@ import (
 // lock up front instead of failing to upgrade half way.
 const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate"
 
-// maxTables bounds the per-*change.Table statement cache.
+// maxTables bounds the cache of statement builders per *change.Table.
 const maxTables = 4096
 
 // Sink writes to one SQLite file; like every sink it is used by one
 // goroutine at a time.
 type Sink struct {
 	db     *sql.DB
-	stmts  map[string]*sql.Stmt
 	tables map[*change.Table]*tableSQL
 }
 
@@ -53,7 +51,7 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	// One connection: the sink has one user, and SQLite one writer.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Sink{db: db, stmts: make(map[string]*sql.Stmt), tables: make(map[*change.Table]*tableSQL)}
+	s := &Sink{db: db, tables: make(map[*change.Table]*tableSQL)}
 	for _, ddl := range checkpointDDL {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			db.Close()
@@ -65,32 +63,51 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 
 // Close closes the database.
 func (s *Sink) Close() error {
-	for _, st := range s.stmts {
-		st.Close()
-	}
-	s.stmts = nil
 	return s.db.Close()
 }
 
-// stmt returns a statement prepared once on the database, for use in tx.
-func (s *Sink) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
-	st, ok := s.stmts[query]
-	if !ok {
-		var err error
-		if st, err = s.db.PrepareContext(ctx, query); err != nil {
-			return nil, fmt.Errorf("prepare %q: %w", query, err)
-		}
-		s.stmts[query] = st
-	}
-	if tx == nil {
+// querier runs queries: the database itself, or a txn.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// txn runs the statements of one batch in its transaction, preparing each
+// distinct statement once per transaction (Commit and Rollback close them).
+type txn struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (t *txn) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
 		return st, nil
 	}
-	// With one connection this reuses the prepared statement.
-	return tx.StmtContext(ctx, st), nil
+	st, err := t.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", query, err)
+	}
+	t.stmts[query] = st
+	return st, nil
+}
+
+func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.prepare(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.prepare(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 func (s *Sink) table(t *change.Table) (*tableSQL, error) {
-	if ts, ok := s.tables[t]; ok {
+	if ts, ok := s.tables[t]; ok && ts.matches(t) {
 		return ts, nil
 	}
 	ts, err := newTableSQL(t)
@@ -129,7 +146,7 @@ func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.
 		all[i] = i
 	}
 	var rows []change.Row
-	err = s.scanRange(ctx, nil, ts, all, low, high, func(vals []any) {
+	err = scanRange(ctx, s.db, ts, all, low, high, func(vals []any) {
 		row := make(change.Row, len(vals))
 		for i, v := range vals {
 			row[i] = decode(ts.kinds[i], v)
@@ -143,13 +160,10 @@ func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.
 }
 
 // scanRange calls fn with the stored values of the cols columns (indexes)
-// of each row in (low, high], in key order, within tx when it is not nil.
-func (s *Sink) scanRange(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []int, low, high change.Key, fn func([]any)) error {
-	st, err := s.stmt(ctx, tx, ts.selectRangeSQL(cols, low != nil, high != nil))
-	if err != nil {
-		return err
-	}
-	rows, err := st.QueryContext(ctx, append(ts.keyArgs(low), ts.keyArgs(high)...)...)
+// of each row in (low, high], in key order.
+func scanRange(ctx context.Context, q querier, ts *tableSQL, cols []int, low, high change.Key, fn func([]any)) error {
+	query := ts.selectRangeSQL(cols, low != nil, high != nil)
+	rows, err := q.QueryContext(ctx, query, append(ts.keyArgs(low), ts.keyArgs(high)...)...)
 	if err != nil {
 		return err
 	}
@@ -182,5 +196,3 @@ func (ts *tableSQL) keyArgs(k change.Key) []any {
 	}
 	return args
 }
-
-var errNoKey = errors.New("delete needs the old key")

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,7 @@ type tableSQL struct {
 	key   []int // indexes into cols, in key order
 	isKey []bool
 	memo  map[string]string
+	src   change.Table // the shape this was built from, see matches
 }
 
 // tableName is the source table's name for public tables and
@@ -42,6 +44,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
 		memo:  make(map[string]string),
+		src:   change.Table{ID: t.ID, Columns: slices.Clone(t.Columns), Key: slices.Clone(t.Key)},
 	}
 	for i, c := range t.Columns {
 		ts.cols[i] = quote(c.Name)
@@ -54,6 +57,12 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		ts.isKey[k] = true
 	}
 	return ts, nil
+}
+
+// matches reports whether t still has the shape ts was built from: the
+// cache is keyed by pointer, and a caller may reuse a Table it changed.
+func (ts *tableSQL) matches(t *change.Table) bool {
+	return t.ID == ts.src.ID && slices.Equal(t.Columns, ts.src.Columns) && slices.Equal(t.Key, ts.src.Key)
 }
 
 func (ts *tableSQL) cached(key string, build func() string) string {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -152,8 +153,8 @@ func decode(k kind, raw any) change.Value {
 	case string:
 		return change.Text(v)
 	}
-	// Not produced for the declared types we create.
-	return change.Null
+	// Not produced for the declared types we create; shown, not hidden.
+	return change.Text(fmt.Sprint(raw))
 }
 
 // decodeHex reads bytea's hex output (\x followed by lowercase hex digits).

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+const benchChunk = 1000
+
+func benchTable() *change.Table {
+	return &change.Table{
+		ID: change.TableID{Schema: "public", Name: "bench"},
+		Columns: []change.Column{
+			{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"},
+			{Name: "amount", Type: "numeric(12,2)"}, {Name: "at", Type: "timestamp with time zone"},
+		},
+		Key: []int{0},
+	}
+}
+
+func benchRows(from int) []change.Row {
+	rows := make([]change.Row, benchChunk)
+	for i := range rows {
+		id := strconv.Itoa(from + i)
+		rows[i] = change.Row{change.Text(id), change.Text("customer " + id + "\twith a tab"),
+			change.Text("123.45"), change.Text("2024-02-29 13:45:01.123456+00")}
+	}
+	return rows
+}
+
+func benchSink(b *testing.B) *Sink {
+	dsn, err := server.CreateDatabase(b.Context(), "b"+strconv.FormatInt(dbSeq.Add(1), 10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(b.Context(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.EnsureTable(b.Context(), benchTable()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkChunkInsert applies chunks of new rows (a first backfill).
+func BenchmarkChunkInsert(b *testing.B) {
+	s, tbl := benchSink(b), benchTable()
+	for i := range b.N {
+		low, high := change.Key{change.Text(strconv.Itoa(i*benchChunk - 1))}, change.Key{change.Text(strconv.Itoa((i+1)*benchChunk - 1))}
+		c := &sink.Chunk{Table: tbl, Low: low, High: high, Rows: benchRows(i * benchChunk)}
+		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: []sink.Op{{Chunk: c}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkChunkIdentical re-applies a chunk the destination already has.
+func BenchmarkChunkIdentical(b *testing.B) {
+	s, tbl := benchSink(b), benchTable()
+	c := &sink.Chunk{Table: tbl, Rows: benchRows(0)}
+	batch := &sink.Batch{Stream: "b", Position: 1, Ops: []sink.Op{{Chunk: c}}}
+	if err := s.Apply(b.Context(), batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := s.Apply(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkRowInserts applies batches of single-row inserts.
+func BenchmarkRowInserts(b *testing.B) {
+	s, tbl := benchSink(b), benchTable()
+	for i := range b.N {
+		ops := make([]sink.Op, 0, benchChunk)
+		for _, r := range benchRows(i * benchChunk) {
+			ops = append(ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: r}})
+		}
+		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: ops}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkCopyBaseline is plain COPY into the same table, one transaction
+// per chunk: the floor the chunk path is measured against.
+func BenchmarkCopyBaseline(b *testing.B) {
+	s := benchSink(b)
+	conn, err := pgx.ConnectConfig(b.Context(), s.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ts, _ := newTableSQL(benchTable())
+	for i := range b.N {
+		data, _, _ := copyData(ts, benchRows(i*benchChunk))
+		if _, err := conn.PgConn().CopyFrom(b.Context(), bytes.NewReader(data), "COPY bench FROM STDIN"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
+}
