@@ -67,7 +67,7 @@ func (e *env) seedStale(keyType string) {
 		}
 		return
 	}
-	db, err := sql.Open("sqlite", e.cfg.Destination.Path)
+	db, err := sql.Open("sqlite", "file:"+e.cfg.Destination.Path+"?_pragma=busy_timeout(20000)")
 	if err != nil {
 		e.t.Fatal(err)
 	}
