@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// find returns the result with the given key.
+func (bn *bench) find(key string) (result, bool) {
+	for _, r := range bn.results {
+		if r.key == key {
+			return r, true
+		}
+	}
+	return result{}, false
+}
+
+// ratio is r's rows/s over the baseline's, formatted; "-" without one.
+func (bn *bench) ratio(r result, baseline string) string {
+	base, ok := bn.find(baseline)
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", r.rowsPerSec()/base.rowsPerSec())
+}
+
+// print writes the figures table.
+func (bn *bench) print(out io.Writer) {
+	fmt.Fprintf(out, "\ntidemark backfill benchmark, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, PostgreSQL %s; one server, source db %q, destination dbs %q, %q, %q\n",
+		runtime.NumCPU(), cpuModel(), runtime.Version(), bn.big.version, srcDB, copyDB, nativeDB, tidemarkDB)
+	fmt.Fprintf(out, "source public.t: %d rows, %.1f MB (pg_total_relation_size), %.0f bytes/row; public.t_small: %d rows, %.1f MB\n",
+		bn.big.rows, float64(bn.big.bytes)/1e6, float64(bn.big.bytes)/float64(bn.big.rows), bn.small.rows, float64(bn.small.bytes)/1e6)
+	peak := "VmHWM, reset before each run"
+	if !bn.hwm {
+		peak = "largest VmRSS sampled every 50ms (VmHWM could not be reset)"
+	}
+	fmt.Fprintf(out, "tidemark: backfill.chunk_size %d, other settings default; peak RSS: %s\n\n", bn.p.chunkSize, peak)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\trows\tseconds\trows/s\tMB/s\tvs COPY\tvs native\tpeak RSS MiB\tGo CPU s\tPG CPU s\t")
+	for _, r := range bn.results {
+		rss := "-"
+		if r.peak > 0 {
+			rss = fmt.Sprintf("%.0f", float64(r.peak)/(1<<20))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t\n",
+			r.name, r.rows, r.elapsed.Seconds(), r.rowsPerSec(), r.mbPerSec(),
+			bn.ratio(r, "copy"), bn.ratio(r, "native"), rss, r.cpu.self.Seconds(), r.cpu.server.Seconds())
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	for _, r := range bn.results {
+		if r.note != "" {
+			fmt.Fprintf(out, "%s: %s\n", r.name, r.note)
+		}
+	}
+	fmt.Fprintln(out, "\nMB/s is the source table's pg_total_relation_size over the time; Go CPU is this process")
+	fmt.Fprintln(out, "(the benchmark and tidemark), PG CPU every server process, over the same time.")
+}
+
+// report hands the main figures to the benchmark framework.
+func (bn *bench) report() {
+	bn.b.ReportMetric(0, "ns/op") // one whole run: not a per-op time
+	for _, r := range bn.results {
+		bn.b.ReportMetric(r.rowsPerSec(), r.key+"-rows/s")
+		if strings.HasPrefix(r.key, "tidemark") {
+			if c, ok := bn.find("copy"); ok {
+				bn.b.ReportMetric(r.rowsPerSec()/c.rowsPerSec(), r.key+"/copy")
+			}
+			if n, ok := bn.find("native"); ok {
+				bn.b.ReportMetric(r.rowsPerSec()/n.rowsPerSec(), r.key+"/native")
+			}
+			bn.b.ReportMetric(float64(r.peak)/(1<<20), r.key+"-peak-MiB")
+		}
+	}
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if name, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}

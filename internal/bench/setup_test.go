@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/pgserver"
+)
+
+// params are the benchmark's sizes; the environment may override them for
+// quicker experiments (see docs/benchmark.md).
+type params struct {
+	rows      int64 // rows of public.t
+	smallRows int64 // rows of public.t_small, the memory check
+	chunkSize int
+}
+
+func readParams() (params, error) {
+	p := params{rows: 1_000_000, smallRows: 250_000, chunkSize: 10_000}
+	for _, v := range []struct {
+		env string
+		dst *int64
+	}{{"TIDEMARK_BENCH_ROWS", &p.rows}, {"TIDEMARK_BENCH_SMALL_ROWS", &p.smallRows}} {
+		if s := os.Getenv(v.env); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 1 {
+				return p, fmt.Errorf("%s=%q: want a positive number of rows", v.env, s)
+			}
+			*v.dst = n
+		}
+	}
+	if s := os.Getenv("TIDEMARK_BENCH_CHUNK"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return p, fmt.Errorf("TIDEMARK_BENCH_CHUNK=%q: want a positive chunk size", s)
+		}
+		p.chunkSize = n
+	}
+	return p, nil
+}
+
+// Database names on the one server.
+const (
+	srcDB      = "src"
+	copyDB     = "dst_copy"
+	nativeDB   = "dst_native"
+	tidemarkDB = "dst_tidemark"
+)
+
+// tableDDL is the benchmark table; %s is its name.
+const tableDDL = `CREATE TABLE %s (id bigint PRIMARY KEY, customer_id int, status text,
+	amount numeric(12,2), note text, payload jsonb, created_at timestamptz, updated_at timestamptz)`
+
+// fillSQL generates $1 rows of about 200 bytes each (heap, TOAST and the
+// primary key index, as pg_total_relation_size counts them). TABLE is
+// replaced by the table's name.
+const fillSQL = `INSERT INTO TABLE
+SELECT g,
+       1 + (g * 7919) % 50000,
+       (ARRAY['new','paid','packed','shipped','delivered','returned'])[1 + g % 6],
+       round(((g * 104729) % 10000000) / 100.0, 2),
+       'order ' || g || ' ' || left(md5(g::text), 20 + (g % 13)::int),
+       jsonb_build_object('sku', 'SKU-' || lpad((g % 9973)::text, 5, '0'), 'qty', 1 + g % 9, 'gift', g % 7 = 0),
+       timestamptz '2024-01-01 00:00:00+00' + g * interval '17 seconds',
+       timestamptz '2024-01-01 00:00:00+00' + g * interval '17 seconds' + (g % 86400) * interval '1 second'
+FROM generate_series(1::bigint, $1::bigint) AS g`
+
+// startServer starts the one throwaway server every database lives on.
+// Autovacuum is off so that no background vacuum of a freshly loaded table
+// competes for the two cores during a timed run; the benchmark vacuums
+// explicitly between runs instead.
+func startServer(ctx context.Context) (*pgserver.Server, error) {
+	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: map[string]string{
+		"autovacuum":   "off",
+		"max_wal_size": "4GB",
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	for _, db := range []string{srcDB, copyDB, nativeDB, tidemarkDB} {
+		if _, err := srv.CreateDatabase(ctx, db); err != nil {
+			srv.Stop()
+			return nil, fmt.Errorf("create database: %w", err)
+		}
+	}
+	return srv, nil
+}
+
+// sourceInfo describes the loaded source table.
+type sourceInfo struct {
+	rows, bytes int64 // count(*) and pg_total_relation_size
+	version     string
+}
+
+// loadSource creates and fills public.<table> with n rows, freezes it (so
+// no reader pays for hint bits) and measures it.
+func loadSource(ctx context.Context, dsn, table string, n int64) (sourceInfo, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return sourceInfo{}, fmt.Errorf("connect to source: %w", err)
+	}
+	defer conn.Close(ctx)
+	name := pgx.Identifier{table}.Sanitize()
+	if _, err := conn.Exec(ctx, fmt.Sprintf(tableDDL, name)); err != nil {
+		return sourceInfo{}, fmt.Errorf("create source table %s: %w", table, err)
+	}
+	if _, err := conn.Exec(ctx, strings.Replace(fillSQL, "TABLE", name, 1), n); err != nil {
+		return sourceInfo{}, fmt.Errorf("fill source table %s: %w", table, err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM (FREEZE, ANALYZE) "+name); err != nil {
+		return sourceInfo{}, fmt.Errorf("vacuum source table %s: %w", table, err)
+	}
+	var info sourceInfo
+	err = conn.QueryRow(ctx, "SELECT count(*), pg_total_relation_size($1::regclass), current_setting('server_version') FROM "+name, table).
+		Scan(&info.rows, &info.bytes, &info.version)
+	if err != nil {
+		return sourceInfo{}, fmt.Errorf("measure source table %s: %w", table, err)
+	}
+	return info, nil
+}
+
+// exec runs statements on a fresh connection to dsn.
+func exec(ctx context.Context, dsn string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// countRows counts a table's rows (a sanity check after each run).
+func countRows(ctx context.Context, dsn, table string) (int64, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", table, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+const streamName = "bench"
+
+// tidemark is one stream running in-process the way the daemon runs it:
+// configuration through config.Parse, default stream.Options, a SQLite
+// metadata store.
+type tidemark struct {
+	s    *stream.Stream
+	st   *store.Store
+	stop func() error
+}
+
+// startTidemark starts a stream from srcDSN into the postgres destination
+// dstDSN (backfill mode manual) and waits until it is running.
+func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, chunkSize int) (*tidemark, error) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+streams:
+  - name: %s
+    source: {type: postgres, dsn: "%s"}
+    destination: {type: postgres, dsn: "%s"}
+    include: ["public.*"]
+    backfill: {mode: manual, chunk_size: %d}
+`, streamName, srcDSN, dstDSN, chunkSize)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, fmt.Errorf("parse stream configuration: %w", err)
+	}
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "meta.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open metadata store: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := stream.New(cfg.Streams[0], st, log, stream.Options{})
+	if err := s.MarkNotStarted(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("record stream: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	tm := &tidemark{s: s, st: st}
+	tm.stop = func() error {
+		cancel()
+		err := <-done
+		if cerr := st.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if err := tm.waitRunning(ctx); err != nil {
+		_ = tm.stop()
+		return nil, err
+	}
+	return tm, nil
+}
+
+func (tm *tidemark) waitRunning(ctx context.Context) error {
+	events, unsubscribe := tm.s.Subscribe()
+	defer unsubscribe()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(2 * time.Minute)
+	for tm.s.State().State != store.StateRunning {
+		select {
+		case <-events:
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("stream not running after 2 minutes: %+v", tm.s.State())
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the stream: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// backfill initiates a backfill of public.<table> (as the CLI would) and
+// waits until its object is Completed and Loaded. It returns the time from
+// Initiate to that point and the backfill's final record.
+func (tm *tidemark) backfill(ctx context.Context, table string) (time.Duration, store.Backfill, error) {
+	events, unsubscribe := tm.s.Subscribe()
+	defer unsubscribe()
+	start := time.Now()
+	recs, err := tm.s.Initiate(ctx, []change.TableID{{Schema: "public", Name: table}}, store.StartedByCLI, nil)
+	if err != nil {
+		return 0, store.Backfill{}, fmt.Errorf("initiate backfill of %s: %w", table, err)
+	}
+	id := recs[0].ID
+	// The store decides, as `tidemark objects` would show it; the final
+	// event says when to look, and a 20ms poll covers the moment between
+	// that event and the object's Loaded flag (and dropped events).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if b := ev.Backfill; b == nil || b.ID != id || b.LoadedAt == nil || b.Status != store.StatusCompleted {
+				continue
+			}
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, store.Backfill{}, fmt.Errorf("wait for backfill of %s: %w", table, ctx.Err())
+		}
+		done, err := tm.loaded(ctx, table, id)
+		if err != nil {
+			return 0, store.Backfill{}, err
+		}
+		if done {
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	rec, err := tm.st.GetBackfill(ctx, id)
+	if err != nil {
+		return 0, store.Backfill{}, fmt.Errorf("read backfill record: %w", err)
+	}
+	return elapsed, rec, nil
+}
+
+// loaded tells whether the object's backfill id is Completed and Loaded.
+func (tm *tidemark) loaded(ctx context.Context, table string, id int64) (bool, error) {
+	o, err := tm.st.GetObject(ctx, streamName, "public", table)
+	if err != nil {
+		return false, fmt.Errorf("read object %s: %w", table, err)
+	}
+	if o.BackfillID != id {
+		return false, nil
+	}
+	switch o.Status {
+	case store.StatusFailed, store.StatusStopped:
+		return false, fmt.Errorf("backfill of %s %s: %s", table, o.Status, o.Reason)
+	}
+	return o.Status == store.StatusCompleted && o.Loaded, nil
+}

@@ -1,0 +1,326 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/pgserver"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+// childEnv makes the test binary run a daemon instead of the tests, so a
+// test can SIGKILL a real daemon process.
+const childEnv = "TIDEMARK_TEST_DAEMON_CONFIG"
+
+var server *pgserver.Server
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(childEnv); path != "" {
+		os.Exit(runChild(path))
+	}
+	pgserver.ScrubEnv()
+	var err error
+	server, err = pgserver.Start(context.Background(), pgserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+func runChild(path string) int {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := New(context.Background(), cfg, log, stream.Options{ProbeInterval: 2 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := d.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+const crashRows = 60_000
+
+// TestSIGKILLDuringBackfill kills the daemon with SIGKILL at moments chosen
+// from observed progress — while chunks are being read and merged, and while
+// the destination has committed a position the source has not been told yet
+// — restarts it each time, and checks that the backfill resumed rather than
+// restarted and that the destination converged to the source.
+func TestSIGKILLDuringBackfill(t *testing.T) {
+	ctx := context.Background()
+	srcDSN, err := server.CreateDatabase(ctx, "crash_src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstDSN, err := server.CreateDatabase(ctx, "crash_dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := pgx.Connect(ctx, srcDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(ctx)
+	if _, err := src.Exec(ctx, fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
+		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tidemark.yaml")
+	metaPath := filepath.Join(dir, "meta.db")
+	addr := freeAddr(t)
+	// A long status interval widens the gap between the destination commit
+	// and the confirmation to the source, so the test can kill inside it.
+	err = os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+metadata: sqlite://%s
+api: {listen: "%s"}
+streams:
+  - name: crash
+    source: {type: postgres, dsn: "%s", status_interval: 30s}
+    destination: {type: postgres, dsn: "%s"}
+    include: ["public.t"]
+    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 15000}
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 500ms}
+`, metaPath, addr, srcDSN, dstDSN)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, dstDSN: dstDSN, addr: addr}
+	c.start()
+	st, err := store.Open(ctx, "sqlite://"+metaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c.waitFor("stream running", func() bool {
+		s, err := st.GetStream(ctx, "crash")
+		return err == nil && s.State == store.StateRunning
+	})
+	writes := startWriter(t, srcDSN)
+	c.initiate()
+	backfill := func() store.Backfill {
+		recs, err := st.ListBackfills(ctx, store.BackfillFilter{Stream: "crash"})
+		if err != nil || len(recs) == 0 {
+			return store.Backfill{}
+		}
+		return recs[0]
+	}
+	kills := 0
+	// Kill 1 and 2: while chunks are being read, at 25% and 50% of the table.
+	for _, frac := range []float64{0.25, 0.5} {
+		c.waitFor(fmt.Sprintf("%.0f%% read", frac*100), func() bool { return backfill().RowsRead >= int64(frac*crashRows) })
+		c.kill()
+		kills++
+		c.start()
+	}
+	// Kill 3: the destination committed a position the source was not told.
+	start := time.Now()
+	c.waitFor("destination ahead of the source's confirmed position", func() bool { return c.destAheadOfSlot() })
+	t.Logf("destination ahead of the slot after %s", time.Since(start))
+	c.kill()
+	kills++
+	c.start()
+	start = time.Now()
+	c.waitFor("backfill completed and loaded", func() bool {
+		b := backfill()
+		return b.Status == store.StatusCompleted && b.LoadedAt != nil
+	})
+	t.Logf("completed %s after the last restart", time.Since(start))
+	n := writes()
+	b := backfill()
+	t.Logf("%d kills, %d concurrent writes; backfill read %d rows for a %d-row table", kills, n, b.RowsRead, crashRows)
+	// The writer keeps at most 5000 rows past the initial ones.
+	if limit := int64(1.3 * (crashRows + 5000)); b.RowsRead > limit {
+		t.Errorf("backfill read %d rows in total, more than 1.3× the table (%d): it restarted instead of resuming", b.RowsRead, limit)
+	}
+	c.waitFor("destination equal to source", func() bool { return c.converged() })
+	c.stop()
+}
+
+type crashEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	cfgPath string
+	srcDSN  string
+	dstDSN  string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	addr    string
+}
+
+func (c *crashEnv) start() {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+c.cfgPath)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd, c.done = cmd, make(chan struct{})
+	done := c.done
+	go func() { cmd.Wait(); close(done) }()
+	c.t.Cleanup(func() { c.kill() })
+}
+
+func (c *crashEnv) kill() {
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	c.cmd = nil
+}
+
+func (c *crashEnv) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		c.t.Error("daemon did not stop within 30s of SIGTERM")
+	}
+	c.cmd = nil
+}
+
+func (c *crashEnv) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-c.done:
+			c.t.Fatalf("daemon exited while waiting for %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// initiate starts the backfill through the daemon's API, as a user would.
+func (c *crashEnv) initiate() {
+	c.t.Helper()
+	body := strings.NewReader(`{"objects": ["public.t"]}`)
+	resp, err := http.Post("http://"+c.addr+"/api/v1/streams/crash/backfills", "application/json", body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(resp.Body)
+		c.t.Fatalf("initiate: HTTP %d: %s", resp.StatusCode, msg)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (c *crashEnv) destAheadOfSlot() bool {
+	conn, err := pgx.Connect(c.ctx, c.dstDSN)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(c.ctx)
+	var dest int64
+	if err := conn.QueryRow(c.ctx, `SELECT position FROM "_tidemark"."checkpoint" WHERE stream = 'crash'`).Scan(&dest); err != nil {
+		return false
+	}
+	sconn, err := pgx.Connect(c.ctx, c.srcDSN)
+	if err != nil {
+		return false
+	}
+	defer sconn.Close(c.ctx)
+	var confirmed string
+	if err := sconn.QueryRow(c.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'tidemark_crash'`).Scan(&confirmed); err != nil {
+		return false
+	}
+	lsn, err := change.ParseLSN(confirmed)
+	return err == nil && change.LSN(dest) > lsn
+}
+
+func (c *crashEnv) converged() bool {
+	read := func(dsn string) string {
+		conn, err := pgx.Connect(c.ctx, dsn)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer conn.Close(c.ctx)
+		var sum string
+		err = conn.QueryRow(c.ctx, `SELECT count(*) || ':' || coalesce(sum(hashtext(id::text || ':' || v::text || ':' || coalesce(note, '~'))), 0) FROM public.t`).Scan(&sum)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return sum
+	}
+	a, b := read(c.srcDSN), read(c.dstDSN)
+	return a == b && !strings.HasPrefix(a, "error")
+}
+
+// startWriter changes the table until the returned function is called; it
+// returns how many statements ran.
+func startWriter(t *testing.T, dsn string) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int)
+	go func() {
+		n := 0
+		// A steady load, paced so the stream is not simply outrun.
+		pace := time.NewTicker(time.Millisecond)
+		defer pace.Stop()
+		for i := 0; ctx.Err() == nil; i++ {
+			<-pace.C
+			id := (i*7919)%crashRows + 1
+			var q string
+			switch i % 4 {
+			case 0, 1:
+				q = fmt.Sprintf("UPDATE t SET v = v + 1 WHERE id = %d", id)
+			case 2:
+				q = fmt.Sprintf("INSERT INTO t VALUES (%d, 0, 'new') ON CONFLICT (id) DO UPDATE SET v = 0", crashRows+i%5000)
+			case 3:
+				q = fmt.Sprintf("DELETE FROM t WHERE id = %d", id)
+			}
+			if _, err := conn.Exec(ctx, q); err == nil {
+				n++
+			}
+		}
+		conn.Close(context.Background())
+		done <- n
+	}()
+	return func() int { cancel(); return <-done }
+}
