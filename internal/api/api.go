@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -63,12 +64,25 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
 	s.handle("GET /api/v1/events", s.events)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: see /api/v1/ for the API", r.Method, r.URL.Path)})
+		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: the routes are in docs/api.md", r.Method, r.URL.Path)})
 	})
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path with empty, "." or ".."
+// segments (or no path, or "*") gets a JSON 404 here: the mux would answer
+// it with an HTML redirect or a bare 400.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.EscapedPath()
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if !strings.HasPrefix(p, "/") || clean != p {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: write the path without empty, . or .. segments; the routes are in docs/api.md", r.Method, r.URL.Path)})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Error is an API error: an HTTP status, a stable code and what to do.
 type Error struct {
@@ -172,7 +186,10 @@ func decode(r *http.Request, v any) error {
 }
 
 func (s *Server) stream(r *http.Request) (*stream.Stream, error) {
-	name := r.PathValue("stream")
+	return s.streamNamed(r.PathValue("stream"))
+}
+
+func (s *Server) streamNamed(name string) (*stream.Stream, error) {
 	str, ok := s.streams[name]
 	if !ok {
 		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no stream %q: the configured streams are %s", name, strings.Join(s.names, ", "))}

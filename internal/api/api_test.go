@@ -109,6 +109,9 @@ func TestStreamsAndObjects(t *testing.T) {
 	e.fails(http.StatusNotFound, "not_found", "GET", "/api/v1/nothing", "")
 	e.fails(http.StatusNotFound, "not_found", "DELETE", "/api/v1/streams", "")
 	e.fails(http.StatusNotFound, "not_found", "GET", "/api/v1/streams/"+e.name+"/backfills", "")
+	e.fails(http.StatusNotFound, "not_found", "GET", "/api/v1//streams", "")
+	e.fails(http.StatusNotFound, "not_found", "POST", "/api/v1/streams/"+e.name+"/./pause", "")
+	e.fails(http.StatusNotFound, "not_found", "GET", "/api/v1/events?stream=nope", "")
 
 	s := e.d.Streams()[0]
 	e.ok(http.StatusAccepted, &one, "POST", "/api/v1/streams/"+e.name+"/pause", "")

@@ -113,6 +113,9 @@ func FuzzAPIRequests(f *testing.F) {
 		{"GET", "/api/v1/backfills/x", ""},
 		{"GET", "/api/v1/events", ""},
 		{"GET", "/api/v1/events?stream=beta", ""},
+		{"GET", "/api/v1/events?stream=nope", ""},
+		{"CONNECT", "tidemark:443", ""},
+		{"GET", "http://tidemark/api/v1/streams", ""},
 		{"HEAD", "/api/v1/streams", ""},
 		{"OPTIONS", "*", ""},
 		{"DELETE", "/api/v1/streams/alpha", ""},
@@ -122,7 +125,8 @@ func FuzzAPIRequests(f *testing.F) {
 		{"POST", "/api/v1/streams/alpha/./backfills", objects("public.a")},
 		{"GET", "/api/v1/streams/../v1/streams", ""},
 		{"GET", "/", ""},
-		{"GET", "", ""},
+		{"GET", "//", ""},
+		{"GET", "/api/v1/streams/", ""},
 	} {
 		f.Add(seed.method, seed.path, []byte(seed.body))
 	}

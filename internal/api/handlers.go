@@ -254,9 +254,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 	if !ok {
 		return fmt.Errorf("response writer cannot stream")
 	}
+	filter := r.URL.Query().Get("stream")
+	if filter != "" {
+		if _, err := s.streamNamed(filter); err != nil {
+			return err
+		}
+	}
 	merged := make(chan any, 256)
 	for _, n := range s.names {
-		if f := r.URL.Query().Get("stream"); f != "" && f != n {
+		if filter != "" && filter != n {
 			continue
 		}
 		ch, cancel := s.streams[n].Subscribe()

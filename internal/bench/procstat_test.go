@@ -119,19 +119,47 @@ func (s *rssSampler) Stop() int64 {
 	return s.max
 }
 
-// cpuTimes is CPU time used so far by this process and by the PostgreSQL
-// server (the postmaster, its live children, and the children it reaped).
-type cpuTimes struct{ self, server time.Duration }
+// cpuTimes is CPU time used so far by this process, by the PostgreSQL
+// server (the postmaster, its live children, and the children it reaped)
+// and by the whole machine (every CPU's non-idle time).
+type cpuTimes struct{ self, server, machine time.Duration }
 
 func readCPU(postmaster int) cpuTimes {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return cpuTimes{self: self, server: serverCPU(postmaster)}
+	return cpuTimes{self: self, server: serverCPU(postmaster), machine: machineCPU()}
 }
 
 func (c cpuTimes) sub(o cpuTimes) cpuTimes {
-	return cpuTimes{self: c.self - o.self, server: c.server - o.server}
+	return cpuTimes{self: c.self - o.self, server: c.server - o.server, machine: c.machine - o.machine}
+}
+
+// others is the CPU time the rest of the machine used: other processes
+// compete for the same two cores and slow every figure down.
+func (c cpuTimes) others() time.Duration { return max(0, c.machine-c.self-c.server) }
+
+// machineCPU is the non-idle time of every CPU from /proc/stat's "cpu"
+// line: user nice system idle iowait irq softirq steal.
+func machineCPU() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 // serverCPU sums utime+stime of the postmaster's children and the

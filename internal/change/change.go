@@ -53,7 +53,11 @@ type Column struct {
 	BaseOID uint32 `json:"base_oid"`
 	// Collation is the column's collation name, empty when not collatable.
 	Collation string `json:"collation,omitempty"`
-	NotNull   bool   `json:"not_null"`
+	// ByteOrder is set when the column's collation sorts text like its
+	// bytes ("C", "POSIX", ucs_basic, or a C database default), so that
+	// destinations comparing bytes agree with the source's ORDER BY.
+	ByteOrder bool `json:"byte_order,omitempty"`
+	NotNull   bool `json:"not_null"`
 }
 
 // Table is a source table's shape as the pipeline needs it.

@@ -10,9 +10,14 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
+
+// ErrKeyOrder means a destination cannot compare a table's key in the
+// source's order, which chunk ranges need. The object fails with it.
+var ErrKeyOrder = errors.New("the destination cannot order this key like the source")
 
 // Sink is a destination.
 type Sink interface {

@@ -51,14 +51,18 @@ func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, fi
 		if err != nil && !errors.Is(err, pg.ErrNoKey) {
 			return nil, err
 		}
+		if t != nil {
+			if ensureErr := snk.EnsureTable(ctx, t); errors.Is(ensureErr, sink.ErrKeyOrder) {
+				t, err = nil, ensureErr
+			} else if ensureErr != nil {
+				return nil, fmt.Errorf("create destination table for %s: %w", id, ensureErr)
+			}
+		}
 		if err := s.recordObject(ctx, id, t, err, firstStart); err != nil {
 			return nil, err
 		}
 		if t == nil {
 			continue
-		}
-		if err := snk.EnsureTable(ctx, t); err != nil {
-			return nil, fmt.Errorf("create destination table for %s: %w", id, err)
 		}
 		tables[id] = t
 	}

@@ -175,7 +175,8 @@ func formatRows(rows []change.Row) string {
 func col(name, typ string, oid uint32) change.Column {
 	c := change.Column{Name: name, Type: typ, TypeOID: oid, BaseOID: oid}
 	if typ == "text" || strings.HasPrefix(typ, "character") {
-		c.Collation = "default"
+		// the test servers' default collation (C.UTF-8) sorts like bytes
+		c.Collation, c.ByteOrder = "default", true
 	}
 	return c
 }
@@ -199,7 +200,7 @@ func orders() *change.Table {
 // order than its columns.
 func lines() *change.Table {
 	region := col("region", "text", 25)
-	region.Collation = "C"
+	region.Collation, region.ByteOrder = "C", true
 	return &change.Table{
 		ID: change.TableID{Schema: "sales", Name: "lines"},
 		Columns: []change.Column{

@@ -1,6 +1,8 @@
 package sinktest
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -166,6 +168,9 @@ func testTypesRoundTrip(t *testing.T, s sink.Sink) {
 		kt := keyedBy(byChange, c)
 		if kt == nil {
 			continue
+		}
+		if err := s.EnsureTable(context.Background(), kt); errors.Is(err, sink.ErrKeyOrder) {
+			continue // refused, as it must be, by a sink that cannot order it
 		}
 		ensure(t, s, kt)
 		rows := make([]change.Row, 0, len(typedRows))

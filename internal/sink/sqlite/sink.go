@@ -124,6 +124,9 @@ func (s *Sink) table(t *change.Table) (*tableSQL, error) {
 // EnsureTable creates the table unless it exists, with the declared types of
 // the storage mapping and the key as primary key.
 func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
+	if err := checkKeyOrder(t); err != nil {
+		return err
+	}
 	ts, err := s.table(t)
 	if err != nil {
 		return fmt.Errorf("ensure table %s: %w", t.ID, err)
@@ -195,4 +198,27 @@ func (ts *tableSQL) keyArgs(k change.Key) []any {
 		args[i] = encode(ts.kinds[ts.key[i]], v)
 	}
 	return args
+}
+
+// Type oids whose order SQLite reproduces: integers (stored as INTEGER),
+// uuid (canonical text sorts like its bytes), and text whose collation
+// sorts like bytes.
+const (
+	oidText    = 25
+	oidVarchar = 1043
+	oidUUID    = 2950
+)
+
+// checkKeyOrder refuses keys SQLite would compare in another order than
+// the source: chunk ranges would then delete rows of other chunks.
+func checkKeyOrder(t *change.Table) error {
+	for _, c := range t.KeyColumns() {
+		switch {
+		case c.BaseOID == oidInt2 || c.BaseOID == oidInt4 || c.BaseOID == oidInt8 || c.BaseOID == oidUUID:
+		case (c.BaseOID == oidText || c.BaseOID == oidVarchar) && c.ByteOrder:
+		default:
+			return fmt.Errorf("table %s: key column %q (%s, collation %q): %w: SQLite destinations order integer, uuid and C-collated text keys only; use a PostgreSQL destination, or name other key columns under keys: in the config", t.ID, c.Name, c.Type, c.Collation, sink.ErrKeyOrder)
+		}
+	}
+	return nil
 }

@@ -1,11 +1,14 @@
 package sqlite
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -175,6 +178,25 @@ func TestEncodeLossless(t *testing.T) {
 		s := formatFloat(f, kindFloat8)
 		if back, err := strconv.ParseFloat(s, 64); err != nil || back != f {
 			t.Fatalf("%v formats as %q", f, s)
+		}
+	}
+}
+
+func TestRefusesKeyOrderItCannotReproduce(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []change.Column{
+		{Name: "k", Type: "text", TypeOID: 25, BaseOID: 25, Collation: "en_US"},
+		{Name: "k", Type: "numeric", TypeOID: 1700, BaseOID: 1700},
+		{Name: "k", Type: "date", TypeOID: 1082, BaseOID: 1082},
+	} {
+		tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Columns: []change.Column{c}, Key: []int{0}}
+		err := s.EnsureTable(context.Background(), tbl)
+		if !errors.Is(err, sink.ErrKeyOrder) || !strings.Contains(err.Error(), "PostgreSQL destination") {
+			t.Errorf("key %s: got %v, want ErrKeyOrder saying what to do", c.Type, err)
 		}
 	}
 }

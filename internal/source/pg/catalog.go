@@ -50,7 +50,11 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	rows, err := q.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
 		       CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
-		       COALESCE(co.collname, ''), a.attnotnull
+		       COALESCE(co.collname, ''),
+		       COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
+		         (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
+		          FROM pg_database d WHERE d.datname = current_database())), false),
+		       a.attnotnull
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -64,7 +68,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	t := &change.Table{ID: id}
 	for rows.Next() {
 		var c change.Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.NotNull); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe %s: %w", id, err)
 		}

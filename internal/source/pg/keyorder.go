@@ -31,7 +31,7 @@ func KeyCompare(t *change.Table) func(a, b change.Key) int {
 		case oidInt2, oidInt4, oidInt8, oidOID:
 			kinds[i] = 'i'
 		case oidText, oidVarchar:
-			if c.Collation != "C" && c.Collation != "POSIX" && c.Collation != "ucs_basic" {
+			if !c.ByteOrder {
 				return nil
 			}
 			kinds[i] = 's'
