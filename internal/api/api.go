@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/streams/{stream}", s.getStream)
 	s.handle("POST /api/v1/streams/{stream}/pause", s.pauseStream)
 	s.handle("POST /api/v1/streams/{stream}/resume", s.resumeStream)
+	s.handle("POST /api/v1/streams/{stream}/reset", s.resetStream)
 	s.handle("GET /api/v1/streams/{stream}/objects", s.listObjects)
 	s.handle("POST /api/v1/streams/{stream}/backfills", s.initiate)
 	s.handle("POST /api/v1/streams/{stream}/backfills/stop", s.stop)

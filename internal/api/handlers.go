@@ -63,6 +63,16 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request, _ string) 
 	return nil
 }
 
+func (s *Server) resetStream(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	str.Reset()
+	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
+	return nil
+}
+
 // ObjectView is one object of a stream with its backfill status.
 type ObjectView struct {
 	Object     string             `json:"object"`

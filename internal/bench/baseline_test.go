@@ -11,8 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/tidemark/tidemark/internal/pgserver"
 )
 
 // copyBuffer batches the COPY rows pgconn hands over one message at a time
@@ -75,21 +73,18 @@ func copyPipe(ctx context.Context, srcDSN, dstDSN, table string) (rows, streamBy
 }
 
 // nativeSync is baseline 2: PostgreSQL's logical replication initial sync
-// of table into dstDSN's database. The timed part is the subscription's
-// slot creation, CREATE SUBSCRIPTION … WITH (copy_data = true) and the wait
-// until the table's pg_subscription_rel state is 'r' (ready). The caller
-// drops the subscription, its slot and the publication with dropNative.
-//
-// Publisher and subscriber share one server, so the slot cannot be created
-// by CREATE SUBSCRIPTION itself (it would wait for its own transaction): it
-// is created just before, inside the timing, with create_slot = false.
-func nativeSync(ctx context.Context, srv *pgserver.Server, table string) (time.Duration, error) {
-	srcDSN, dstDSN := srv.DSN(srcDB), srv.DSN(nativeDB)
+// of table from the source server into the destination server's nativeDB.
+// The timed part is CREATE SUBSCRIPTION … WITH (copy_data = true), which
+// also creates the slot on the source, and the wait until the table's
+// pg_subscription_rel state is 'r' (ready). The caller drops the
+// subscription (and with it its slot) and the publication with dropNative.
+func nativeSync(ctx context.Context, sv servers, table string) (time.Duration, error) {
+	srcDSN, dstDSN := sv.src.DSN(srcDB), sv.dst.DSN(nativeDB)
 	name := pgx.Identifier{table}.Sanitize()
 	if err := exec(ctx, dstDSN, fmt.Sprintf(tableDDL, name)); err != nil {
 		return 0, fmt.Errorf("create native destination: %w", err)
 	}
-	if err := exec(ctx, srcDSN, "CREATE PUBLICATION bench_pub FOR TABLE "+name, "CHECKPOINT"); err != nil {
+	if err := exec(ctx, srcDSN, "CREATE PUBLICATION bench_pub FOR TABLE "+name); err != nil {
 		return 0, fmt.Errorf("create publication: %w", err)
 	}
 	dst, err := pgx.Connect(ctx, dstDSN)
@@ -97,13 +92,10 @@ func nativeSync(ctx context.Context, srv *pgserver.Server, table string) (time.D
 		return 0, fmt.Errorf("connect to subscriber: %w", err)
 	}
 	defer dst.Close(ctx)
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=postgres sslmode=disable", sv.src.Port, srcDB)
 	start := time.Now()
-	if err := exec(ctx, srcDSN, "SELECT pg_create_logical_replication_slot('bench_sub', 'pgoutput')"); err != nil {
-		return 0, fmt.Errorf("create subscription slot: %w", err)
-	}
-	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=postgres sslmode=disable", srv.Port, srcDB)
-	_, err = dst.Exec(ctx, "CREATE SUBSCRIPTION bench_sub CONNECTION "+quoteLiteral(conninfo)+" PUBLICATION bench_pub "+
-		"WITH (copy_data = true, create_slot = false, slot_name = 'bench_sub')")
+	_, err = dst.Exec(ctx, "CREATE SUBSCRIPTION bench_sub CONNECTION "+quoteLiteral(conninfo)+
+		" PUBLICATION bench_pub WITH (copy_data = true)")
 	if err != nil {
 		return 0, fmt.Errorf("create subscription: %w", err)
 	}
@@ -132,43 +124,26 @@ func waitReady(ctx context.Context, dst *pgx.Conn, table string) error {
 	}
 }
 
-// dropNative drops the subscription (detached from its slot first, since
-// dropping the slot through it would again talk to this very server), then
-// the slots and the publication on the source.
-func dropNative(ctx context.Context, srcDSN, dstDSN string) error {
-	err := exec(ctx, dstDSN,
-		"ALTER SUBSCRIPTION bench_sub DISABLE",
-		"ALTER SUBSCRIPTION bench_sub SET (slot_name = NONE)",
-		"DROP SUBSCRIPTION bench_sub")
-	if err != nil {
+// dropNative drops the subscription, which drops its slot on the source,
+// then the publication; it checks that no slot is left behind.
+func dropNative(ctx context.Context, sv servers) error {
+	if err := exec(ctx, sv.dst.DSN(nativeDB), "DROP SUBSCRIPTION IF EXISTS bench_sub"); err != nil {
 		return fmt.Errorf("drop subscription: %w", err)
 	}
-	src, err := pgx.Connect(ctx, srcDSN)
+	src, err := pgx.Connect(ctx, sv.src.DSN(srcDB))
 	if err != nil {
 		return fmt.Errorf("connect to source: %w", err)
 	}
 	defer src.Close(ctx)
-	// The walsender takes a moment to exit once the worker stopped; the
-	// table sync's own slot is normally gone already.
-	const slots = `FROM pg_replication_slots WHERE (slot_name = 'bench_sub' OR slot_name LIKE 'pg\_%\_sync\_%')`
-	for i := 0; ; i++ {
-		var left int
-		if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) "+slots+" AND NOT active"); err != nil {
-			return fmt.Errorf("drop subscription slots: %w", err)
-		}
-		if err := src.QueryRow(ctx, "SELECT count(*) "+slots).Scan(&left); err != nil {
-			return fmt.Errorf("list subscription slots: %w", err)
-		}
-		if left == 0 {
-			break
-		}
-		if i == 200 {
-			return fmt.Errorf("%d subscription slots still active after 10s", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := src.Exec(ctx, "DROP PUBLICATION bench_pub"); err != nil {
+	if _, err := src.Exec(ctx, "DROP PUBLICATION IF EXISTS bench_pub"); err != nil {
 		return fmt.Errorf("drop publication: %w", err)
+	}
+	var left int
+	if err := src.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&left); err != nil {
+		return fmt.Errorf("list replication slots: %w", err)
+	}
+	if left > 0 {
+		return fmt.Errorf("%d replication slots left on the source after dropping the subscription", left)
 	}
 	return nil
 }

@@ -26,11 +26,11 @@ func BenchmarkBackfill(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
 	bn := &bench{b: b, ctx: ctx, p: p, hwm: checkPeakReset(), started: time.Now()}
-	bn.srv, err = startServer(ctx)
+	bn.sv, err = startServers(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer bn.srv.Stop()
+	defer bn.sv.stop()
 	for _, step := range []func() error{bn.setup, bn.runCopy, bn.runNative, bn.runTidemark} {
 		if err := step(); err != nil {
 			b.Fatal(err)
@@ -45,7 +45,7 @@ type bench struct {
 	b       *testing.B
 	ctx     context.Context
 	p       params
-	srv     *pgserver.Server
+	sv      servers
 	hwm     bool // VmHWM can be reset: peaks are VmHWM, else sampled
 	started time.Time
 	big     sourceInfo // public.t
@@ -76,11 +76,11 @@ func (bn *bench) logf(format string, args ...any) {
 func (bn *bench) setup() error {
 	var err error
 	bn.logf("loading %d rows into %s.public.t", bn.p.rows, srcDB)
-	if bn.big, err = loadSource(bn.ctx, bn.srv.DSN(srcDB), "t", bn.p.rows); err != nil {
+	if bn.big, err = loadSource(bn.ctx, bn.sv.src.DSN(srcDB), "t", bn.p.rows); err != nil {
 		return err
 	}
 	bn.logf("loading %d rows into %s.public.t_small", bn.p.smallRows, srcDB)
-	if bn.small, err = loadSource(bn.ctx, bn.srv.DSN(srcDB), "t_small", bn.p.smallRows); err != nil {
+	if bn.small, err = loadSource(bn.ctx, bn.sv.src.DSN(srcDB), "t_small", bn.p.smallRows); err != nil {
 		return err
 	}
 	bn.logf("public.t: %d rows, %d bytes, %.0f bytes/row", bn.big.rows, bn.big.bytes, float64(bn.big.bytes)/float64(bn.big.rows))
@@ -90,8 +90,8 @@ func (bn *bench) setup() error {
 // measure runs one timed step after a checkpoint and a reset of the peak
 // RSS. run returns the duration it timed itself.
 func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, error) {
-	if err := exec(bn.ctx, bn.srv.DSN(srcDB), "CHECKPOINT"); err != nil {
-		return r, fmt.Errorf("checkpoint before %s: %w", r.name, err)
+	if err := bn.sv.checkpoint(bn.ctx); err != nil {
+		return r, fmt.Errorf("before %s: %w", r.name, err)
 	}
 	if bn.hwm {
 		if err := resetPeak(); err != nil {
@@ -100,9 +100,9 @@ func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, e
 	}
 	bn.logf("%s …", r.name)
 	sampler := startSampler()
-	cpu0 := readCPU(bn.srv.PID())
+	cpu0 := readCPU(bn.sv.src.PID(), bn.sv.dst.PID())
 	elapsed, err := run()
-	r.cpu = readCPU(bn.srv.PID()).sub(cpu0)
+	r.cpu = readCPU(bn.sv.src.PID(), bn.sv.dst.PID()).sub(cpu0)
 	r.sampled = sampler.Stop()
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", r.name, err)
@@ -119,7 +119,7 @@ func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, e
 }
 
 func (bn *bench) runCopy() error {
-	dst := bn.srv.DSN(copyDB)
+	dst := bn.sv.dst.DSN(copyDB)
 	if err := exec(bn.ctx, dst, fmt.Sprintf(tableDDL, "t")); err != nil {
 		return fmt.Errorf("create copy destination: %w", err)
 	}
@@ -127,7 +127,7 @@ func (bn *bench) runCopy() error {
 	var streamBytes int64
 	_, err := bn.measure(r, func() (time.Duration, error) {
 		start := time.Now()
-		n, sb, err := copyPipe(bn.ctx, bn.srv.DSN(srcDB), dst, "t")
+		n, sb, err := copyPipe(bn.ctx, bn.sv.src.DSN(srcDB), dst, "t")
 		if err == nil && n != bn.big.rows {
 			err = fmt.Errorf("copied %d rows, want %d", n, bn.big.rows)
 		}
@@ -143,8 +143,8 @@ func (bn *bench) runCopy() error {
 
 func (bn *bench) runNative() error {
 	r := result{key: "native", name: "native logical sync", rows: bn.big.rows, bytes: bn.big.bytes}
-	_, err := bn.measure(r, func() (time.Duration, error) { return nativeSync(bn.ctx, bn.srv, "t") })
-	if cerr := dropNative(context.WithoutCancel(bn.ctx), bn.srv.DSN(srcDB), bn.srv.DSN(nativeDB)); cerr != nil && err == nil {
+	_, err := bn.measure(r, func() (time.Duration, error) { return nativeSync(bn.ctx, bn.sv, "t") })
+	if cerr := dropNative(context.WithoutCancel(bn.ctx), bn.sv); cerr != nil && err == nil {
 		err = fmt.Errorf("clean up native subscription: %w", cerr)
 	}
 	if err != nil {
@@ -157,22 +157,22 @@ func (bn *bench) runNative() error {
 // dropDatabase checks a baseline's row count and drops its database, so
 // that it holds no memory or I/O during the next runs.
 func (bn *bench) dropDatabase(db string, want int64) error {
-	n, err := countRows(bn.ctx, bn.srv.DSN(db), "t")
+	n, err := countRows(bn.ctx, bn.sv.dst.DSN(db), "t")
 	if err != nil {
 		return err
 	}
 	if n != want {
 		return fmt.Errorf("%s.public.t holds %d rows, want %d", db, n, want)
 	}
-	if err := exec(bn.ctx, bn.srv.DSN("postgres"), "DROP DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
+	if err := exec(bn.ctx, bn.sv.dst.DSN("postgres"), "DROP DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
 		return fmt.Errorf("drop database %s: %w", db, err)
 	}
 	return nil
 }
 
 func (bn *bench) runTidemark() error {
-	dst := bn.srv.DSN(tidemarkDB)
-	tm, err := startTidemark(bn.ctx, bn.srv.DSN(srcDB), dst, bn.b.TempDir(), bn.p.chunkSize)
+	dst := bn.sv.dst.DSN(tidemarkDB)
+	tm, err := startTidemark(bn.ctx, bn.sv.src.DSN(srcDB), dst, bn.b.TempDir(), bn.p.chunkSize)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (bn *bench) runBackfill(tm *tidemark, key, name, table string, src sourceIn
 		return err
 	}
 	bn.results[len(bn.results)-1].note = note
-	n, err := countRows(bn.ctx, bn.srv.DSN(tidemarkDB), table)
+	n, err := countRows(bn.ctx, bn.sv.dst.DSN(tidemarkDB), table)
 	if err != nil {
 		return err
 	}

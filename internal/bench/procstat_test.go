@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,11 +125,11 @@ func (s *rssSampler) Stop() int64 {
 // and by the whole machine (every CPU's non-idle time).
 type cpuTimes struct{ self, server, machine time.Duration }
 
-func readCPU(postmaster int) cpuTimes {
+func readCPU(postmasters ...int) cpuTimes {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return cpuTimes{self: self, server: serverCPU(postmaster), machine: machineCPU()}
+	return cpuTimes{self: self, server: serverCPU(postmasters), machine: machineCPU()}
 }
 
 func (c cpuTimes) sub(o cpuTimes) cpuTimes {
@@ -162,9 +163,9 @@ func machineCPU() time.Duration {
 	return time.Duration(ticks) * time.Second / clockTicks
 }
 
-// serverCPU sums utime+stime of the postmaster's children and the
-// postmaster's own times including reaped children (cutime+cstime).
-func serverCPU(postmaster int) time.Duration {
+// serverCPU sums utime+stime of the postmasters' children and the
+// postmasters' own times including reaped children (cutime+cstime).
+func serverCPU(postmasters []int) time.Duration {
 	var ticks int64
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
@@ -173,9 +174,9 @@ func serverCPU(postmaster int) time.Duration {
 			continue
 		}
 		switch {
-		case f.pid == postmaster:
+		case slices.Contains(postmasters, f.pid):
 			ticks += f.utime + f.stime + f.cutime + f.cstime
-		case f.ppid == postmaster:
+		case slices.Contains(postmasters, f.ppid):
 			ticks += f.utime + f.stime
 		}
 	}

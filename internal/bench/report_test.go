@@ -33,7 +33,7 @@ func (bn *bench) ratio(r result, baseline string) string {
 // print writes the figures table.
 func (bn *bench) print(out io.Writer) {
 	fmt.Fprintf(out, "\ntidemark backfill benchmark, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, PostgreSQL %s; one server, source db %q, destination dbs %q, %q, %q\n",
+	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, PostgreSQL %s; two servers on this machine: source (db %q), destination (dbs %q, %q, %q)\n",
 		runtime.NumCPU(), cpuModel(), runtime.Version(), bn.big.version, srcDB, copyDB, nativeDB, tidemarkDB)
 	fmt.Fprintf(out, "source public.t: %d rows, %.1f MB (pg_total_relation_size), %.0f bytes/row; public.t_small: %d rows, %.1f MB\n",
 		bn.big.rows, float64(bn.big.bytes)/1e6, float64(bn.big.bytes)/float64(bn.big.rows), bn.small.rows, float64(bn.small.bytes)/1e6)

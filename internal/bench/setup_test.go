@@ -44,7 +44,8 @@ func readParams() (params, error) {
 	return p, nil
 }
 
-// Database names on the one server.
+// Database names: srcDB on the source server, the others on the
+// destination server.
 const (
 	srcDB      = "src"
 	copyDB     = "dst_copy"
@@ -70,25 +71,54 @@ SELECT g,
        timestamptz '2024-01-01 00:00:00+00' + g * interval '17 seconds' + (g % 86400) * interval '1 second'
 FROM generate_series(1::bigint, $1::bigint) AS g`
 
-// startServer starts the one throwaway server every database lives on.
-// Autovacuum is off so that no background vacuum of a freshly loaded table
-// competes for the two cores during a timed run; the benchmark vacuums
-// explicitly between runs instead.
-func startServer(ctx context.Context) (*pgserver.Server, error) {
-	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: map[string]string{
-		"autovacuum":   "off",
-		"max_wal_size": "4GB",
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+// servers are the two throwaway servers: the source database lives on one,
+// every destination database on the other, as in production where they are
+// different machines (here they share the two cores). A replication slot on
+// the source thus never decodes the destination's writes.
+type servers struct{ src, dst *pgserver.Server }
+
+// startServers starts both servers and creates the databases. Autovacuum
+// is off so that no background vacuum of a freshly loaded table competes
+// for the two cores during a timed run; the benchmark vacuums explicitly
+// between runs instead.
+func startServers(ctx context.Context) (servers, error) {
+	opts := pgserver.Options{Settings: map[string]string{"autovacuum": "off", "max_wal_size": "4GB"}}
+	var sv servers
+	var err error
+	if sv.src, err = pgserver.Start(ctx, opts); err != nil {
+		return sv, fmt.Errorf("start source PostgreSQL: %w", err)
 	}
-	for _, db := range []string{srcDB, copyDB, nativeDB, tidemarkDB} {
-		if _, err := srv.CreateDatabase(ctx, db); err != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("create database: %w", err)
+	if sv.dst, err = pgserver.Start(ctx, opts); err != nil {
+		sv.stop()
+		return sv, fmt.Errorf("start destination PostgreSQL: %w", err)
+	}
+	if _, err := sv.src.CreateDatabase(ctx, srcDB); err != nil {
+		sv.stop()
+		return sv, fmt.Errorf("create database: %w", err)
+	}
+	for _, db := range []string{copyDB, nativeDB, tidemarkDB} {
+		if _, err := sv.dst.CreateDatabase(ctx, db); err != nil {
+			sv.stop()
+			return sv, fmt.Errorf("create database: %w", err)
 		}
 	}
-	return srv, nil
+	return sv, nil
+}
+
+func (sv servers) stop() {
+	sv.src.Stop() // Stop accepts a nil server
+	sv.dst.Stop()
+}
+
+// checkpoint flushes both servers' dirty buffers so that no run pays for
+// the previous one's writes.
+func (sv servers) checkpoint(ctx context.Context) error {
+	for _, s := range []*pgserver.Server{sv.src, sv.dst} {
+		if err := exec(ctx, s.DSN("postgres"), "CHECKPOINT"); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
 }
 
 // sourceInfo describes the loaded source table.

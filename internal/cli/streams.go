@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -73,11 +72,11 @@ func objectsCmd(g *globals) *cobra.Command {
 }
 
 func streamCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "stream", Short: "Pause or resume a stream"}
-	for _, verb := range []string{"pause", "resume"} {
+	c := &cobra.Command{Use: "stream", Short: "Pause, resume or reset a stream"}
+	for _, verb := range []string{"pause", "resume", "reset"} {
 		c.AddCommand(&cobra.Command{
 			Use:   verb + " STREAM",
-			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a stream",
+			Short: streamVerbHelp[verb],
 			Args:  usageArgs(1, 1),
 			RunE: func(c *cobra.Command, args []string) error {
 				var out api.StreamView
@@ -93,6 +92,12 @@ func streamCmd(g *globals) *cobra.Command {
 		})
 	}
 	return c
+}
+
+var streamVerbHelp = map[string]string{
+	"pause":  "Pause a stream (object statuses are kept; backfills continue on resume)",
+	"resume": "Resume a paused or failed stream",
+	"reset":  "Recover a stream whose replication slot was lost: re-create the slot and backfill every object",
 }
 
 func yesNo(b bool) string {

@@ -43,6 +43,8 @@ type runtime struct {
 	applier *applier
 	src     chunkSource
 	tables  func(change.TableID) *change.Table
+	// why says why a table of the stream is not streamed ("" if it is).
+	why func(change.TableID) string
 }
 
 // backfills owns the object statuses of one stream: the queue of pending

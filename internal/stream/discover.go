@@ -37,36 +37,38 @@ func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
 // creates their destination tables and records each as an object. A table
 // without a usable key becomes a Failed object with the reason, and is left
 // out of the publication (updates to it would otherwise fail on the source).
-func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, error) {
+func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tables := map[change.TableID]*change.Table{}
+	skipped := map[change.TableID]string{}
 	for _, id := range all {
 		if !s.cfg.Includes(id) {
 			continue
 		}
 		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
 		if err != nil && !errors.Is(err, pg.ErrNoKey) {
-			return nil, err
+			return nil, nil, err
 		}
 		if t != nil {
 			if ensureErr := snk.EnsureTable(ctx, t); errors.Is(ensureErr, sink.ErrKeyOrder) {
 				t, err = nil, ensureErr
 			} else if ensureErr != nil {
-				return nil, fmt.Errorf("create destination table for %s: %w", id, ensureErr)
+				return nil, nil, fmt.Errorf("create destination table for %s: %w", id, ensureErr)
 			}
 		}
 		if err := s.recordObject(ctx, id, t, err, firstStart); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if t == nil {
+			skipped[id] = err.Error()
 			continue
 		}
 		tables[id] = t
 	}
-	return tables, nil
+	return tables, skipped, nil
 }
 
 func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.Table, describeErr error, firstStart bool) error {
@@ -134,6 +136,40 @@ func (s *Stream) autoBackfill(ctx context.Context) error {
 	_, err = s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil)
 	return err
 }
+
+// backfillAll backfills every streamed object that is not already Pending
+// or Active, after a reset.
+func (s *Stream) backfillAll(ctx context.Context) error {
+	objs, err := s.st.ListObjects(ctx, s.cfg.Name)
+	if err != nil {
+		return err
+	}
+	var ids, running []change.TableID
+	for _, o := range objs {
+		id := change.TableID{Schema: o.Schema, Name: o.Table}
+		if s.lookup(id) == nil {
+			continue
+		}
+		ids = append(ids, id)
+		if CanInitiate(id.String(), o.Status) != nil {
+			running = append(running, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Chunks applied before the slot was lost may be stale: start over.
+	if len(running) > 0 {
+		if err := s.bf.stop(ctx, running); err != nil {
+			return err
+		}
+	}
+	_, err = s.bf.initiate(ctx, ids, StartedByReset, map[string]any{"reason": "stream reset after the replication slot was lost"})
+	return err
+}
+
+// StartedByReset marks backfills a stream reset started.
+const StartedByReset = "reset"
 
 // MarkNotStarted records the objects' "-" reason before a stream ever ran.
 func (s *Stream) MarkNotStarted(ctx context.Context) error {

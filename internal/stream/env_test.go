@@ -69,6 +69,13 @@ type envOptions struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
+	return newEnvOn(t, server, o)
+}
+
+// newEnvOn builds an env on a given server (tests that restart a server
+// use one of their own).
+func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	n := dbSeq.Add(1)
@@ -184,6 +191,17 @@ func (e *env) waitFor(what string, cond func() bool, detail ...func() string) {
 func (e *env) waitState(state string) {
 	e.t.Helper()
 	e.waitFor("stream state "+state, func() bool { return e.s.State().State == state })
+}
+
+// reconnect opens a new source connection (after a server restart).
+func (e *env) reconnect() {
+	e.t.Helper()
+	conn, err := pgx.Connect(e.ctx, e.srcDSN)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.src = conn
+	e.t.Cleanup(func() { conn.Close(context.Background()) })
 }
 
 func (e *env) exec(sql string, args ...any) {

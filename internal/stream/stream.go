@@ -51,10 +51,12 @@ type Stream struct {
 	mu        sync.Mutex
 	state     store.StreamState
 	tables    map[change.TableID]*change.Table
+	skipped   map[change.TableID]string // included tables not streamed, and why
 	src       *pg.Source
 	snk       sink.Sink
 	walBytes  int64
 	paused    bool
+	reset     bool // a reset was requested: re-create a lost slot and backfill everything
 	wake      chan struct{} // signalled by Resume
 	runCancel context.CancelFunc
 	listeners map[chan Event]struct{}
@@ -210,7 +212,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.setState(ctx, store.StateNotStarted, "tidemark stopped")
 			return nil
 		}
-		if s.isPaused() {
+		if s.isPaused() || s.resetPending() {
 			continue
 		}
 		if err == nil {
@@ -236,6 +238,12 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 }
 
+func (s *Stream) resetPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reset
+}
+
 func (s *Stream) isPaused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -256,6 +264,12 @@ func (s *Stream) Tables() map[change.TableID]*change.Table {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tables
+}
+
+func (s *Stream) whyNotStreamed(id change.TableID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skipped[id]
 }
 
 func (s *Stream) lookup(id change.TableID) *change.Table {
@@ -287,12 +301,26 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !slot.Exists && cp.Position > 0 {
+	resetting := s.takeReset()
+	if resetting && slot.Exists && slot.Invalidated {
+		if err := src.DropSlot(ctx); err != nil {
+			return err
+		}
+		slot.Exists = false
+	}
+	if !slot.Exists && cp.Position > 0 && !resetting {
 		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s is gone but the destination was at %s", s.cfg.Source.Slot, cp.Position),
 			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
 	}
 	firstStart := !slot.Exists && cp.Position == 0
-	tables, err := s.discover(ctx, src, snk, firstStart)
+	resetAll := resetting && !slot.Exists
+	if resetAll {
+		// The old position belongs to a lost slot: stream from the new one
+		// and let backfills bring every object back.
+		cp.Position = 0
+		s.log.Warn("resetting the stream: re-creating the replication slot and backfilling every object")
+	}
+	tables, skipped, err := s.discover(ctx, src, snk, firstStart)
 	if err != nil {
 		return err
 	}
@@ -309,17 +337,39 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	s.tables, s.src, s.snk = tables, src, snk
+	s.tables, s.skipped, s.src, s.snk = tables, skipped, src, snk
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.src, s.snk = nil, nil
 		s.mu.Unlock()
 	}()
-	return s.pipeline(ctx, src, snk, cp, firstStart)
+	return s.pipeline(ctx, src, snk, cp, firstStart, resetAll)
 }
 
-func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp sink.Checkpoint, firstStart bool) error {
+// Reset recovers a stream whose replication slot was lost: it re-creates
+// the slot and backfills every object (started by "reset"). It restarts a
+// failed stream; on a healthy stream with its slot it does nothing.
+func (s *Stream) Reset() {
+	s.mu.Lock()
+	s.reset = true
+	cancel := s.runCancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	s.Resume()
+}
+
+func (s *Stream) takeReset() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.reset
+	s.reset = false
+	return r
+}
+
+func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp sink.Checkpoint, firstStart, resetAll bool) error {
 	g, gctx := errgroup.WithContext(ctx)
 	events := make(chan change.Event, 1024)
 	batches := make(chan *outBatch, 1)
@@ -334,7 +384,7 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	g.Go(func() error { return app.run(gctx) })
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
-	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup}
+	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed}
 	if err := s.bf.attach(gctx, rt, cp.Cursors); err != nil {
 		return err
 	}
@@ -342,6 +392,11 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	s.setState(ctx, store.StateRunning, "")
 	if firstStart {
 		if err := s.autoBackfill(gctx); err != nil {
+			return err
+		}
+	}
+	if resetAll {
+		if err := s.backfillAll(gctx); err != nil {
 			return err
 		}
 	}

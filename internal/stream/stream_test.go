@@ -60,6 +60,8 @@ func TestObjectStatusRules(t *testing.T) {
 		}
 	}
 	refused(e.s.StopBackfills(e.ctx, ids("a")), "has none running")
+	events, cancel := e.s.Subscribe()
+	defer cancel()
 	if _, err := e.s.Initiate(e.ctx, ids("a", "b"), store.StartedByCLI, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +83,33 @@ func TestObjectStatusRules(t *testing.T) {
 	refused(e.s.StopBackfills(e.ctx, ids("b")), "already stopped")
 	e.waitLoaded("a")
 	refused(e.s.StopBackfills(e.ctx, ids("a")), "already completed")
+	// The pushed history of a's first backfill: Pending → Active → Completed,
+	// then loaded.
+	var history []string
+	for len(events) > 0 {
+		ev := <-events
+		if ev.Backfill == nil || ev.Backfill.Table != "a" {
+			continue
+		}
+		st := ev.Backfill.Status
+		if ev.Backfill.LoadedAt != nil {
+			st += "+loaded"
+		}
+		if len(history) == 0 || history[len(history)-1] != st {
+			history = append(history, st)
+		}
+	}
+	if got := strings.Join(history, " → "); got != "pending → active → completed → completed+loaded" && got != "pending → active → active+loaded → completed+loaded" {
+		t.Errorf("backfill history of a: %s", got)
+	}
+	// A table without a usable key: initiating it fails it again, with the reason.
+	if _, err := e.s.Initiate(e.ctx, ids("nokey"), store.StartedByCLI, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("nokey failed", func() bool {
+		o := e.object("nokey")
+		return o.Status == StatusFailed && o.BackfillID != 0 && strings.Contains(o.Reason, "primary key")
+	})
 	// Initiating a Completed or Stopped object copies all rows again.
 	if _, err := e.s.Initiate(e.ctx, ids("a", "b"), store.StartedByAPI, nil); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,12 @@ import (
 // detaches (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
 	if r.table == nil {
-		m.fail(r, fmt.Errorf("table %s.%s is not streamed (no usable row key, or excluded): see the object's reason", r.rec.Schema, r.rec.Table))
+		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+		why := rt.why(id)
+		if why == "" {
+			why = fmt.Sprintf("table %s is not streamed: it is excluded, or no longer exists on the source", id)
+		}
+		m.fail(r, errors.New(why))
 		return
 	}
 	m.update(r, func(b *store.Backfill) {

@@ -1,0 +1,220 @@
+package cli_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite"
+
+	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/pgserver"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+// daemon is a `tidemark run` subprocess.
+type daemon struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // Wait's result, once done is closed
+}
+
+// startDaemon starts `tidemark run -c cfg`, logging to logPath. It is
+// killed by PID when the test ends, if it is still running then.
+func startDaemon(t *testing.T, cfg, logPath string) *daemon {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", cfg)
+	cmd.Env = environ()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// If this test process dies, the kernel kills the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		d.err = cmd.Wait()
+		logFile.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(logPath)
+			t.Logf("daemon log:\n%s", log)
+		}
+	})
+	return d
+}
+
+// poll checks cond until it holds, at most every 50ms, failing the test after
+// two minutes or when the daemon exits.
+func poll(t *testing.T, d *daemon, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(2 * time.Minute)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-d.done:
+			t.Fatalf("the daemon exited (%v) while waiting for %s", d.err, what)
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dsn, err := srv.CreateDatabase(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text);
+		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`); err != nil {
+		t.Fatal(err)
+	}
+
+	// 30 rows in chunks of 5 at 10 rows a second: the backfill of t stays
+	// Active for about 3 seconds, long enough for a second initiate to be
+	// refused.
+	dir := t.TempDir()
+	port := freePort(t)
+	dest := filepath.Join(dir, "dest.db")
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+metadata: "sqlite://%s"
+api: {listen: "127.0.0.1:%d"}
+log: {level: info, format: json}
+streams:
+  - name: s
+    source: {dsn: "%s", status_interval: 1s}
+    destination: {type: sqlite, path: "%s"}
+    include: ["public.*"]
+    backfill: {mode: manual, chunk_size: 5, rows_per_second: 10}
+    batch: {max_delay: 20ms}
+    retry: {initial: 50ms, max: 1s}
+`, filepath.Join(dir, "meta.db"), port, dsn, dest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
+	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	cli := func(args ...string) result { t.Helper(); return tidemark(t, append(addr, args...)...) }
+	cliJSON := func(out any, args ...string) {
+		t.Helper()
+		r := cli(append(args, "--json")...)
+		if r.code != 0 {
+			t.Fatalf("tidemark %s: %s", strings.Join(args, " "), r)
+		}
+		if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
+			t.Fatalf("tidemark %s --json: %v in %q", strings.Join(args, " "), err, r.stdout)
+		}
+	}
+
+	poll(t, d, "stream s running", func() bool {
+		r := cli("streams", "--json")
+		if r.code != 0 {
+			return false
+		}
+		var streams []api.StreamView
+		if err := json.Unmarshal([]byte(r.stdout), &streams); err != nil {
+			t.Fatalf("streams --json: %v in %q", err, r.stdout)
+		}
+		return len(streams) == 1 && streams[0].Name == "s" && streams[0].State == store.StateRunning
+	})
+	if r := cli("streams"); r.code != 0 || !strings.Contains(r.stdout, "STREAM") || !strings.Contains(r.stdout, "running") {
+		t.Errorf("streams: %s", r)
+	}
+	object := func() api.ObjectView {
+		t.Helper()
+		var objs []api.ObjectView
+		cliJSON(&objs, "objects", "s")
+		if len(objs) != 1 || objs[0].Object != "public.t" {
+			t.Fatalf("objects: %+v", objs)
+		}
+		return objs[0]
+	}
+	if o := object(); o.Status != "-" || o.Reason != stream.ReasonManual {
+		t.Fatalf("public.t before a backfill: %+v", o)
+	}
+
+	expect(t, 0, []string{"backfill 1 of public.t: pending"}, append(addr, "backfill", "initiate", "s", "public.t")...)
+	r := expect(t, 4, []string{"cannot initiate a backfill of public.t"}, append(addr, "backfill", "initiate", "s", "public.t")...)
+	if o := object(); o.Status != stream.StatusPending && o.Status != stream.StatusActive {
+		t.Fatalf("the second initiate (%s) was refused, but public.t is %q", r, o.Status)
+	}
+	poll(t, d, "public.t completed and loaded", func() bool {
+		o := object()
+		if o.Status == stream.StatusFailed {
+			t.Fatalf("backfill failed: %+v", o)
+		}
+		return o.Status == stream.StatusCompleted && o.Loaded
+	})
+	if r := cli("objects", "s"); r.code != 0 || !strings.Contains(r.stdout, "public.t") || !strings.Contains(r.stdout, "completed") {
+		t.Errorf("objects: %s", r)
+	}
+	expect(t, 4, []string{"already completed"}, append(addr, "backfill", "stop", "s", "public.t")...)
+	var recs []store.Backfill
+	cliJSON(&recs, "backfill", "list", "--stream", "s", "--started-by", "cli")
+	if len(recs) != 1 || recs[0].Status != stream.StatusCompleted || recs[0].RowsRead != 30 || recs[0].StartedBy != store.StartedByCLI {
+		t.Errorf("backfill list: %+v", recs)
+	}
+	expect(t, 0, []string{"public.t", "ok", "30"}, append(addr, "verify", "s")...)
+
+	db, err := sql.Open("sqlite", "file:"+dest+"?_pragma=busy_timeout(20000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM "t" WHERE "id" = 17`); err != nil {
+		t.Fatal(err)
+	}
+	r = expect(t, 3, []string{"source and destination differ"}, append(addr, "verify", "s", "public.t")...)
+	if !strings.Contains(r.stdout, "DIFFERS") || !strings.Contains(r.stdout, "17") {
+		t.Errorf("verify after a destination row was deleted: %s", r)
+	}
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+		if d.err != nil {
+			t.Fatalf("daemon after SIGTERM: %v", d.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon did not exit within 10s of SIGTERM")
+	}
+}
