@@ -2,8 +2,11 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/store"
@@ -76,8 +79,7 @@ func TestStreamLifecycle(t *testing.T) {
 	e.assertConverged("t")
 
 	// A slot dropped behind tidemark's back needs a person.
-	e.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.cfg.Source.Slot)
-	e.exec(`SELECT pg_drop_replication_slot($1)`, e.cfg.Source.Slot)
+	e.dropSlot()
 	failed := h.waitState(e, store.StateFailed)
 	if !strings.Contains(failed.Reason, "stream reset") {
 		t.Fatalf("failed state reason %q does not say how to recover", failed.Reason)
@@ -90,4 +92,24 @@ func TestStreamLifecycle(t *testing.T) {
 		return err == nil && len(recs) == 1 && recs[0].LoadedAt != nil
 	})
 	e.assertConverged("t")
+}
+
+// dropSlot drops the stream's slot behind its back. tidemark reconnects at
+// once when its connection is terminated, so terminate and drop are retried
+// until the drop wins.
+func (e *env) dropSlot() {
+	e.t.Helper()
+	for attempt := 0; ; attempt++ {
+		e.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.cfg.Source.Slot)
+		_, err := e.src.Exec(e.ctx, `SELECT pg_drop_replication_slot($1)`, e.cfg.Source.Slot)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return
+		case attempt < 1000 && errors.As(err, &pgErr) && pgErr.Code == "55006":
+			continue // active again: tidemark reconnected first
+		default:
+			e.t.Fatalf("drop slot: %v", err)
+		}
+	}
 }
