@@ -79,7 +79,7 @@ func TestStreamsAndObjects(t *testing.T) {
 	}
 
 	for _, r := range [][2]string{{"GET", ""}, {"GET", "/objects"}, {"POST", "/backfills"}, {"POST", "/backfills/stop"},
-		{"POST", "/verify"}, {"POST", "/pause"}, {"POST", "/resume"}} {
+		{"POST", "/verify"}, {"POST", "/pause"}, {"POST", "/resume"}, {"POST", "/reset"}} {
 		msg := e.fails(http.StatusNotFound, "not_found", r[0], "/api/v1/streams/nope"+r[1], `{"objects": ["public.a"]}`)
 		if !strings.Contains(msg, `"nope"`) || !strings.Contains(msg, "configured streams are "+e.name) {
 			t.Errorf("%s %s: message %q does not name the stream and the configured ones", r[0], r[1], msg)
@@ -123,6 +123,30 @@ func TestStreamsAndObjects(t *testing.T) {
 	e.fails(http.StatusConflict, "not_running", "POST", "/api/v1/streams/"+e.name+"/verify", "")
 	e.ok(http.StatusAccepted, &one, "POST", "/api/v1/streams/"+e.name+"/resume", "")
 	e.waitFor("stream running again", func() bool { return s.State().State == store.StateRunning })
+
+	// A reset of a healthy stream reconnects it and changes no object.
+	events, cancel := s.Subscribe()
+	defer cancel()
+	e.ok(http.StatusAccepted, &one, "POST", "/api/v1/streams/"+e.name+"/reset", "")
+	e.waitFor("stream reconnected after the reset", func() bool {
+		for {
+			select {
+			case ev := <-events:
+				if ev.State != nil && ev.State.State == store.StateStarting {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+	e.waitFor("stream running after the reset", func() bool { return s.State().State == store.StateRunning })
+	if a := e.objects()["public.a"]; a.Status != "-" || a.Reason != stream.ReasonManual {
+		t.Errorf("public.a after a reset of a healthy stream: %+v", a)
+	}
+	if recs := e.backfills("stream=" + e.name); len(recs) != 0 {
+		t.Errorf("a reset of a healthy stream started backfills: %+v", recs)
+	}
 }
 
 func TestBackfillLifecycle(t *testing.T) {

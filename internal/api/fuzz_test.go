@@ -104,6 +104,7 @@ func FuzzAPIRequests(f *testing.F) {
 		{"POST", "/api/v1/streams/alpha/verify", `{"chunk_size": -5}`},
 		{"POST", "/api/v1/streams/alpha/pause", ""},
 		{"POST", "/api/v1/streams/alpha/resume", ""},
+		{"POST", "/api/v1/streams/beta/reset", ""},
 		{"GET", "/api/v1/backfills", ""},
 		{"GET", "/api/v1/backfills?stream=alpha&object=public.a&status=pending&started_by=api&limit=5", ""},
 		{"GET", "/api/v1/backfills?since=2026-01-02T15:04:05Z&until=2027-01-02T15:04:05%2B02:00", ""},

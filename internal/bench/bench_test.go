@@ -100,9 +100,9 @@ func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, e
 	}
 	bn.logf("%s …", r.name)
 	sampler := startSampler()
-	cpu0 := readCPU(bn.sv.src.PID(), bn.sv.dst.PID())
+	cpu0 := readCPU(bn.sv)
 	elapsed, err := run()
-	r.cpu = readCPU(bn.sv.src.PID(), bn.sv.dst.PID()).sub(cpu0)
+	r.cpu = readCPU(bn.sv).sub(cpu0)
 	r.sampled = sampler.Stop()
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", r.name, err)

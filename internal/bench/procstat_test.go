@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,25 +119,26 @@ func (s *rssSampler) Stop() int64 {
 	return s.max
 }
 
-// cpuTimes is CPU time used so far by this process, by the PostgreSQL
-// server (the postmaster, its live children, and the children it reaped)
-// and by the whole machine (every CPU's non-idle time).
-type cpuTimes struct{ self, server, machine time.Duration }
+// cpuTimes is CPU time used so far by this process, by the source and the
+// destination PostgreSQL servers (each postmaster, its live children, and
+// the children it reaped) and by the whole machine (every CPU's non-idle
+// time).
+type cpuTimes struct{ self, src, dst, machine time.Duration }
 
-func readCPU(postmasters ...int) cpuTimes {
+func readCPU(sv servers) cpuTimes {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return cpuTimes{self: self, server: serverCPU(postmasters), machine: machineCPU()}
+	return cpuTimes{self: self, src: serverCPU(sv.src.PID()), dst: serverCPU(sv.dst.PID()), machine: machineCPU()}
 }
 
 func (c cpuTimes) sub(o cpuTimes) cpuTimes {
-	return cpuTimes{self: c.self - o.self, server: c.server - o.server, machine: c.machine - o.machine}
+	return cpuTimes{self: c.self - o.self, src: c.src - o.src, dst: c.dst - o.dst, machine: c.machine - o.machine}
 }
 
 // others is the CPU time the rest of the machine used: other processes
 // compete for the same two cores and slow every figure down.
-func (c cpuTimes) others() time.Duration { return max(0, c.machine-c.self-c.server) }
+func (c cpuTimes) others() time.Duration { return max(0, c.machine-c.self-c.src-c.dst) }
 
 // machineCPU is the non-idle time of every CPU from /proc/stat's "cpu"
 // line: user nice system idle iowait irq softirq steal.
@@ -163,9 +163,9 @@ func machineCPU() time.Duration {
 	return time.Duration(ticks) * time.Second / clockTicks
 }
 
-// serverCPU sums utime+stime of the postmasters' children and the
-// postmasters' own times including reaped children (cutime+cstime).
-func serverCPU(postmasters []int) time.Duration {
+// serverCPU sums utime+stime of the postmaster's children and the
+// postmaster's own times including reaped children (cutime+cstime).
+func serverCPU(postmaster int) time.Duration {
 	var ticks int64
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
@@ -174,9 +174,9 @@ func serverCPU(postmasters []int) time.Duration {
 			continue
 		}
 		switch {
-		case slices.Contains(postmasters, f.pid):
+		case f.pid == postmaster:
 			ticks += f.utime + f.stime + f.cutime + f.cstime
-		case slices.Contains(postmasters, f.ppid):
+		case f.ppid == postmaster:
 			ticks += f.utime + f.stime
 		}
 	}

@@ -43,15 +43,15 @@ func (bn *bench) print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "tidemark: backfill.chunk_size %d, other settings default; peak RSS: %s\n\n", bn.p.chunkSize, peak)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\trows\tseconds\trows/s\tMB/s\tvs COPY\tvs native\tpeak RSS MiB\tGo CPU s\tPG CPU s\tother CPU s\t")
+	fmt.Fprintln(tw, "run\trows\tseconds\trows/s\tMB/s\tvs COPY\tvs native\tpeak RSS MiB\tCPU s: Go\tsrc PG\tdst PG\tother\t")
 	for _, r := range bn.results {
 		rss := "-"
 		if r.peak > 0 {
 			rss = fmt.Sprintf("%.0f", float64(r.peak)/(1<<20))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
 			r.name, r.rows, r.elapsed.Seconds(), r.rowsPerSec(), r.mbPerSec(),
-			bn.ratio(r, "copy"), bn.ratio(r, "native"), rss, r.cpu.self.Seconds(), r.cpu.server.Seconds(), r.cpu.others().Seconds())
+			bn.ratio(r, "copy"), bn.ratio(r, "native"), rss, r.cpu.self.Seconds(), r.cpu.src.Seconds(), r.cpu.dst.Seconds(), r.cpu.others().Seconds())
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -60,9 +60,10 @@ func (bn *bench) print(out io.Writer) {
 			fmt.Fprintf(out, "%s: %s\n", r.name, r.note)
 		}
 	}
-	fmt.Fprintln(out, "\nMB/s is the source table's pg_total_relation_size over the time. Over the same time: Go CPU is")
-	fmt.Fprintln(out, "this process (the benchmark and tidemark), PG CPU every server process, other CPU the rest of")
-	fmt.Fprintln(out, "the machine; a run with much other CPU competed for the cores and is slower than it should be.")
+	fmt.Fprintln(out, "\nMB/s is the source table's pg_total_relation_size over the time. CPU seconds over the same time:")
+	fmt.Fprintln(out, "Go is this process (the benchmark and tidemark), src PG and dst PG every process of each server,")
+	fmt.Fprintln(out, "other the rest of the machine: a run with much other CPU competed for the two cores and is slower")
+	fmt.Fprintln(out, "than it would be on a quiet machine.")
 }
 
 // report hands the main figures to the benchmark framework.

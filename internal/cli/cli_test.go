@@ -125,6 +125,7 @@ func TestHelp(t *testing.T) {
 	t.Parallel()
 	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "--addr", "--json", "--token"}, "--help")
 	expect(t, 0, []string{"initiate ", "stop ", "list "}, "backfill", "--help")
+	expect(t, 0, []string{"pause ", "resume ", "reset "}, "stream", "--help")
 	expect(t, 0, []string{"SIGTERM", "--config"}, "run", "--help")
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
@@ -98,7 +99,12 @@ func (e *env) writer(ctx context.Context, keyType string, seed uint64) (stop fun
 		defer wg.Done()
 		r := rand.New(rand.NewPCG(seed, 1))
 		k := func(n int) string { return keyExpr(keyType, fmt.Sprint(n)) }
+		// A steady load (at most one statement a millisecond) that the
+		// stream can follow even under the race detector.
+		pace := time.NewTicker(time.Millisecond)
+		defer pace.Stop()
 		for i := 0; wctx.Err() == nil; i++ {
+			<-pace.C
 			id := 1 + r.IntN(bigRows)
 			if r.IntN(3) > 0 {
 				id = e.nearCursor(keyType, r.IntN(1500))
