@@ -34,16 +34,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(runChild(path))
 	}
-	pgserver.ScrubEnv()
-	var err error
-	server, err = pgserver.Start(context.Background(), pgserver.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	server.Stop()
-	os.Exit(code)
+	os.Exit(pgserver.RunTests(m, &server))
 }
 
 func runChild(path string) int {

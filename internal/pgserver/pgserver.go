@@ -297,3 +297,19 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// RunTests runs a test package's tests against one throwaway server, set in
+// *srv before they start, and returns the exit code for os.Exit. The server
+// is stopped before returning, and by the kernel if a test panics.
+func RunTests(m interface{ Run() int }, srv **Server) int {
+	ScrubEnv()
+	s, err := Start(context.Background(), Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start a throwaway PostgreSQL server:", err)
+		return 1
+	}
+	*srv = s
+	code := m.Run()
+	s.Stop()
+	return code
+}

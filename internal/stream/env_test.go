@@ -24,15 +24,7 @@ import (
 var server *pgserver.Server
 
 func TestMain(m *testing.M) {
-	pgserver.ScrubEnv()
-	var err error
-	server, err = pgserver.Start(context.Background(), pgserver.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	server.Stop()
+	code := pgserver.RunTests(m, &server)
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener")); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)

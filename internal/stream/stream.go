@@ -423,6 +423,7 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 			b.counters[c.table] = cnt
 		}
 		cnt.events += int64(c.rows)
+		cnt.bytes += c.bytes
 	}
 	day := time.Now().UTC()
 	for id, c := range b.counters {
