@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
 	"github.com/tidemark/tidemark/internal/config"
@@ -130,6 +132,9 @@ streams:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Slots are per server, and a server has a few: drop this test's once
+	// the daemon has stopped (cleanups run last-registered first).
+	t.Cleanup(func() { dropSlot(t, conn, "tidemark_"+e.name) })
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.d.Run(runCtx) }()
@@ -154,6 +159,31 @@ streams:
 	e.base = "http://" + e.d.Addr
 	e.waitFor("stream running", func() bool { return e.d.Streams()[0].State().State == "running" })
 	return e
+}
+
+// dropSlot drops a replication slot of the database conn is connected to,
+// waiting until its walsender has let go of it.
+func dropSlot(t *testing.T, conn *pgx.Conn, slot string) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" { // 55006: the slot is still active
+			if err != nil {
+				t.Errorf("drop replication slot %s: %v", slot, err)
+			}
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Errorf("drop replication slot %s: %v", slot, err)
+			return
+		}
+	}
 }
 
 // testWriter logs to the test until the test's cleanup closes it.

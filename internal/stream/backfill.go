@@ -197,6 +197,9 @@ func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.
 			return err
 		}
 	}
+	if err := m.reconcileCompletedLocked(ctx, cursors); err != nil {
+		return err
+	}
 	for id, r := range m.active {
 		if c, ok := cursors[id]; ok && c.BackfillID == r.rec.ID && c.Done {
 			delete(m.active, id)
@@ -208,6 +211,42 @@ func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.
 		m.startLocked(r, cursors[id])
 	}
 	m.scheduleLocked()
+	return nil
+}
+
+// reconcileCompletedLocked settles runs that read everything but whose last
+// chunk was not known to be committed when the stream stopped: the
+// destination's cursor says whether it was. If it was not, the run is active
+// again and resumes from its cursor.
+func (m *backfills) reconcileCompletedLocked(ctx context.Context, cursors map[change.TableID]sink.Cursor) error {
+	for id, r := range m.byID {
+		r.mu.Lock()
+		rec := r.rec
+		r.mu.Unlock()
+		if rec.Status != StatusCompleted || rec.LoadedAt != nil {
+			continue
+		}
+		tid := change.TableID{Schema: rec.Schema, Name: rec.Table}
+		if c, ok := cursors[tid]; ok && c.BackfillID == id && c.Done {
+			delete(m.byID, id)
+			now := time.Now().UTC()
+			r.mu.Lock()
+			r.rec.LoadedAt = &now
+			r.mu.Unlock()
+			m.persist(r)
+			if err := m.markLoaded(ctx, rec); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, busy := m.active[tid]; busy {
+			continue // a newer run of the object is active
+		}
+		r.mu.Lock()
+		r.rec.Status, r.rec.FinishedAt = StatusActive, nil
+		r.mu.Unlock()
+		m.active[tid] = r
+	}
 	return nil
 }
 

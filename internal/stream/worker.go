@@ -165,6 +165,9 @@ func (m *backfills) fail(r *run, err error) {
 	m.scheduleLocked()
 }
 
+// persist writes a run's record as it is.
+func (m *backfills) persist(r *run) { m.update(r, func(*store.Backfill) {}) }
+
 // update changes a run's record and persists it.
 func (m *backfills) update(r *run, f func(*store.Backfill)) {
 	r.mu.Lock()
