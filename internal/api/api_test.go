@@ -309,7 +309,7 @@ func TestBadRequests(t *testing.T) {
 	for _, body := range []string{`{"chunk_size": -1}`, `{"chunk_size": 1000001}`, `{"chunk_size": "10"}`, `{"objects": ["x.*"]}`} {
 		e.fails(http.StatusBadRequest, "bad_request", "POST", verify, body)
 	}
-	for _, q := range []string{"limit=0", "limit=abc", "limit=100001", "since=yesterday", "until=2026-01-02", "object=a.b.c", "object=public.*"} {
+	for _, q := range []string{"status=complete", "status=-", "limit=0", "limit=abc", "limit=100001", "since=yesterday", "until=2026-01-02", "object=a.b.c", "object=public.*"} {
 		e.fails(http.StatusBadRequest, "bad_request", "GET", "/api/v1/backfills?"+q, "")
 	}
 }
@@ -398,7 +398,7 @@ func TestVerify(t *testing.T) {
 			bad = append(bad, r)
 		}
 	}
-	if len(bad) != 1 || len(bad[0].DifferingKey) != 1 || !strings.Contains(bad[0].DifferingKey[0], "12") || bad[0].SourceSum == bad[0].DestSum {
+	if len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{"12"}) || bad[0].SourceSum == bad[0].DestSum {
 		t.Fatalf("differing ranges: %+v", bad)
 	}
 

@@ -204,6 +204,9 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error 
 func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request, _ string) error {
 	q := r.URL.Query()
 	f := store.BackfillFilter{Stream: q.Get("stream"), Status: q.Get("status"), StartedBy: q.Get("started_by")}
+	if f.Status != "" && !store.ValidStatus(f.Status) {
+		return badRequest("status %q: use pending, active, completed, stopped or failed", f.Status)
+	}
 	if obj := q.Get("object"); obj != "" {
 		ids, err := parseObjects([]string{obj})
 		if err != nil {

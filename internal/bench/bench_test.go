@@ -60,6 +60,7 @@ type result struct {
 	rows    int64
 	bytes   int64 // the source table's pg_total_relation_size
 	elapsed time.Duration
+	before  int64 // RSS of this process when the run started, bytes
 	peak    int64 // peak RSS of this process, bytes (0: not meaningful)
 	sampled int64 // largest VmRSS sampled every 50ms
 	cpu     cpuTimes
@@ -99,6 +100,7 @@ func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, e
 		}
 	}
 	bn.logf("%s …", r.name)
+	r.before, _ = procStatus("VmRSS")
 	sampler := startSampler()
 	cpu0 := readCPU(bn.sv)
 	elapsed, err := run()

@@ -59,11 +59,32 @@ func (bn *bench) print(out io.Writer) {
 		if r.note != "" {
 			fmt.Fprintf(out, "%s: %s\n", r.name, r.note)
 		}
+		if strings.HasPrefix(r.key, "tidemark") {
+			fmt.Fprintf(out, "%s: RSS %.0f MiB at the start, largest VmRSS sampled every 50ms %.0f MiB\n",
+				r.name, float64(r.before)/(1<<20), float64(r.sampled)/(1<<20))
+		}
 	}
 	fmt.Fprintln(out, "\nMB/s is the source table's pg_total_relation_size over the time. CPU seconds over the same time:")
 	fmt.Fprintln(out, "Go is this process (the benchmark and tidemark), src PG and dst PG every process of each server,")
 	fmt.Fprintln(out, "other the rest of the machine: a run with much other CPU competed for the two cores and is slower")
 	fmt.Fprintln(out, "than it would be on a quiet machine.")
+	bn.warnBusy(out)
+}
+
+// warnBusy names the runs during which other processes used more than a
+// tenth of the machine: their figures are lower than a quiet machine's.
+func (bn *bench) warnBusy(out io.Writer) {
+	var busy []string
+	for _, r := range bn.results {
+		capacity := r.elapsed.Seconds() * float64(runtime.NumCPU())
+		if share := r.cpu.others().Seconds() / capacity; share > 0.1 {
+			busy = append(busy, fmt.Sprintf("%s (%.0f%%)", r.name, 100*share))
+		}
+	}
+	if len(busy) > 0 {
+		fmt.Fprintf(out, "\nWARNING: other processes used a share of the CPUs during: %s.\n", strings.Join(busy, ", "))
+		fmt.Fprintln(out, "Those figures (and ratios built on them) are pessimistic; rerun on a quiet machine.")
+	}
 }
 
 // report hands the main figures to the benchmark framework.

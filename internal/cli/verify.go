@@ -58,7 +58,11 @@ func printChecks(g *globals, out []stream.ObjectCheck) {
 		var bad []string
 		for _, r := range o.Ranges {
 			if !r.Match {
-				bad = append(bad, fmt.Sprintf("(%s, %s] keys %s", strings.Join(r.Low, ","), strings.Join(r.High, ","), strings.Join(r.DifferingKey, " ")))
+				keys := make([]string, len(r.DifferingKeys))
+				for i, k := range r.DifferingKeys {
+					keys[i] = "(" + strings.Join(k, ",") + ")"
+				}
+				bad = append(bad, fmt.Sprintf("(%s, %s] keys %s", strings.Join(r.Low, ","), strings.Join(r.High, ","), strings.Join(keys, " ")))
 			}
 		}
 		if o.Error != "" {

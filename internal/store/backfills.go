@@ -12,21 +12,31 @@ import (
 
 // Backfill is one backfill run of one table.
 type Backfill struct {
-	ID                    int64
-	Stream, Schema, Table string
-	// StartedBy is "automatic", "cli", "api" or "api:<token name>".
-	StartedBy string
+	ID     int64  `json:"id"`
+	Stream string `json:"stream"`
+	Schema string `json:"schema"`
+	Table  string `json:"table"`
+	// StartedBy is "automatic", "cli", "api", "api:<token name>" or "reset".
+	StartedBy string `json:"started_by"`
 	// Options are stored as JSON: numbers come back as float64, and an
 	// empty map comes back as nil.
-	Options map[string]any
+	Options map[string]any `json:"options,omitempty"`
 	// Status is "pending", "active", "completed", "stopped" or "failed".
-	Status string
-	Error  string
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
 
-	CreatedAt                       time.Time
-	StartedAt, FinishedAt, LoadedAt *time.Time
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	LoadedAt   *time.Time `json:"loaded_at,omitempty"`
 
-	RowsRead, RowsWritten, RowsRemoved, Bytes, Chunks, WindowConflicts, Retries int64
+	RowsRead        int64 `json:"rows_read"`
+	RowsWritten     int64 `json:"rows_written"`
+	RowsRemoved     int64 `json:"rows_removed"`
+	Bytes           int64 `json:"bytes"`
+	Chunks          int64 `json:"chunks"`
+	WindowConflicts int64 `json:"window_conflicts"`
+	Retries         int64 `json:"retries"`
 }
 
 func (b *Backfill) validate() error {

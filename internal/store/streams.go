@@ -11,13 +11,13 @@ import (
 
 // StreamState is the lifecycle state of one stream.
 type StreamState struct {
-	Name string
+	Name string `json:"name"`
 	// State is one of "not_started", "starting", "running", "retrying",
 	// "paused", "failed" (the State* constants).
-	State  string
-	Reason string
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
 	// UpdatedAt is set to the current time by PutStream when zero.
-	UpdatedAt time.Time
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ValidState reports whether state is a known stream state.

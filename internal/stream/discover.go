@@ -87,7 +87,8 @@ func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.
 	case isNew || (o.Status == StatusFailed && o.BackfillID == 0):
 		o.Status, o.Reason = StatusNone, s.noStatusReason(id, firstStart)
 	case o.Status == StatusNone && o.Reason == ReasonNotStarted:
-		o.Reason = s.noStatusReason(id, firstStart)
+		// Its first start's automatic backfill never began: it still gets it.
+		o.Reason = s.noStatusReason(id, true)
 	}
 	return s.st.PutObject(ctx, o)
 }

@@ -56,7 +56,7 @@ type Stream struct {
 	snk       sink.Sink
 	walBytes  int64
 	paused    bool
-	reset     bool // a reset was requested: re-create a lost slot and backfill everything
+	reset     bool          // a reset was requested: re-create a lost slot and backfill everything
 	wake      chan struct{} // signalled by Resume
 	runCancel context.CancelFunc
 	listeners map[chan Event]struct{}
@@ -201,6 +201,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		s.drainWake() // a Resume of a running stream is not a wake-up
 		runCtx, cancel := context.WithCancel(ctx)
 		s.mu.Lock()
 		s.runCancel = cancel
@@ -248,6 +249,13 @@ func (s *Stream) isPaused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.paused
+}
+
+func (s *Stream) drainWake() {
+	select {
+	case <-s.wake:
+	default:
+	}
 }
 
 func (s *Stream) waitWake(ctx context.Context) bool {
@@ -390,10 +398,10 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	}
 	defer s.bf.detach()
 	s.setState(ctx, store.StateRunning, "")
-	if firstStart {
-		if err := s.autoBackfill(gctx); err != nil {
-			return err
-		}
+	// Objects still waiting for the first start's automatic backfill get
+	// it, also when that start was interrupted before it began.
+	if err := s.autoBackfill(gctx); err != nil {
+		return err
 	}
 	if resetAll {
 		if err := s.backfillAll(gctx); err != nil {

@@ -14,14 +14,14 @@ import (
 // RangeCheck compares one key range of an object in source and destination
 // at the same point of the stream.
 type RangeCheck struct {
-	Low          []string `json:"low,omitempty"`  // exclusive; empty is unbounded
-	High         []string `json:"high,omitempty"` // inclusive; empty is unbounded
-	SourceRows   int      `json:"source_rows"`
-	DestRows     int      `json:"destination_rows"`
-	SourceSum    string   `json:"source_checksum"`
-	DestSum      string   `json:"destination_checksum"`
-	Match        bool     `json:"match"`
-	DifferingKey []string `json:"differing_keys,omitempty"` // a few keys that differ
+	Low           []string   `json:"low,omitempty"`  // exclusive; empty is unbounded
+	High          []string   `json:"high,omitempty"` // inclusive; empty is unbounded
+	SourceRows    int        `json:"source_rows"`
+	DestRows      int        `json:"destination_rows"`
+	SourceSum     string     `json:"source_checksum"`
+	DestSum       string     `json:"destination_checksum"`
+	Match         bool       `json:"match"`
+	DifferingKeys [][]string `json:"differing_keys,omitempty"` // a few keys that differ
 }
 
 // ObjectCheck is the verify result of one object.
@@ -37,8 +37,9 @@ type ObjectCheck struct {
 // checkRange compares the merged source rows of a range with the
 // destination's rows of the same range.
 func checkRange(t *change.Table, low, high change.Key, src, dst []change.Row) RangeCheck {
-	sh := rowHashes(t, src)
-	dh := rowHashes(t, dst)
+	keys := map[string][]string{}
+	sh := rowHashes(t, src, keys)
+	dh := rowHashes(t, dst, keys)
 	rc := RangeCheck{Low: keyText(low), High: keyText(high), SourceRows: len(src), DestRows: len(dst),
 		SourceSum: sumOf(sh), DestSum: sumOf(dh)}
 	rc.Match = rc.SourceSum == rc.DestSum && rc.SourceRows == rc.DestRows
@@ -60,12 +61,15 @@ func checkRange(t *change.Table, low, high change.Key, src, dst []change.Row) Ra
 	if len(diffs) > 10 {
 		diffs = diffs[:10]
 	}
-	rc.DifferingKey = diffs
+	for _, d := range diffs {
+		rc.DifferingKeys = append(rc.DifferingKeys, keys[d])
+	}
 	return rc
 }
 
-// rowHashes hashes each row's values, keyed by the key's text.
-func rowHashes(t *change.Table, rows []change.Row) map[string][32]byte {
+// rowHashes hashes each row's values, keyed by the key's encoding; keys
+// collects each key's text values for reports.
+func rowHashes(t *change.Table, rows []change.Row, keys map[string][]string) map[string][32]byte {
 	out := make(map[string][32]byte, len(rows))
 	var buf []byte
 	for _, r := range rows {
@@ -79,7 +83,10 @@ func rowHashes(t *change.Table, rows []change.Row) map[string][32]byte {
 			buf = binary.AppendUvarint(buf, uint64(len(v.Text)))
 			buf = append(buf, v.Text...)
 		}
-		out[fmt.Sprint(keyText(t.RowKey(r)))] = sha256.Sum256(buf)
+		k := t.RowKey(r)
+		enc := k.Encode()
+		keys[enc] = keyText(k)
+		out[enc] = sha256.Sum256(buf)
 	}
 	return out
 }

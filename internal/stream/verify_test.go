@@ -58,7 +58,7 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 			bad = append(bad, r)
 		}
 	}
-	if checks[0].Match || len(bad) != 1 || !slices.Equal(bad[0].DifferingKey, []string{"[31337]"}) {
+	if checks[0].Match || len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{"31337"}) {
 		t.Fatalf("verify after damaging id 31337: match=%v differing ranges %+v", checks[0].Match, bad)
 	}
 	if fmt.Sprint(bad[0].Low) != "[31000]" || fmt.Sprint(bad[0].High) != "[32000]" {

@@ -38,7 +38,8 @@ func (w *writer) run(ctx context.Context) error {
 				return err
 			}
 			w.confirm(b.Position)
-			w.committed(ctx, b)
+			// What was committed is recorded even when the stream is stopping.
+			w.committed(context.WithoutCancel(ctx), b)
 			if b.done != nil {
 				close(b.done)
 			}
