@@ -34,17 +34,12 @@ var server *pgserver.Server
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	pgserver.ScrubEnv()
-	if f := flag.Lookup("test.fuzzworker"); f == nil || f.Value.String() != "true" {
-		var err error
-		server, err = pgserver.Start(context.Background(), pgserver.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "start PostgreSQL:", err)
-			os.Exit(1)
-		}
+	var code int
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		code = m.Run() // fuzz workers need no server
+	} else {
+		code = pgserver.RunTests(m, &server)
 	}
-	code := m.Run()
-	server.Stop()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener")); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)

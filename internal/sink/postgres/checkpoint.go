@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -95,7 +94,7 @@ func (s *Sink) queueCheckpoint(ctx context.Context, p *pipeline, b *sink.Batch) 
 			}
 			continue
 		}
-		after, err := encodeKey(cur.After)
+		after, err := sink.MarshalKey(cur.After)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -108,39 +107,9 @@ func (s *Sink) queueCheckpoint(ctx context.Context, p *pipeline, b *sink.Batch) 
 	return nil
 }
 
-// keyValue is one key value in a cursor's JSON form.
-type keyValue struct {
-	T string `json:"t"`
-	N bool   `json:"n"`
-}
-
-// encodeKey renders a key as a JSON array; a nil key is SQL NULL.
-func encodeKey(k change.Key) ([]byte, error) {
-	if k == nil {
-		return nil, nil
-	}
-	vs := make([]keyValue, len(k))
-	for i, v := range k {
-		vs[i] = keyValue{T: v.Text, N: v.Null}
-	}
-	return json.Marshal(vs)
-}
-
 func decodeKey(s *string) (change.Key, error) {
 	if s == nil {
 		return nil, nil
 	}
-	var vs []keyValue
-	if err := json.Unmarshal([]byte(*s), &vs); err != nil {
-		return nil, fmt.Errorf("decode cursor key: %w", err)
-	}
-	k := make(change.Key, len(vs))
-	for i, v := range vs {
-		if v.N {
-			k[i] = change.Null
-		} else {
-			k[i] = change.Text(v.T)
-		}
-	}
-	return k, nil
+	return sink.UnmarshalKey([]byte(*s))
 }

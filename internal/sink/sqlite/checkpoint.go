@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -121,40 +120,18 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 	return cp, rows.Err()
 }
 
-// keyValue is one key value in a cursor's JSON form.
-type keyValue struct {
-	T string `json:"t"`
-	N bool   `json:"n"`
-}
-
-// encodeKey renders a key as a JSON array; a nil key is NULL.
+// encodeKey renders a cursor key for the cursor table; a nil key is NULL.
 func encodeKey(k change.Key) (any, error) {
-	if k == nil {
-		return nil, nil
+	b, err := sink.MarshalKey(k)
+	if b == nil || err != nil {
+		return nil, err
 	}
-	vs := make([]keyValue, len(k))
-	for i, v := range k {
-		vs[i] = keyValue{T: v.Text, N: v.Null}
-	}
-	b, err := json.Marshal(vs)
-	return string(b), err
+	return string(b), nil
 }
 
 func decodeKey(s sql.NullString) (change.Key, error) {
 	if !s.Valid {
 		return nil, nil
 	}
-	var vs []keyValue
-	if err := json.Unmarshal([]byte(s.String), &vs); err != nil {
-		return nil, fmt.Errorf("decode cursor key: %w", err)
-	}
-	k := make(change.Key, len(vs))
-	for i, v := range vs {
-		if v.N {
-			k[i] = change.Null
-		} else {
-			k[i] = change.Text(v.T)
-		}
-	}
-	return k, nil
+	return sink.UnmarshalKey([]byte(s.String))
 }
