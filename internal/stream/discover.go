@@ -48,6 +48,9 @@ func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, fi
 		if !s.cfg.Includes(id) {
 			continue
 		}
+		if !firstStart && !s.cfg.IncludeFutureTables && !s.known(ctx, id) {
+			continue // a table created after the stream started: not wanted
+		}
 		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
 		if err != nil && !errors.Is(err, pg.ErrNoKey) {
 			return nil, nil, err
@@ -69,6 +72,12 @@ func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, fi
 		tables[id] = t
 	}
 	return tables, skipped, nil
+}
+
+// known tells whether the stream already has the table as an object.
+func (s *Stream) known(ctx context.Context, id change.TableID) bool {
+	_, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name)
+	return err == nil
 }
 
 func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.Table, describeErr error, firstStart bool) error {
