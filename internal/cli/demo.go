@@ -66,17 +66,7 @@ func runDemo(ctx context.Context, g *globals, rows int, keep bool) error {
 		defer os.RemoveAll(dir)
 	}
 	dest := filepath.Join(dir, "replica.db")
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-metadata: sqlite://%s
-api: {listen: "127.0.0.1:0"}
-log: {level: warn}
-streams:
-  - name: shop
-    source: {type: postgres, dsn: "%s"}
-    destination: {type: sqlite, path: "%s"}
-    include: ["public.*"]
-    backfill: {mode: automatic, chunk_size: 5000, max_concurrent: 2}
-`, filepath.Join(dir, "meta.db"), dsn, dest)), func(string) (string, bool) { return "", false })
+	cfg, err := demoConfig(dir, dsn, dest)
 	if err != nil {
 		return err
 	}
@@ -104,7 +94,26 @@ streams:
 	}
 	stopWriter()
 	say("backfills completed while a writer made %d changes; objects:", <-writes)
-	sub := &globals{addr: "http://" + d.Addr, stdout: g.stdout, stderr: g.stderr}
+	return reportDemo(ctx, &globals{addr: "http://" + d.Addr, stdout: g.stdout, stderr: g.stderr}, say)
+}
+
+func demoConfig(dir, dsn, dest string) (*config.Config, error) {
+	return config.Parse([]byte(fmt.Sprintf(`
+metadata: sqlite://%s
+api: {listen: "127.0.0.1:0"}
+log: {level: warn}
+streams:
+  - name: shop
+    source: {type: postgres, dsn: "%s"}
+    destination: {type: sqlite, path: "%s"}
+    include: ["public.*"]
+    backfill: {mode: automatic, chunk_size: 5000, max_concurrent: 2}
+`, filepath.Join(dir, "meta.db"), dsn, dest)), func(string) (string, bool) { return "", false })
+}
+
+// reportDemo prints the objects, the backfill runs and a verify result
+// through the API, as a user would see them.
+func reportDemo(ctx context.Context, sub *globals, say func(string, ...any)) error {
 	objs := objectsCmd(sub)
 	objs.SetContext(ctx)
 	if err := objs.RunE(objs, []string{"shop"}); err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -62,5 +61,3 @@ func newLogger(l config.Log, w interface{ Write([]byte) (int, error) }) *slog.Lo
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-
-var _ = fmt.Sprint

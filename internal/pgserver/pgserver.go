@@ -81,12 +81,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{Dir: dir, done: make(chan struct{})}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
-	initdb.Env = cleanEnv()
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := initdb(ctx, bin, data, cred); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %w: %s", err, out)
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {
@@ -94,34 +91,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.Port = port
-	settings := map[string]string{
-		"listen_addresses":        "127.0.0.1",
-		"port":                    strconv.Itoa(port),
-		"unix_socket_directories": dir,
-		"wal_level":               "logical",
-		"max_wal_senders":         "20",
-		"max_replication_slots":   "20",
-		"fsync":                   "off",
-		"full_page_writes":        "off",
-		"synchronous_commit":      "on",
-		"shared_buffers":          "128MB",
-		"max_connections":         "100",
-		"wal_sender_timeout":      "60s",
-		"log_min_messages":        "warning",
-		"logging_collector":       "off",
-	}
-	for k, v := range opts.Settings {
-		settings[k] = v
-	}
-	args := []string{"-D", data}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "-c", k+"="+settings[k])
-	}
+	args := append([]string{"-D", data}, settingArgs(dir, port, opts.Settings)...)
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		os.RemoveAll(dir)
@@ -149,6 +119,50 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func initdb(ctx context.Context, bin, data string, cred *syscall.Credential) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+	cmd.Env = cleanEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	return nil
+}
+
+// settingArgs renders the server settings CDC tests need, with overrides,
+// as sorted -c arguments.
+func settingArgs(dir string, port int, overrides map[string]string) []string {
+	settings := map[string]string{
+		"listen_addresses":        "127.0.0.1",
+		"port":                    strconv.Itoa(port),
+		"unix_socket_directories": dir,
+		"wal_level":               "logical",
+		"max_wal_senders":         "20",
+		"max_replication_slots":   "20",
+		"fsync":                   "off",
+		"full_page_writes":        "off",
+		"synchronous_commit":      "on",
+		"shared_buffers":          "128MB",
+		"max_connections":         "100",
+		"wal_sender_timeout":      "60s",
+		"log_min_messages":        "warning",
+		"logging_collector":       "off",
+	}
+	for k, v := range overrides {
+		settings[k] = v
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	return args
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
