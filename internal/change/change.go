@@ -8,6 +8,7 @@ package change
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -136,7 +137,10 @@ func (k Key) Encode() string {
 			b.WriteString("N;")
 			continue
 		}
-		fmt.Fprintf(&b, "%d:%s;", len(v.Text), v.Text)
+		b.WriteString(strconv.Itoa(len(v.Text)))
+		b.WriteByte(':')
+		b.WriteString(v.Text)
+		b.WriteByte(';')
 	}
 	return b.String()
 }

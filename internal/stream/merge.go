@@ -18,6 +18,9 @@ import (
 // when a row still carries an Unchanged value no earlier state could fill
 // (an unchanged TOASTed column of a row that moved into the range).
 func Merge(t *change.Table, rows []change.Row, window []change.Change, inRange func(change.Key) bool) (merged []change.Row, conflicts int, unresolved bool) {
+	if len(window) == 0 {
+		return rows, 0, false
+	}
 	state := make(map[string]change.Row, len(rows))
 	order := make([]string, 0, len(rows))
 	for _, r := range rows {

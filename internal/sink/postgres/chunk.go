@@ -30,6 +30,9 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		return err
 	}
 	ch.Removed = 0
+	if done, err := s.applyChunkDiff(ctx, p, ts, ch); err != nil || done {
+		return err
+	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
 	var partial []change.Row
 	if len(ch.Rows) > 0 {
@@ -119,7 +122,13 @@ func (s *Sink) ensureStaging(ctx context.Context, ts *tableSQL) error {
 // carrying Unchanged values, staged with NULL in their place.
 func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {
 	var partial []change.Row
-	buf := make([]byte, 0, 64*len(rows))
+	size := 0
+	for _, r := range rows {
+		for _, v := range r {
+			size += len(v.Text) + 1
+		}
+	}
+	buf := make([]byte, 0, size+size/64+16)
 	for n, r := range rows {
 		if len(r) != len(ts.cols) {
 			return nil, nil, fmt.Errorf("chunk row %d has %d values, table has %d columns", n, len(r), len(ts.cols))
@@ -148,6 +157,9 @@ func appendCopyValue(buf []byte, v change.Value) []byte {
 		return append(buf, '\\', 'N')
 	}
 	s := v.Text
+	if !needsEscape(s) {
+		return append(buf, s...)
+	}
 	start := 0
 	for i := 0; i < len(s); i++ {
 		var esc byte
@@ -168,4 +180,82 @@ func appendCopyValue(buf []byte, v change.Value) []byte {
 		start = i + 1
 	}
 	return append(buf, s[start:]...)
+}
+
+// escapable marks the bytes COPY's text format escapes.
+var escapable = [256]bool{'\\': true, '\t': true, '\n': true, '\r': true}
+
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if escapable[s[i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// applyChunkDiff compares the range's destination rows with the chunk's
+// (as text: the session settings fix every type's text form) and writes
+// only what differs. A backfill over a destination that already holds the
+// rows then writes almost nothing. done is false when the caller's
+// set-based path is the better one: an empty range, many differences, or
+// rows carrying Unchanged values.
+func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk) (bool, error) {
+	for _, r := range ch.Rows {
+		for _, v := range r {
+			if v.Unchanged {
+				return false, nil
+			}
+		}
+	}
+	if err := p.flush(ctx); err != nil {
+		return false, err
+	}
+	existing, err := s.readRange(ctx, ch.Table, ch.Low, ch.High)
+	if err != nil || len(existing) == 0 {
+		return false, err
+	}
+	have := make(map[string]change.Row, len(existing))
+	for _, r := range existing {
+		have[ch.Table.RowKey(r).Encode()] = r
+	}
+	var changed []change.Row
+	for _, r := range ch.Rows {
+		k := ch.Table.RowKey(r).Encode()
+		d, ok := have[k]
+		delete(have, k)
+		if !ok || !sameRow(d, r) {
+			changed = append(changed, r)
+		}
+	}
+	// Row by row pays off only for a few differences.
+	if len(changed)+len(have) > len(ch.Rows)/8+16 {
+		return false, nil
+	}
+	of := " of " + ts.id.String()
+	for _, r := range changed {
+		sql, args := upsertStmt(ts, r, nil)
+		if err := p.queue(ctx, sql, args, "upsert changed row"+of); err != nil {
+			return false, err
+		}
+	}
+	for _, d := range have {
+		if err := p.queue(ctx, ts.deleteSQL(), keyArgs(ch.Table.RowKey(d)), "delete extra row"+of); err != nil {
+			return false, err
+		}
+		ch.Removed++
+	}
+	return true, nil
+}
+
+func sameRow(a, b change.Row) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Null != b[i].Null || a[i].Text != b[i].Text {
+			return false
+		}
+	}
+	return true
 }

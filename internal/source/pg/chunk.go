@@ -73,22 +73,34 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 		return Chunk{}, err
 	}
 	sql, params := chunkQuery(t, opt)
-	res = pc.ExecParams(ctx, sql, params, nil, nil, nil).Read()
-	if res.Err != nil {
-		return Chunk{}, res.Err
+	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
+	if opt.Limit > 0 {
+		chunk.Rows = make([]change.Row, 0, opt.Limit)
 	}
-	chunk.Rows = make([]change.Row, len(res.Rows))
-	for i, raw := range res.Rows {
+	var all []byte
+	for rr.NextRow() {
+		raw := rr.Values()
+		all = all[:0]
+		for _, v := range raw {
+			all = append(all, v...)
+		}
+		// One allocation per row: the values are slices of one string.
+		str := string(all)
 		row := make(change.Row, len(raw))
+		off := 0
 		for j, v := range raw {
 			if v == nil {
 				row[j] = change.Null
 				continue
 			}
-			row[j] = change.Text(string(v))
+			row[j] = change.Text(str[off : off+len(v)])
+			off += len(v)
 			chunk.Bytes += int64(len(v))
 		}
-		chunk.Rows[i] = row
+		chunk.Rows = append(chunk.Rows, row)
+	}
+	if _, err := rr.Close(); err != nil {
+		return Chunk{}, err
 	}
 	if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return Chunk{}, err
