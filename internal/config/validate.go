@@ -313,9 +313,7 @@ func (v *checker) tuning(p string, s *Stream) {
 	v.intRange(p+".backfill.rows_per_second", bf.RowsPerSecond, 0, unbounded)
 	v.intRange(p+".backfill.window_max_changes", bf.WindowMaxChanges, 1, unbounded)
 	v.intRange(p+".batch.max_changes", s.Batch.MaxChanges, 1, unbounded)
-	if s.Batch.MaxDelay < 0 {
-		v.add(p+".batch.max_delay", "%s is out of range: use 0 or more, e.g. 200ms", s.Batch.MaxDelay)
-	}
+	v.positive(p+".batch.max_delay", s.Batch.MaxDelay, "200ms")
 	v.positive(p+".retry.initial", s.Retry.Initial, "1s")
 	if s.Retry.Initial > 0 && s.Retry.Max < s.Retry.Initial {
 		v.add(p+".retry.max", "%s is less than retry.initial (%s): use at least %s", s.Retry.Max, s.Retry.Initial, s.Retry.Initial)

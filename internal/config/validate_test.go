@@ -162,7 +162,7 @@ var validationCases = []problemCase{
 		{"streams[0].backfill.chunk_size", "1000001 is out of range: use 1 to 1000000"}}},
 	{"batch", streams(kv{"batch": "{max_changes: 0, max_delay: -1s}"}), []Problem{
 		{"streams[0].batch.max_changes", "0 is out of range: use 1 or more"},
-		{"streams[0].batch.max_delay", "-1s is out of range: use 0 or more, e.g. 200ms"}}},
+		{"streams[0].batch.max_delay", "-1s is out of range: use a duration above 0, e.g. 200ms"}}},
 	{"retry initial", streams(kv{"retry": "{initial: 0s}"}), []Problem{{"streams[0].retry.initial",
 		"0s is out of range: use a duration above 0, e.g. 1s"}}},
 	{"retry max", streams(kv{"retry": "{initial: 2m}"}), []Problem{{"streams[0].retry.max",

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,8 +15,9 @@ import (
 type Snapshot interface {
 	// VisibleXid reports whether a committed transaction is visible.
 	VisibleXid(xid uint32) bool
-	// InProgressXids lists the transactions running when it was taken.
-	InProgressXids() []uint32
+	// Obsolete reports whether a transaction is finished for every
+	// snapshot taken after this one.
+	Obsolete(xid uint32) bool
 }
 
 // ChunkRead is a chunk as a backfill worker read it from the source.
@@ -97,6 +99,7 @@ type applierConfig struct {
 // receives: transactions in commit order, and merged chunks at the point of
 // the stream where they are correct. It hands batches to the writer.
 type applier struct {
+	done     <-chan struct{} // closed when the applier's run ends
 	cfg      applierConfig
 	stream   string
 	src      positionSource
@@ -110,7 +113,8 @@ type applier struct {
 	position change.LSN
 	seq      uint64
 	applied  map[uint32]appliedTxn
-	order    []uint32 // applied xids, oldest first, for forgetting
+	order    []uint32  // applied xids, oldest first, for forgetting
+	lastSnap time.Time // when a chunk's snapshot last pruned applied
 	pending  []*pendingChunk
 	batch    *outBatch
 	flushAt  time.Time
@@ -142,9 +146,9 @@ type committedChunk struct {
 	last       bool
 }
 
-func newApplier(cfg applierConfig, stream string, src positionSource, dest rangeReader, log *slog.Logger, events <-chan change.Event, out chan<- *outBatch, start change.LSN) *applier {
+func newApplier(done <-chan struct{}, cfg applierConfig, stream string, src positionSource, dest rangeReader, log *slog.Logger, events <-chan change.Event, out chan<- *outBatch, start change.LSN) *applier {
 	return &applier{
-		cfg: cfg, stream: stream, src: src, dest: dest, log: log, events: events, out: out,
+		done: done, cfg: cfg, stream: stream, src: src, dest: dest, log: log, events: events, out: out,
 		requests: make(chan applierRequest),
 		skipUpTo: start, position: start, lastSent: start,
 		applied: map[uint32]appliedTxn{},
@@ -160,26 +164,40 @@ func (a *applier) register(ctx context.Context, pc *pendingChunk) error {
 	case a.requests <- applierRequest{register: pc, ack: ack}:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-a.done:
+		return errApplierGone
 	}
 	select {
 	case <-ack:
 		return nil
+	case <-a.done:
+		return errApplierGone
 	case <-ctx.Done():
+		a.abandon(pc) // it may be registered already
 		return ctx.Err()
 	}
 }
+
+// errApplierGone: the stream stopped while a chunk was on its way.
+var errApplierGone = errors.New("the stream stopped")
 
 // submit hands over a registered chunk's read and waits for its merge.
 func (a *applier) submit(ctx context.Context, pc *pendingChunk) (ChunkResult, error) {
 	select {
 	case a.requests <- applierRequest{submit: pc}:
 	case <-ctx.Done():
+		a.abandon(pc)
 		return ChunkResult{}, ctx.Err()
+	case <-a.done:
+		return ChunkResult{}, errApplierGone
 	}
 	select {
 	case r := <-pc.result:
 		return r, r.Err
+	case <-a.done:
+		return ChunkResult{}, errApplierGone
 	case <-ctx.Done():
+		a.abandon(pc)
 		return ChunkResult{}, ctx.Err()
 	}
 }
@@ -311,29 +329,50 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 
 // raced tells whether the chunk's snapshot missed a transaction that the
 // applier had already passed on before the chunk was registered: its commit
-// was in the log (and applied) but not yet visible to new snapshots. The
-// chunk would overwrite that transaction's rows with older ones, so it is
-// read again.
+// was in the log (and applied) but not yet visible to new snapshots, for
+// example while it waited for a synchronous standby. Such a transaction may
+// be listed as in progress, or have an id at or past the snapshot's xmax.
+// The chunk would overwrite its rows with older ones, so it is read again.
 func (a *applier) raced(pc *pendingChunk) string {
 	if pc.overflow {
 		return fmt.Sprintf("more than %d changes to the table while the chunk was pending", a.cfg.WindowMaxChanges)
 	}
-	for _, xid := range pc.read.Snapshot.InProgressXids() {
-		if t, ok := a.applied[xid]; ok && t.seq <= pc.regSeq {
+	snap := pc.read.Snapshot
+	defer a.prune(snap)
+	for i := len(a.order) - 1; i >= 0; i-- {
+		xid := a.order[i]
+		t, ok := a.applied[xid]
+		if ok && t.seq <= pc.regSeq && !snap.VisibleXid(xid) {
 			return fmt.Sprintf("transaction %d was applied before it became visible to the chunk's snapshot", xid)
 		}
 	}
 	return ""
 }
 
+// prune forgets applied transactions every later snapshot sees anyway.
+func (a *applier) prune(snap Snapshot) {
+	a.lastSnap = time.Now()
+	kept := a.order[:0]
+	for _, xid := range a.order {
+		if snap.Obsolete(xid) {
+			delete(a.applied, xid)
+			continue
+		}
+		kept = append(kept, xid)
+	}
+	a.order = kept
+}
+
+// finish removes a chunk from the pending ones and hands its result over;
+// a chunk no longer pending (abandoned, or finished) gets nothing.
 func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 	for i, p := range a.pending {
 		if p == pc {
 			a.pending = append(a.pending[:i], a.pending[i+1:]...)
-			break
+			pc.result <- r
+			return
 		}
 	}
-	pc.result <- r
 }
 
 // mergeReady merges, in registration order, every submitted chunk whose
@@ -375,7 +414,9 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	}
 	inRange, err := a.classify(ctx, t, window, pc.low, high)
 	if err != nil {
-		a.finish(pc, ChunkResult{Err: err})
+		// The source was unreachable for a moment: read the chunk again.
+		a.log.Warn("classifying window keys failed; the chunk is read again", "object", t.ID.String(), "err", err)
+		a.finish(pc, ChunkResult{Retry: true, Reason: err.Error()})
 		return nil
 	}
 	rows, conflicts, unresolved := Merge(t, pc.read.Rows, window, inRange)
@@ -448,7 +489,12 @@ func (a *applier) flush(ctx context.Context) error {
 	return nil
 }
 
+// forgetOldXids bounds the memory of applied transactions while no chunk
+// prunes it (no backfill is running): those older than RaceHorizon go.
 func (a *applier) forgetOldXids() {
+	if time.Since(a.lastSnap) < a.cfg.RaceHorizon {
+		return
+	}
 	horizon := time.Now().Add(-a.cfg.RaceHorizon)
 	n := 0
 	for _, xid := range a.order {
@@ -462,11 +508,11 @@ func (a *applier) forgetOldXids() {
 	a.order = a.order[n:]
 }
 
-// abandon drops a registered chunk that will not be submitted. ctx is the
-// applier's lifetime: once it ends there is nothing left to drop.
-func (a *applier) abandon(ctx context.Context, pc *pendingChunk) {
+// abandon drops a registered chunk that will not be submitted or whose
+// result nobody waits for. Dropping a chunk already finished does nothing.
+func (a *applier) abandon(pc *pendingChunk) {
 	select {
 	case a.requests <- applierRequest{abandon: pc}:
-	case <-ctx.Done():
+	case <-a.done:
 	}
 }

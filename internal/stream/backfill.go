@@ -63,6 +63,7 @@ type backfills struct {
 	active map[change.TableID]*run
 	byID   map[int64]*run // runs whose rows are not all loaded yet
 	rt     *runtime
+	loaded bool // the store's unfinished runs were loaded
 	wg     sync.WaitGroup
 }
 
@@ -76,6 +77,7 @@ func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg Backfill
 func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	ids = dedupe(ids)
 	objs := make([]store.Object, len(ids))
 	var refusals []string
 	for i, id := range ids {
@@ -192,10 +194,11 @@ func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.rt = rt
-	if len(m.active) == 0 && len(m.queue) == 0 {
+	if !m.loaded {
 		if err := m.loadLocked(ctx); err != nil {
 			return err
 		}
+		m.loaded = true
 	}
 	if err := m.reconcileCompletedLocked(ctx, cursors); err != nil {
 		return err
@@ -260,6 +263,9 @@ func (m *backfills) loadLocked(ctx context.Context) error {
 	for i := len(recs) - 1; i >= 0; i-- { // oldest first
 		rec := recs[i]
 		id := change.TableID{Schema: rec.Schema, Name: rec.Table}
+		if m.byID[rec.ID] != nil {
+			continue // initiated in this process, already queued
+		}
 		switch {
 		case rec.Status == StatusActive:
 			m.active[id] = &run{rec: rec}
@@ -293,13 +299,29 @@ func (m *backfills) scheduleLocked() {
 	if m.rt == nil {
 		return
 	}
-	for len(m.queue) > 0 && len(m.active) < m.cfg.MaxConcurrent {
-		r := m.queue[0]
-		m.queue = m.queue[1:]
+	for i := 0; i < len(m.queue) && len(m.active) < m.cfg.MaxConcurrent; {
+		r := m.queue[i]
 		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+		if m.active[id] != nil {
+			i++ // one run per object at a time
+			continue
+		}
+		m.queue = append(m.queue[:i], m.queue[i+1:]...)
 		m.active[id] = r
 		m.startLocked(r, sink.Cursor{})
 	}
+}
+
+func dedupe(ids []change.TableID) []change.TableID {
+	seen := map[change.TableID]bool{}
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // startLocked starts a worker for an active run from a committed cursor.

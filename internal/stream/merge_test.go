@@ -126,7 +126,7 @@ func genChange(r *rand.Rand, state modelState, n, step int) (change.Change, bool
 type setSnapshot map[uint32]bool
 
 func (s setSnapshot) VisibleXid(x uint32) bool { return s[x] }
-func (s setSnapshot) InProgressXids() []uint32 { return nil }
+func (s setSnapshot) Obsolete(uint32) bool     { return false }
 
 // visibleSet picks the transactions a snapshot sees: a prefix of the commit
 // order, less some near its end whose commit was logged but not yet visible.

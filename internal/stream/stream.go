@@ -378,10 +378,12 @@ func (s *Stream) takeReset() bool {
 }
 
 func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp sink.Checkpoint, firstStart, resetAll bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	events := make(chan change.Event, 1024)
 	batches := make(chan *outBatch, 1)
-	app := newApplier(applierConfig{
+	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
 	}, s.cfg.Name, src, snk, s.log, events, batches, cp.Position)
@@ -393,10 +395,15 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
 	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed}
+	// Every goroutine is done before the caller closes the source and sink.
+	defer func() {
+		cancel()
+		s.bf.detach()
+		g.Wait()
+	}()
 	if err := s.bf.attach(gctx, rt, cp.Cursors); err != nil {
 		return err
 	}
-	defer s.bf.detach()
 	s.setState(ctx, store.StateRunning, "")
 	// Objects still waiting for the first start's automatic backfill get
 	// it, also when that start was interrupted before it began.

@@ -193,7 +193,7 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 		}
 		read, err := rt.src.ReadChunk(ctx, t, after, chunkSize)
 		if err != nil {
-			rt.applier.abandon(rt.ctx, pc)
+			rt.applier.abandon(pc)
 			return oc, fmt.Errorf("verify %s: %w", t.ID, err)
 		}
 		pc.read, pc.last = read, len(read.Rows) < chunkSize

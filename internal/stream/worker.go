@@ -24,17 +24,13 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		m.fail(r, errors.New(why))
 		return
 	}
-	m.update(r, func(b *store.Backfill) {
-		b.Status = StatusActive
-		if b.StartedAt == nil {
-			now := time.Now().UTC()
-			b.StartedAt = &now
-		}
-	})
-	m.setObjectStatus(r, StatusActive)
+	if !m.activate(ctx, r) {
+		return // stopped before it started
+	}
 	start := time.Now()
 	var readThisRun int64
 	delay := m.cfg.Retry.Initial
+	retries := 0 // chunk reads in a row that had to be read again
 	for {
 		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: rowsBefore}
 		if err := rt.applier.register(ctx, pc); err != nil {
@@ -42,7 +38,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		}
 		read, err := rt.src.ReadChunk(ctx, r.table, after, m.cfg.ChunkSize)
 		if err != nil {
-			rt.applier.abandon(rt.ctx, pc)
+			rt.applier.abandon(pc)
 			if ctx.Err() != nil {
 				return
 			}
@@ -70,8 +66,13 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		if res.Retry {
 			m.log.Debug("chunk read again", "backfill_id", r.rec.ID, "reason", res.Reason)
 			m.update(r, func(b *store.Backfill) { b.Retries++ })
+			retries++
+			if retries > 1 && !sleep(ctx, m.cfg.Retry.backoff(retries-1)) {
+				return
+			}
 			continue
 		}
+		retries = 0
 		m.update(r, func(b *store.Backfill) {
 			b.RowsRead += int64(len(read.Rows))
 			b.Bytes += read.Bytes
@@ -81,6 +82,10 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		after, rowsBefore = res.High, rowsBefore+int64(res.Rows)
 		if pc.last {
 			m.mu.Lock()
+			if m.active[r.table.ID] != r {
+				m.mu.Unlock()
+				return // stopped meanwhile
+			}
 			delete(m.active, r.table.ID)
 			err := m.completeLocked(context.WithoutCancel(ctx), r, false)
 			m.scheduleLocked()
@@ -94,6 +99,26 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			return
 		}
 	}
+}
+
+// activate records a starting run as Active, unless it was stopped in the
+// meantime (Stop holds the lock while it records Stopped).
+func (m *backfills) activate(ctx context.Context, r *run) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+	if ctx.Err() != nil || m.active[id] != r {
+		return false
+	}
+	m.update(r, func(b *store.Backfill) {
+		b.Status = StatusActive
+		if b.StartedAt == nil {
+			now := time.Now().UTC()
+			b.StartedAt = &now
+		}
+	})
+	m.setObjectStatus(r, StatusActive)
+	return true
 }
 
 // throttle keeps the read rate at or under the configured rows per second.
@@ -182,6 +207,7 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 	m.notify(rec)
 }
 
+// setObjectStatus records a run's status on its object; m.mu is held.
 func (m *backfills) setObjectStatus(r *run, status string) {
 	ctx := context.Background()
 	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
@@ -219,7 +245,10 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 			r.mu.Lock()
 			rec := r.rec
 			r.mu.Unlock()
-			if err := m.markLoaded(ctx, rec); err != nil {
+			m.mu.Lock() // object rows are read and written under the lock
+			err := m.markLoaded(ctx, rec)
+			m.mu.Unlock()
+			if err != nil {
 				m.log.Error("record loaded backfill", "backfill_id", rec.ID, "err", err)
 			}
 		}

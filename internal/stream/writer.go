@@ -76,6 +76,15 @@ type retryPolicy struct {
 	Initial, Max time.Duration
 }
 
+// backoff is the delay before the n-th retry in a row (n from 1).
+func (p retryPolicy) backoff(n int) time.Duration {
+	d := p.Initial
+	for i := 1; i < n && d < p.Max; i++ {
+		d = p.next(d)
+	}
+	return min(d, p.Max)
+}
+
 func (p retryPolicy) next(d time.Duration) time.Duration {
 	d *= 2
 	if d > p.Max {

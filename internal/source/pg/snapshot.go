@@ -92,11 +92,6 @@ func (s Snapshot) String() string {
 // 32-bit xid is visible in the snapshot.
 func (s Snapshot) VisibleXid(xid uint32) bool { return s.Visible(s.Widen(xid)) }
 
-// InProgressXids lists the in-progress transactions as the log's 32-bit ids.
-func (s Snapshot) InProgressXids() []uint32 {
-	out := make([]uint32, len(s.Xip))
-	for i, x := range s.Xip {
-		out[i] = uint32(x)
-	}
-	return out
-}
+// Obsolete reports whether the transaction with the log's 32-bit xid is
+// finished for every snapshot taken from now on: its id is below xmin.
+func (s Snapshot) Obsolete(xid uint32) bool { return s.Widen(xid) < s.Xmin }
