@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // firstNormalOID is PostgreSQL's FirstNormalObjectId: types below it are
@@ -42,10 +43,12 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 			return err
 		}
 		def := ts.cols[i] + " " + typ
-		// Key collations decide range comparisons and ORDER BY: keep the
-		// source's so chunk bounds mean the same thing here.
-		if ts.isKey[i] && c.Collation != "" && c.Collation != "default" {
-			def += " COLLATE " + quote(c.Collation)
+		if ts.isKey[i] {
+			coll, err := keyCollation(t, c, typ)
+			if err != nil {
+				return err
+			}
+			def += coll
 		}
 		defs = append(defs, def)
 	}
@@ -55,6 +58,25 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		return fmt.Errorf("create table: %w", err)
 	}
 	return nil
+}
+
+// keyCollation keeps a key column's order the source's: key collations and
+// types decide range comparisons, and chunk bounds must mean the same thing
+// here. A collation that sorts like bytes becomes "C"; another named one is
+// kept (the destination must have it); the source database's unnamed
+// default, or a key type replaced by text, cannot be matched and is refused.
+func keyCollation(t *change.Table, c change.Column, typ string) (string, error) {
+	switch {
+	case typ == "text" && c.Type != "text" && c.BaseOID >= firstNormalOID:
+		return "", fmt.Errorf("table %s: key column %q has type %s, which the destination stores as text in another order: %w; create the type in the destination first", t.ID, c.Name, c.Type, sink.ErrKeyOrder)
+	case c.Collation == "":
+		return "", nil
+	case c.ByteOrder:
+		return ` COLLATE "C"`, nil
+	case c.Collation == "default":
+		return "", fmt.Errorf("table %s: key column %q uses the source database's default collation, which tidemark cannot name: %w; give the column an explicit collation", t.ID, c.Name, sink.ErrKeyOrder)
+	}
+	return " COLLATE " + quote(c.Collation), nil
 }
 
 // resolveType maps a source column type to a destination type name:

@@ -50,7 +50,13 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	rows, err := q.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
 		       CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
-		       COALESCE(co.collname, ''),
+		       -- the database's default collation, by the name the catalog gives it
+		       CASE WHEN co.collname = 'default' THEN COALESCE((
+		         SELECT c2.collname FROM pg_collation c2, pg_database d
+		         WHERE d.datname = current_database() AND d.datlocprovider = 'c' AND c2.collprovider = 'c'
+		           AND c2.collcollate = d.datcollate AND c2.collencoding IN (-1, d.encoding)
+		         ORDER BY c2.collencoding DESC LIMIT 1), 'default')
+		       ELSE COALESCE(co.collname, '') END,
 		       COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
 		         (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
 		          FROM pg_database d WHERE d.datname = current_database())), false),
