@@ -160,3 +160,26 @@ func TestFutureTables(t *testing.T) {
 		})
 	}
 }
+
+// TestKeysMustBeReplicaIdentity: a configured key is accepted when the log
+// identifies rows by it (REPLICA IDENTITY FULL), and refused otherwise, with
+// what to do, since deletes would otherwise be lost.
+func TestKeysMustBeReplicaIdentity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: `
+keys:
+  public.full_ident: [code]
+  public.default_ident: [code]
+backfill: {mode: automatic}`, setup: `
+		CREATE TABLE full_ident (code text NOT NULL, v int); ALTER TABLE full_ident REPLICA IDENTITY FULL;
+		INSERT INTO full_ident VALUES ('a', 1), ('b', 2);
+		CREATE TABLE default_ident (id int PRIMARY KEY, code text NOT NULL);`})
+	e.start()
+	if o := e.object("default_ident"); o.Status != StatusFailed || !strings.Contains(o.Reason, "REPLICA IDENTITY FULL") {
+		t.Fatalf("key outside the replica identity: status %q reason %q", o.Status, o.Reason)
+	}
+	e.waitLoaded("full_ident")
+	e.exec(`DELETE FROM full_ident WHERE code = 'a'`)
+	e.exec(`UPDATE full_ident SET v = 20 WHERE code = 'b'`)
+	e.assertConverged("full_ident")
+}

@@ -101,7 +101,42 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		}
 		t.Key = append(t.Key, i)
 	}
+	if err := checkIdentity(ctx, q, t); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// checkIdentity makes sure the log identifies rows by the key: updates and
+// deletes carry the replica identity's columns only, so a key outside them
+// would turn every delete into a no-op in the destination.
+func checkIdentity(ctx context.Context, q queryer, t *change.Table) error {
+	var ident string
+	var cols []string
+	err := q.QueryRow(ctx, `
+		SELECT c.relreplident::text, COALESCE((
+		  SELECT array_agg(a.attname::text)
+		  FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+		  WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
+		), '{}')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, t.ID.Schema, t.ID.Name).Scan(&ident, &cols)
+	if err != nil {
+		return fmt.Errorf("read replica identity of %s: %w", t.ID, err)
+	}
+	if ident == "f" {
+		return nil
+	}
+	covered := map[string]bool{}
+	for _, c := range cols {
+		covered[c] = true
+	}
+	for _, k := range t.KeyColumns() {
+		if !covered[k.Name] {
+			return fmt.Errorf("table %s: %w: key column %q is not part of the table's replica identity, so updates and deletes would not say which row they touch: run ALTER TABLE %s REPLICA IDENTITY FULL (or USING INDEX on a unique index of the key)", t.ID, ErrNoKey, k.Name, quoteTable(t.ID))
+		}
+	}
+	return nil
 }
 
 // indexKey returns the primary key's columns, else the replica identity
