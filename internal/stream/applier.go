@@ -291,9 +291,16 @@ func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
 	}
 	var mine []change.Change
 	for _, c := range txn.Changes {
-		if c.Table.ID == p.table.ID {
-			mine = append(mine, c)
+		if c.Table.ID != p.table.ID {
+			continue
 		}
+		if c.Table != p.table {
+			// The table changed shape while the chunk was pending: its rows
+			// and the window's no longer line up, so read it again.
+			p.overflow, p.window = true, nil
+			return
+		}
+		mine = append(mine, c)
 	}
 	if len(mine) == 0 {
 		return
@@ -335,7 +342,7 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 // The chunk would overwrite its rows with older ones, so it is read again.
 func (a *applier) raced(pc *pendingChunk) string {
 	if pc.overflow {
-		return fmt.Sprintf("more than %d changes to the table while the chunk was pending", a.cfg.WindowMaxChanges)
+		return fmt.Sprintf("the table changed shape, or more than %d times, while the chunk was pending", a.cfg.WindowMaxChanges)
 	}
 	snap := pc.read.Snapshot
 	defer a.prune(snap)

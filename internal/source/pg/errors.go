@@ -39,6 +39,8 @@ func classify(err error) error {
 		return &PermanentError{Err: err, Hint: "grant the source user REPLICATION and SELECT on the streamed tables (ALTER ROLE … REPLICATION; GRANT SELECT …)"}
 	case pgErr.Code == "28P01" || pgErr.Code == "28000":
 		return &PermanentError{Err: err, Hint: "check the user and password in the source DSN and pg_hba.conf"}
+	case pgErr.Code == "42P01" || pgErr.Code == "42703":
+		return &PermanentError{Err: err, Hint: "the table or a column is gone from the source: check the table, then initiate the backfill again"}
 	case pgErr.Code == "3D000":
 		return &PermanentError{Err: err, Hint: "the source database does not exist: fix the DSN"}
 	case strings.Contains(pgErr.Message, "wal_level"):
