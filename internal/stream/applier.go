@@ -15,9 +15,11 @@ import (
 type Snapshot interface {
 	// VisibleXid reports whether a committed transaction is visible.
 	VisibleXid(xid uint32) bool
-	// Obsolete reports whether a transaction is finished for every
-	// snapshot taken after this one.
-	Obsolete(xid uint32) bool
+	// Widen turns a 32-bit xid into the 64-bit id near the snapshot's.
+	Widen(xid uint32) uint64
+	// Horizon is the snapshot's xmin: transactions below it are finished
+	// for every snapshot taken after this one.
+	Horizon() uint64
 }
 
 // ChunkRead is a chunk as a backfill worker read it from the source.
@@ -58,8 +60,11 @@ type rangeReader interface {
 // happens before the chunk's snapshot is taken; every transaction the
 // applier processes afterwards lands in the window.
 type pendingChunk struct {
-	table      *change.Table
-	regSeq     uint64
+	table  *change.Table
+	regSeq uint64
+	// floor is the highest snapshot xmin known when the chunk registered:
+	// the chunk's own snapshot, taken later, sees every id below it.
+	floor      uint64
 	backfillID int64
 	submitted  bool
 	read       ChunkRead
@@ -115,6 +120,7 @@ type applier struct {
 	applied  map[uint32]appliedTxn
 	order    []uint32  // applied xids, oldest first, for forgetting
 	lastSnap time.Time // when a chunk's snapshot last pruned applied
+	horizon  uint64    // the highest xmin of a submitted chunk's snapshot
 	pending  []*pendingChunk
 	batch    *outBatch
 	flushAt  time.Time
@@ -315,7 +321,7 @@ func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
 
 func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 	if pc := req.register; pc != nil {
-		pc.regSeq = a.seq
+		pc.regSeq, pc.floor = a.seq, a.horizon
 		a.pending = append(a.pending, pc)
 		close(req.ack)
 		return nil
@@ -356,12 +362,21 @@ func (a *applier) raced(pc *pendingChunk) string {
 	return ""
 }
 
-// prune forgets applied transactions every later snapshot sees anyway.
+// prune forgets applied transactions that neither this snapshot nor any
+// pending chunk's future snapshot can miss: ids below this snapshot's xmin
+// and below the floor of every chunk still waiting for its snapshot.
 func (a *applier) prune(snap Snapshot) {
 	a.lastSnap = time.Now()
+	a.horizon = max(a.horizon, snap.Horizon())
+	limit := snap.Horizon()
+	for _, p := range a.pending {
+		if !p.submitted {
+			limit = min(limit, p.floor)
+		}
+	}
 	kept := a.order[:0]
 	for _, xid := range a.order {
-		if snap.Obsolete(xid) {
+		if snap.Widen(xid) < limit {
 			delete(a.applied, xid)
 			continue
 		}

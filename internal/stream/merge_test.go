@@ -126,7 +126,8 @@ func genChange(r *rand.Rand, state modelState, n, step int) (change.Change, bool
 type setSnapshot map[uint32]bool
 
 func (s setSnapshot) VisibleXid(x uint32) bool { return s[x] }
-func (s setSnapshot) Obsolete(uint32) bool     { return false }
+func (s setSnapshot) Widen(x uint32) uint64    { return uint64(x) }
+func (s setSnapshot) Horizon() uint64          { return 0 }
 
 // visibleSet picks the transactions a snapshot sees: a prefix of the commit
 // order, less some near its end whose commit was logged but not yet visible.

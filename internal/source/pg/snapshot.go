@@ -92,6 +92,6 @@ func (s Snapshot) String() string {
 // 32-bit xid is visible in the snapshot.
 func (s Snapshot) VisibleXid(xid uint32) bool { return s.Visible(s.Widen(xid)) }
 
-// Obsolete reports whether the transaction with the log's 32-bit xid is
-// finished for every snapshot taken from now on: its id is below xmin.
-func (s Snapshot) Obsolete(xid uint32) bool { return s.Widen(xid) < s.Xmin }
+// Horizon is the snapshot's xmin: every transaction below it is finished
+// for this snapshot and for every one taken after it.
+func (s Snapshot) Horizon() uint64 { return s.Xmin }
