@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -185,7 +184,7 @@ func (a *applier) register(ctx context.Context, pc *pendingChunk) error {
 }
 
 // errApplierGone: the stream stopped while a chunk was on its way.
-var errApplierGone = errors.New("the stream stopped")
+var errApplierGone = fmt.Errorf("the stream stopped meanwhile: %w", ErrNotRunning)
 
 // submit hands over a registered chunk's read and waits for its merge.
 func (a *applier) submit(ctx context.Context, pc *pendingChunk) (ChunkResult, error) {
