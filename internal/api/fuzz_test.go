@@ -137,7 +137,7 @@ func FuzzAPIRequests(f *testing.F) {
 		raw := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: tidemark\r\nContent-Length: %d\r\n\r\n", method, path, len(body))
 		req, err := http.ReadRequest(bufio.NewReader(io.MultiReader(strings.NewReader(raw), bytes.NewReader(body))))
 		if err != nil {
-			t.Skip()
+			return // not a request the server would accept from the wire
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // StreamView is a stream as the API shows it.
@@ -34,43 +35,20 @@ func (s *Server) listStreams(w http.ResponseWriter, r *http.Request, _ string) e
 	return nil
 }
 
-func (s *Server) getStream(w http.ResponseWriter, r *http.Request, _ string) error {
-	str, err := s.stream(r)
-	if err != nil {
-		return err
+// streamAction answers with the stream's view after act (nil: just the
+// view), with status.
+func (s *Server) streamAction(status int, act func(*stream.Stream)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ string) error {
+		str, err := s.stream(r)
+		if err != nil {
+			return err
+		}
+		if act != nil {
+			act(str)
+		}
+		writeJSON(w, status, s.view(str.Name()))
+		return nil
 	}
-	writeJSON(w, http.StatusOK, s.view(str.Name()))
-	return nil
-}
-
-func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, _ string) error {
-	str, err := s.stream(r)
-	if err != nil {
-		return err
-	}
-	str.Pause()
-	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
-	return nil
-}
-
-func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request, _ string) error {
-	str, err := s.stream(r)
-	if err != nil {
-		return err
-	}
-	str.Resume()
-	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
-	return nil
-}
-
-func (s *Server) resetStream(w http.ResponseWriter, r *http.Request, _ string) error {
-	str, err := s.stream(r)
-	if err != nil {
-		return err
-	}
-	str.Reset()
-	writeJSON(w, http.StatusAccepted, s.view(str.Name()))
-	return nil
 }
 
 // ObjectView is one object of a stream with its backfill status.
@@ -98,6 +76,14 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) e
 		return err
 	}
 	now := s.now().UTC()
+	week, err := s.st.SumCountersByObject(r.Context(), str.Name(), now.AddDate(0, 0, -6))
+	if err != nil {
+		return err
+	}
+	month, err := s.st.SumCountersByObject(r.Context(), str.Name(), now.AddDate(0, 0, -29))
+	if err != nil {
+		return err
+	}
 	out := make([]ObjectView, 0, len(objs))
 	for _, o := range objs {
 		v := ObjectView{Object: o.Schema + "." + o.Table, Schema: o.Schema, Table: o.Table, Status: o.Status, Reason: o.Reason,
@@ -105,15 +91,8 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) e
 		if v.Status == "" {
 			v.Status = "-"
 		}
-		week, err := s.st.SumCounters(r.Context(), str.Name(), o.Schema, o.Table, now.AddDate(0, 0, -6))
-		if err != nil {
-			return err
-		}
-		month, err := s.st.SumCounters(r.Context(), str.Name(), o.Schema, o.Table, now.AddDate(0, 0, -29))
-		if err != nil {
-			return err
-		}
-		v.Events7d, v.Loaded7d, v.Bytes30d = week.EventsProcessed, week.EventsLoaded, month.BytesProcessed
+		name := store.ObjectName{Schema: o.Schema, Table: o.Table}
+		v.Events7d, v.Loaded7d, v.Bytes30d = week[name].EventsProcessed, week[name].EventsLoaded, month[name].BytesProcessed
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)

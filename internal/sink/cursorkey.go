@@ -45,3 +45,17 @@ func UnmarshalKey(b []byte) (change.Key, error) {
 	}
 	return k, nil
 }
+
+// AddCursor records a cursor read back from a destination's cursor table,
+// its after key still in MarshalKey's form (nil for none).
+func (cp *Checkpoint) AddCursor(id change.TableID, c Cursor, after []byte) error {
+	var err error
+	if c.After, err = UnmarshalKey(after); err != nil {
+		return fmt.Errorf("cursor of %s: %w", id, err)
+	}
+	if cp.Cursors == nil {
+		cp.Cursors = make(map[change.TableID]Cursor)
+	}
+	cp.Cursors[id] = c
+	return nil
+}

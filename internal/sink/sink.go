@@ -19,6 +19,11 @@ import (
 // source's order, which chunk ranges need. The object fails with it.
 var ErrKeyOrder = errors.New("the destination cannot order this key like the source")
 
+// ErrRejected marks an Apply error caused by the batch's content (a column
+// the destination table lacks, a value its type refuses): retrying the same
+// batch cannot succeed, unlike after an outage.
+var ErrRejected = errors.New("the destination rejected the batch")
+
 // Sink is a destination.
 type Sink interface {
 	// EnsureTable creates the destination table for a source table if it

@@ -68,3 +68,34 @@ func (s *Store) SumCounters(ctx context.Context, stream, schema, table string, s
 	}
 	return c, nil
 }
+
+// SumCountersByObject sums a stream's counters per object over the UTC days
+// on or after since's UTC day, in one query; objects without counters are
+// absent.
+func (s *Store) SumCountersByObject(ctx context.Context, stream string, since time.Time) (map[ObjectName]Counters, error) {
+	rows, err := s.query(ctx, `SELECT "schema_name", "table_name",
+		CAST(SUM("events_processed") AS BIGINT), CAST(SUM("events_loaded") AS BIGINT),
+		CAST(SUM("bytes_processed") AS BIGINT), CAST(SUM("bytes_loaded") AS BIGINT)
+		FROM "counters" WHERE "stream" = ? AND "day" >= ?
+		GROUP BY "schema_name", "table_name"`, stream, s.d.dayArg(since))
+	if err != nil {
+		return nil, fmt.Errorf("sum counters of stream %s: %w", stream, err)
+	}
+	defer rows.Close()
+	out := map[ObjectName]Counters{}
+	for rows.Next() {
+		var n ObjectName
+		var c Counters
+		if err := rows.Scan(&n.Schema, &n.Table, &c.EventsProcessed, &c.EventsLoaded, &c.BytesProcessed, &c.BytesLoaded); err != nil {
+			return nil, fmt.Errorf("sum counters of stream %s: %w", stream, err)
+		}
+		out[n] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum counters of stream %s: %w", stream, err)
+	}
+	return out, nil
+}
+
+// ObjectName is a table's schema and name.
+type ObjectName struct{ Schema, Table string }

@@ -118,14 +118,18 @@ func (e *env) dropSlot() {
 // destination table without it; the stream does not retry forever but
 // fails with what to do, and nothing is confirmed past the rejected batch.
 func TestDestinationRejectsChange(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual}", setup: `CREATE TABLE t (id int PRIMARY KEY)`})
-	e.start()
-	h := e.recordStates()
-	e.exec(`ALTER TABLE t ADD COLUMN extra text`)
-	e.exec(`INSERT INTO t VALUES (1, 'x')`)
-	failed := h.waitState(e, store.StateFailed)
-	if !strings.Contains(failed.Reason, "destination rejected") || !strings.Contains(failed.Reason, "make the destination table match") {
-		t.Fatalf("failed reason %q does not say what happened and what to do", failed.Reason)
+	for _, dest := range []string{"postgres", "sqlite"} {
+		t.Run(dest, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{dest: dest, yaml: "backfill: {mode: manual}", setup: `CREATE TABLE t (id int PRIMARY KEY)`})
+			e.start()
+			h := e.recordStates()
+			e.exec(`ALTER TABLE t ADD COLUMN extra text`)
+			e.exec(`INSERT INTO t VALUES (1, 'x')`)
+			failed := h.waitState(e, store.StateFailed)
+			if !strings.Contains(failed.Reason, "destination rejected") || !strings.Contains(failed.Reason, "make the destination table match") {
+				t.Fatalf("failed reason %q does not say what happened and what to do", failed.Reason)
+			}
+		})
 	}
 }

@@ -81,18 +81,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		readThisRun += int64(len(read.Rows))
 		after, rowsBefore = res.High, rowsBefore+int64(res.Rows)
 		if pc.last {
-			m.mu.Lock()
-			if m.active[r.table.ID] != r {
-				m.mu.Unlock()
-				return // stopped meanwhile
-			}
-			delete(m.active, r.table.ID)
-			err := m.completeLocked(context.WithoutCancel(ctx), r, false)
-			m.scheduleLocked()
-			m.mu.Unlock()
-			if err != nil {
-				m.log.Error("record completed backfill", "backfill_id", r.rec.ID, "err", err)
-			}
+			m.allRead(ctx, r)
 			return
 		}
 		if !m.throttle(ctx, start, readThisRun) {
@@ -119,6 +108,21 @@ func (m *backfills) activate(ctx context.Context, r *run) bool {
 	})
 	m.setObjectStatus(r, StatusActive)
 	return true
+}
+
+// allRead records a run that read its last chunk as Completed (unless it
+// was stopped meanwhile) and lets the next pending run start.
+func (m *backfills) allRead(ctx context.Context, r *run) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active[r.table.ID] != r {
+		return // stopped meanwhile
+	}
+	delete(m.active, r.table.ID)
+	if err := m.completeLocked(context.WithoutCancel(ctx), r, false); err != nil {
+		m.log.Error("record completed backfill", "backfill_id", r.rec.ID, "err", err)
+	}
+	m.scheduleLocked()
 }
 
 // throttle keeps the read rate at or under the configured rows per second.

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
@@ -65,8 +62,8 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if rejected(err) {
-			return &pg.PermanentError{Err: fmt.Errorf("the destination rejected a batch: %w", err),
+		if errors.Is(err, sink.ErrRejected) {
+			return &pg.PermanentError{Err: err,
 				Hint: "its tables no longer match the source (a column added, dropped or changed on either side?): make the destination table match, or drop it and initiate a backfill, then resume the stream"}
 		}
 		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
@@ -78,17 +75,6 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 		}
 		delay = w.retry.next(delay)
 	}
-}
-
-// rejected tells errors about the batch's content (a missing column, a
-// value the column does not take) from outages: retrying cannot cure them.
-func rejected(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such table")
 }
 
 // retryPolicy is exponential backoff between Initial and Max.

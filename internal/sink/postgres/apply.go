@@ -3,7 +3,9 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
@@ -25,9 +27,20 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 	if err := s.apply(ctx, b); err != nil {
 		// A rolled-back transaction takes staging tables it created along.
 		s.temps = make(map[change.TableID]bool)
+		if rejected(err) {
+			return fmt.Errorf("apply batch of stream %q: %w: %w", b.Stream, sink.ErrRejected, err)
+		}
 		return fmt.Errorf("apply batch of stream %q: %w", b.Stream, err)
 	}
 	return nil
+}
+
+// rejected tells errors about the batch's content (syntax or access rule
+// violations such as an undefined column, class 42; data exceptions, class
+// 22) from outages.
+func rejected(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22"))
 }
 
 func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {

@@ -55,17 +55,13 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 	for rows.Next() {
 		var id change.TableID
 		var cur sink.Cursor
-		var after *string
+		var after []byte
 		if err := rows.Scan(&id.Schema, &id.Name, &cur.BackfillID, &after, &cur.Done, &cur.Rows); err != nil {
 			return cp, err
 		}
-		if cur.After, err = decodeKey(after); err != nil {
-			return cp, fmt.Errorf("cursor of %s: %w", id, err)
+		if err := cp.AddCursor(id, cur, after); err != nil {
+			return cp, err
 		}
-		if cp.Cursors == nil {
-			cp.Cursors = make(map[change.TableID]sink.Cursor)
-		}
-		cp.Cursors[id] = cur
 	}
 	return cp, rows.Err()
 }
@@ -105,11 +101,4 @@ func (s *Sink) queueCheckpoint(ctx context.Context, p *pipeline, b *sink.Batch) 
 		}
 	}
 	return nil
-}
-
-func decodeKey(s *string) (change.Key, error) {
-	if s == nil {
-		return nil, nil
-	}
-	return sink.UnmarshalKey([]byte(*s))
 }

@@ -29,9 +29,6 @@ var sessionParams = map[string]string{
 	"extra_float_digits": "1",
 }
 
-// maxTables bounds the cache of statement builders per *change.Table.
-const maxTables = 4096
-
 // Sink writes to one PostgreSQL database over a single connection; like every
 // sink it is used by one goroutine at a time.
 type Sink struct {
@@ -39,7 +36,7 @@ type Sink struct {
 	conn   *pgx.Conn
 	stmts  map[string]string       // SQL -> prepared statement name, per connection
 	temps  map[change.TableID]bool // staging tables created on this connection
-	tables map[*change.Table]*tableSQL
+	tables *sink.ShapeCache[*tableSQL]
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -55,7 +52,7 @@ func Open(ctx context.Context, dsn string) (*Sink, error) {
 	for k, v := range sessionParams {
 		cfg.RuntimeParams[k] = v
 	}
-	s := &Sink{cfg: cfg, tables: make(map[*change.Table]*tableSQL)}
+	s := &Sink{cfg: cfg, tables: sink.NewShapeCache(newTableSQL)}
 	if err := s.ensureConn(ctx); err != nil {
 		return nil, err
 	}
@@ -114,20 +111,7 @@ func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
 }
 
 // table returns the statement builder of t.
-func (s *Sink) table(t *change.Table) (*tableSQL, error) {
-	if ts, ok := s.tables[t]; ok && ts.matches(t) {
-		return ts, nil
-	}
-	ts, err := newTableSQL(t)
-	if err != nil {
-		return nil, err
-	}
-	if len(s.tables) >= maxTables {
-		s.tables = make(map[*change.Table]*tableSQL)
-	}
-	s.tables[t] = ts
-	return ts, nil
-}
+func (s *Sink) table(t *change.Table) (*tableSQL, error) { return s.tables.Get(t) }
 
 // exists reports whether a relation (given as a quoted, qualified name) exists.
 func (s *Sink) exists(ctx context.Context, qualified string) (bool, error) {

@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // tableSQL holds a table's quoted identifiers and memoizes the statements
@@ -22,8 +22,7 @@ type tableSQL struct {
 	cols  []string // quoted column names, in column order
 	key   []int    // indexes into cols, in key order
 	isKey []bool
-	memo  map[string]string
-	src   change.Table // the shape this was built from, see matches
+	memo  sink.Memo
 }
 
 func newTableSQL(t *change.Table) (*tableSQL, error) {
@@ -37,8 +36,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		cols:  make([]string, len(t.Columns)),
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
-		memo:  make(map[string]string),
-		src:   change.Table{ID: t.ID, Columns: slices.Clone(t.Columns), Key: slices.Clone(t.Key)},
+		memo:  sink.Memo{},
 	}
 	for i, c := range t.Columns {
 		ts.cols[i] = quote(c.Name)
@@ -59,22 +57,6 @@ func quote(s string) string { return pgx.Identifier{s}.Sanitize() }
 func tempName(id change.TableID) string {
 	h := sha256.Sum256([]byte(id.Schema + "\x00" + id.Name))
 	return "_tidemark_chunk_" + hex.EncodeToString(h[:12])
-}
-
-// cached returns the memoized statement for key, building it on first use.
-// matches reports whether t still has the shape ts was built from: the
-// cache is keyed by pointer, and a caller may reuse a Table it changed.
-func (ts *tableSQL) matches(t *change.Table) bool {
-	return t.ID == ts.src.ID && slices.Equal(t.Columns, ts.src.Columns) && slices.Equal(t.Key, ts.src.Key)
-}
-
-func (ts *tableSQL) cached(key string, build func() string) string {
-	if s, ok := ts.memo[key]; ok {
-		return s
-	}
-	s := build()
-	ts.memo[key] = s
-	return s
 }
 
 // list joins the quoted columns selected by pick, each prefixed by alias.
@@ -148,7 +130,7 @@ func (ts *tableSQL) conflictClause(set []bool, onlyChanged bool) string {
 // upsertSQL inserts the ins columns ($1.. in column order) and on conflict
 // updates the set columns.
 func (ts *tableSQL) upsertSQL(ins, set []bool) string {
-	return ts.cached(maskKey("upsert", ins)+maskKey("/", set), func() string {
+	return ts.memo.Get(maskKey("upsert", ins)+maskKey("/", set), func() string {
 		n := 0
 		for _, v := range ins {
 			if v {
@@ -170,14 +152,14 @@ func (ts *tableSQL) keyMatch(alias string, from int) string {
 }
 
 func (ts *tableSQL) deleteSQL() string {
-	return ts.cached("delete", func() string {
+	return ts.memo.Get("delete", func() string {
 		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch("", 1)
 	})
 }
 
 // deleteReturningSQL deletes a row by key and returns the ret columns.
 func (ts *tableSQL) deleteReturningSQL(ret []bool) string {
-	return ts.cached(maskKey("delret", ret), func() string {
+	return ts.memo.Get(maskKey("delret", ret), func() string {
 		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch("", 1) +
 			" RETURNING " + ts.list("", func(i int) bool { return ret[i] })
 	})
@@ -209,7 +191,7 @@ func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
 }
 
 func (ts *tableSQL) selectRangeSQL(low, high bool) string {
-	return ts.cached(maskKey("select", []bool{low, high}), func() string {
+	return ts.memo.Get(maskKey("select", []bool{low, high}), func() string {
 		return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE " +
 			ts.rangeCond("d.", low, high) + " ORDER BY " + ts.keyList("d.")
 	})
@@ -218,7 +200,7 @@ func (ts *tableSQL) selectRangeSQL(low, high bool) string {
 // chunkDeleteSQL deletes the rows of the range whose key is not staged
 // (all of them when nothing is).
 func (ts *tableSQL) chunkDeleteSQL(low, high, staged bool) string {
-	return ts.cached(maskKey("chunkdel", []bool{low, high, staged}), func() string {
+	return ts.memo.Get(maskKey("chunkdel", []bool{low, high, staged}), func() string {
 		sql := "DELETE FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
 		if !staged {
 			return sql
@@ -233,7 +215,7 @@ func (ts *tableSQL) chunkDeleteSQL(low, high, staged bool) string {
 
 // chunkUpsertSQL upserts every row of tmp, skipping rows already identical.
 func (ts *tableSQL) chunkUpsertSQL() string {
-	return ts.cached("chunkupsert", func() string {
+	return ts.memo.Get("chunkupsert", func() string {
 		cols := ts.list("", all)
 		set := make([]bool, len(ts.cols))
 		for i := range set {
@@ -245,21 +227,21 @@ func (ts *tableSQL) chunkUpsertSQL() string {
 }
 
 func (ts *tableSQL) tmpDeleteSQL() string {
-	return ts.cached("tmpdel", func() string {
+	return ts.memo.Get("tmpdel", func() string {
 		return "DELETE FROM " + ts.tmp + " WHERE " + ts.keyMatch("", 1)
 	})
 }
 
 // copySQL copies all columns into into (the table or its staging table).
 func (ts *tableSQL) copySQL(into string) string {
-	return ts.cached("copy"+into, func() string {
+	return ts.memo.Get("copy"+into, func() string {
 		return "COPY " + into + " (" + ts.list("", all) + ") FROM STDIN"
 	})
 }
 
 // probeSQL finds whether the range holds any row.
 func (ts *tableSQL) probeSQL(low, high bool) string {
-	return ts.cached(maskKey("probe", []bool{low, high}), func() string {
+	return ts.memo.Get(maskKey("probe", []bool{low, high}), func() string {
 		return "SELECT 1 FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high) + " LIMIT 1"
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
@@ -15,9 +16,19 @@ var errNoKey = errors.New("delete needs the old key")
 // Apply commits the batch, its position and its cursors in one transaction.
 func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 	if err := s.apply(ctx, b); err != nil {
+		if rejected(err) {
+			return fmt.Errorf("apply batch of stream %q: %w: %w", b.Stream, sink.ErrRejected, err)
+		}
 		return fmt.Errorf("apply batch of stream %q: %w", b.Stream, err)
 	}
 	return nil
+}
+
+// rejected tells SQLite's errors about the batch's content: the table or a
+// column is missing.
+func rejected(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such table")
 }
 
 func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {

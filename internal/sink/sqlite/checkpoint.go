@@ -105,17 +105,13 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 	for rows.Next() {
 		var id change.TableID
 		var cur sink.Cursor
-		var after sql.NullString
+		var after []byte
 		if err := rows.Scan(&id.Schema, &id.Name, &cur.BackfillID, &after, &cur.Done, &cur.Rows); err != nil {
 			return cp, err
 		}
-		if cur.After, err = decodeKey(after); err != nil {
-			return cp, fmt.Errorf("cursor of %s: %w", id, err)
+		if err := cp.AddCursor(id, cur, after); err != nil {
+			return cp, err
 		}
-		if cp.Cursors == nil {
-			cp.Cursors = make(map[change.TableID]sink.Cursor)
-		}
-		cp.Cursors[id] = cur
 	}
 	return cp, rows.Err()
 }
@@ -127,11 +123,4 @@ func encodeKey(k change.Key) (any, error) {
 		return nil, err
 	}
 	return string(b), nil
-}
-
-func decodeKey(s sql.NullString) (change.Key, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	return sink.UnmarshalKey([]byte(s.String))
 }

@@ -26,14 +26,11 @@ import (
 // lock up front instead of failing to upgrade half way.
 const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate"
 
-// maxTables bounds the cache of statement builders per *change.Table.
-const maxTables = 4096
-
 // Sink writes to one SQLite file; like every sink it is used by one
 // goroutine at a time.
 type Sink struct {
 	db     *sql.DB
-	tables map[*change.Table]*tableSQL
+	tables *sink.ShapeCache[*tableSQL]
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -51,7 +48,7 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	// One connection: the sink has one user, and SQLite one writer.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Sink{db: db, tables: make(map[*change.Table]*tableSQL)}
+	s := &Sink{db: db, tables: sink.NewShapeCache(newTableSQL)}
 	for _, ddl := range checkpointDDL {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			db.Close()
@@ -106,20 +103,8 @@ func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	return st.QueryContext(ctx, args...)
 }
 
-func (s *Sink) table(t *change.Table) (*tableSQL, error) {
-	if ts, ok := s.tables[t]; ok && ts.matches(t) {
-		return ts, nil
-	}
-	ts, err := newTableSQL(t)
-	if err != nil {
-		return nil, err
-	}
-	if len(s.tables) >= maxTables {
-		s.tables = make(map[*change.Table]*tableSQL)
-	}
-	s.tables[t] = ts
-	return ts, nil
-}
+// table returns the statement builder of t.
+func (s *Sink) table(t *change.Table) (*tableSQL, error) { return s.tables.Get(t) }
 
 // EnsureTable creates the table unless it exists, with the declared types of
 // the storage mapping and the key as primary key.

@@ -2,11 +2,11 @@ package sqlite
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // tableSQL holds a table's quoted identifiers and storage kinds, and
@@ -17,8 +17,7 @@ type tableSQL struct {
 	kinds []kind
 	key   []int // indexes into cols, in key order
 	isKey []bool
-	memo  map[string]string
-	src   change.Table // the shape this was built from, see matches
+	memo  sink.Memo
 }
 
 // tableName is the source table's name for public tables and
@@ -43,8 +42,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		kinds: make([]kind, len(t.Columns)),
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
-		memo:  make(map[string]string),
-		src:   change.Table{ID: t.ID, Columns: slices.Clone(t.Columns), Key: slices.Clone(t.Key)},
+		memo:  sink.Memo{},
 	}
 	for i, c := range t.Columns {
 		ts.cols[i] = quote(c.Name)
@@ -57,21 +55,6 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		ts.isKey[k] = true
 	}
 	return ts, nil
-}
-
-// matches reports whether t still has the shape ts was built from: the
-// cache is keyed by pointer, and a caller may reuse a Table it changed.
-func (ts *tableSQL) matches(t *change.Table) bool {
-	return t.ID == ts.src.ID && slices.Equal(t.Columns, ts.src.Columns) && slices.Equal(t.Key, ts.src.Key)
-}
-
-func (ts *tableSQL) cached(key string, build func() string) string {
-	if s, ok := ts.memo[key]; ok {
-		return s
-	}
-	s := build()
-	ts.memo[key] = s
-	return s
 }
 
 func (ts *tableSQL) createSQL() string {
@@ -120,7 +103,7 @@ func maskKey(prefix string, m ...[]bool) string {
 // upsertSQL inserts the ins columns and on conflict updates the set
 // columns; onlyChanged skips the write when those are already equal.
 func (ts *tableSQL) upsertSQL(ins, set []bool, onlyChanged bool) string {
-	return ts.cached(maskKey("upsert", ins, set, []bool{onlyChanged}), func() string {
+	return ts.memo.Get(maskKey("upsert", ins, set, []bool{onlyChanged}), func() string {
 		n := 0
 		for _, v := range ins {
 			if v {
@@ -156,14 +139,14 @@ func (ts *tableSQL) keyMatch() string {
 }
 
 func (ts *tableSQL) deleteSQL() string {
-	return ts.cached("delete", func() string {
+	return ts.memo.Get("delete", func() string {
 		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch()
 	})
 }
 
 // selectByKeySQL reads the cols columns (indexes) of the row with a key.
 func (ts *tableSQL) selectByKeySQL(cols []int) string {
-	return ts.cached(indexKey("byKey", cols), func() string {
+	return ts.memo.Get(indexKey("byKey", cols), func() string {
 		return "SELECT " + ts.pick(cols) + " FROM " + ts.name + " WHERE " + ts.keyMatch()
 	})
 }
@@ -206,7 +189,7 @@ func (ts *tableSQL) rangeCond(low, high bool) string {
 // selectRangeSQL reads the cols columns (indexes) of the rows in
 // (low, high], in key order.
 func (ts *tableSQL) selectRangeSQL(cols []int, low, high bool) string {
-	return ts.cached(indexKey(maskKey("range", []bool{low, high}), cols), func() string {
+	return ts.memo.Get(indexKey(maskKey("range", []bool{low, high}), cols), func() string {
 		return "SELECT " + ts.pick(cols) + " FROM " + ts.name +
 			" WHERE " + ts.rangeCond(low, high) + " ORDER BY " + ts.keyList()
 	})

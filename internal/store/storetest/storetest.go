@@ -496,6 +496,16 @@ func testCounters(t *testing.T, s *store.Store) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
+	byObject, err := s.SumCountersByObject(ctx, "s1", utc(2, 0))
+	mustNil(t, err)
+	want := map[store.ObjectName]store.Counters{
+		{Schema: "public", Table: "t"}:     cn(1100, 2200, 3300, 4400),
+		{Schema: "public", Table: "other"}: cn(5, 5, 5, 5),
+	}
+	if len(byObject) != len(want) || byObject[store.ObjectName{Schema: "public", Table: "t"}] != want[store.ObjectName{Schema: "public", Table: "t"}] ||
+		byObject[store.ObjectName{Schema: "public", Table: "other"}] != want[store.ObjectName{Schema: "public", Table: "other"}] {
+		t.Errorf("sums by object since day 2: %+v, want %+v", byObject, want)
+	}
 }
 
 func testValidation(t *testing.T, s *store.Store) {
