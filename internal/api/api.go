@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
@@ -29,6 +30,7 @@ const maxBody = 1 << 20
 type Server struct {
 	streams map[string]*stream.Stream
 	names   []string
+	batch   *engine.Engine // nil when no tasks are configured
 	st      *store.Store
 	tokens  []config.Token
 	log     *slog.Logger
@@ -36,9 +38,10 @@ type Server struct {
 	now     func() time.Time
 }
 
-// New builds the API over the daemon's streams and store.
-func New(streams []*stream.Stream, st *store.Store, tokens []config.Token, log *slog.Logger) *Server {
-	s := &Server{streams: map[string]*stream.Stream{}, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
+// New builds the API over the daemon's streams, batch engine (nil when no
+// tasks are configured) and store.
+func New(streams []*stream.Stream, batch *engine.Engine, st *store.Store, tokens []config.Token, log *slog.Logger) *Server {
+	s := &Server{streams: map[string]*stream.Stream{}, batch: batch, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
 	for _, str := range streams {
 		s.streams[str.Name()] = str
 		s.names = append(s.names, str.Name())
@@ -64,6 +67,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/backfills", s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
 	s.handle("GET /api/v1/events", s.events)
+	s.batchRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: the routes are in docs/api.md", r.Method, r.URL.Path)})
 	})

@@ -63,7 +63,7 @@ streams:
 			}
 		}
 	}
-	return api.New(streams, st, nil, log)
+	return api.New(streams, nil, st, nil, log)
 }
 
 // flushRecorder ends the request once the handler flushes, so that the

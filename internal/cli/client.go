@@ -32,17 +32,30 @@ type apiError struct {
 }
 
 func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	data, err := c.call(ctx, method, path, body)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// raw returns the response body as it is (CSV exports).
+func (c *client) raw(ctx context.Context, method, path string) ([]byte, error) {
+	return c.call(ctx, method, path, nil)
+}
+
+func (c *client) call(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("X-Tidemark-Client", "cli")
 	if body != nil {
@@ -55,30 +68,30 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		var netErr interface{ Timeout() bool }
 		if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
-			return fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
+			return nil, fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
 		}
-		return fmt.Errorf("call %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("call %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 300 {
 		var ae apiError
 		if json.Unmarshal(data, &ae) != nil || ae.Error.Code == "" {
-			return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+			return nil, fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
 		}
 		err := fmt.Errorf("%s", ae.Error.Message)
 		if ae.Error.Code == "refused" {
-			return &exitError{code: ExitRefused, err: err}
+			return nil, &exitError{code: ExitRefused, err: err}
 		}
-		return err
+		if ae.Error.Code == "bad_request" || ae.Error.Code == "confirm" {
+			return nil, &exitError{code: ExitUsage, err: err}
+		}
+		return nil, err
 	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
+	return data, nil
 }
 
 func ago(t *time.Time) string {

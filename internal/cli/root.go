@@ -59,7 +59,8 @@ func Execute(ctx context.Context, stopSignals func(), args []string, stdout, std
 	root.PersistentFlags().StringVar(&g.addr, "addr", envOr("TIDEMARK_ADDR", "http://127.0.0.1:7420"), "address of the tidemark API (env TIDEMARK_ADDR)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("TIDEMARK_TOKEN"), "API token (env TIDEMARK_TOKEN)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
-	root.AddCommand(runCmd(g), streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), demoCmd(g))
+	root.AddCommand(runCmd(g), streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), demoCmd(g),
+		tasksCmd(g), batchCmd(g))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/calendar"
+	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/change"
 )
 
@@ -30,6 +32,13 @@ const (
 	defaultBatchMaxDelay    = 200 * time.Millisecond
 	defaultRetryInitial     = time.Second
 	defaultRetryMax         = time.Minute
+
+	defaultTimezone           = "UTC"
+	defaultOutputLookbackDays = 15
+	defaultConfirmAbove       = 10000
+	defaultLogLimitBytes      = 1 << 20
+	defaultConcurrency        = 4 // of a resource group
+	defaultTaskRetryBackoff   = 10 * time.Second
 )
 
 type builder struct {
@@ -210,6 +219,7 @@ func (b *builder) config(r *rawConfig) *Config {
 	for i := range r.Streams {
 		c.Streams = append(c.Streams, b.stream(fmt.Sprintf("streams[%d]", i), &r.Streams[i]))
 	}
+	b.batch(c, r)
 	return c
 }
 
@@ -252,4 +262,140 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			Max:     b.duration(p+".retry.max", r.Retry.Max, defaultRetryMax),
 		},
 	}
+}
+
+// literal returns a value as written, without ${} expansion: task
+// commands, SQL and parameters hold scheduling expressions such as
+// ${bizdate}, rendered for each instance.
+func (b *builder) literal(path string, s scalar) string {
+	if s.Bad != "" {
+		b.add(path, "expected a single value, found %s", s.Bad)
+	}
+	return s.Value
+}
+
+// location loads a time zone; ok is false when the value is absent or does
+// not load.
+func (b *builder) location(path string, s scalar) (loc *time.Location, name string, ok bool) {
+	name, ok = b.text(path, s)
+	if !ok {
+		return nil, "", false
+	}
+	// "Local" is the host's zone: business dates would move with the
+	// machine tidemark runs on.
+	loc, err := time.LoadLocation(name)
+	if err != nil || name == "Local" {
+		b.add(path, "unknown time zone %q: use an IANA time zone name, e.g. Europe/Paris or UTC", shown(name))
+		return nil, "", false
+	}
+	return loc, name, true
+}
+
+func (b *builder) batch(c *Config, r *rawConfig) {
+	bs := &r.Batch
+	c.Batch = BatchSettings{
+		Timezone:           time.UTC,
+		TimezoneName:       defaultTimezone,
+		OutputLookbackDays: int(b.integer("batch.output_lookback_days", bs.OutputLookbackDays, defaultOutputLookbackDays)),
+		ConfirmAbove:       int(b.integer("batch.confirm_above", bs.ConfirmAbove, defaultConfirmAbove)),
+		LogLimitBytes:      int(b.integer("batch.log_limit_bytes", bs.LogLimitBytes, defaultLogLimitBytes)),
+	}
+	if loc, name, ok := b.location("batch.timezone", bs.Timezone); ok {
+		c.Batch.Timezone, c.Batch.TimezoneName = loc, name
+	}
+	hasDefault := false
+	for i, g := range r.ResourceGroups {
+		p := fmt.Sprintf("resource_groups[%d]", i)
+		rg := ResourceGroup{
+			Name:        b.str(p+".name", g.Name, ""),
+			Concurrency: int(b.integer(p+".concurrency", g.Concurrency, defaultConcurrency)),
+		}
+		hasDefault = hasDefault || rg.Name == DefaultResourceGroup
+		c.ResourceGroups = append(c.ResourceGroups, rg)
+	}
+	if !hasDefault {
+		// Last, so that the indexes of the declared groups are the file's.
+		c.ResourceGroups = append(c.ResourceGroups, ResourceGroup{Name: DefaultResourceGroup, Concurrency: defaultConcurrency})
+	}
+	for i, conn := range r.Connections {
+		p := fmt.Sprintf("connections[%d]", i)
+		c.Connections = append(c.Connections, Connection{
+			Name: b.str(p+".name", conn.Name, ""),
+			Type: b.str(p+".type", conn.Type, ""),
+			DSN:  b.str(p+".dsn", conn.DSN, ""),
+			Path: b.str(p+".path", conn.Path, ""),
+		})
+	}
+	for i := range r.Tasks {
+		c.Tasks = append(c.Tasks, b.task(fmt.Sprintf("tasks[%d]", i), &r.Tasks[i], c.Batch.Timezone))
+	}
+}
+
+// task builds a task. Its upstream IDs are resolved as written: a name
+// without a dot is in the task's project; whether they exist is for
+// validation to tell.
+func (b *builder) task(p string, r *rawTask, loc *time.Location) dag.Task {
+	t := dag.Task{
+		Name:           b.str(p+".name", r.Name, ""),
+		Project:        b.str(p+".project", r.Project, DefaultProject),
+		Owner:          b.str(p+".owner", r.Owner, ""),
+		Output:         b.str(p+".output", r.Output, ""),
+		Type:           b.str(p+".type", r.Type, ""),
+		Command:        b.literal(p+".command", r.Command),
+		Connection:     b.str(p+".connection", r.Connection, ""),
+		SQL:            b.literal(p+".sql", r.SQL),
+		SelfDependent:  b.boolean(p+".self_dependent", r.SelfDependent, false),
+		Params:         b.params(p+".params", r.Params),
+		Outputs:        b.params(p+".outputs", r.Outputs),
+		Paused:         b.boolean(p+".paused", r.Paused, false),
+		DryRun:         b.boolean(p+".dry_run", r.DryRun, false),
+		SingleInstance: b.boolean(p+".single_instance", r.SingleInstance, false),
+		Retries:        int(b.integer(p+".retries", r.Retries, 0)),
+		RetryBackoff:   b.duration(p+".retry_backoff", r.RetryBackoff, defaultTaskRetryBackoff),
+		Timeout:        b.duration(p+".timeout", r.Timeout, 0),
+		ResourceGroup:  b.str(p+".resource_group", r.ResourceGroup, DefaultResourceGroup),
+	}
+	t.ID = t.Project + "." + t.Name
+	for i, s := range r.DependsOn {
+		dep, _ := b.text(fmt.Sprintf("%s.depends_on[%d]", p, i), s)
+		if dep != "" && !strings.Contains(dep, ".") {
+			dep = t.Project + "." + dep
+		}
+		t.Upstream = append(t.Upstream, dep) // "" too, so that indexes stay the file's
+	}
+	if tz, _, ok := b.location(p+".timezone", r.Timezone); ok {
+		loc = tz
+	}
+	if spec, ok := b.text(p+".schedule", r.Schedule); ok {
+		sched, err := calendar.Parse(spec, loc)
+		if err != nil {
+			b.add(p+".schedule", "%v", err) // it names the spec and what was expected
+		}
+		t.Schedule = sched
+	}
+	return t
+}
+
+// params builds a params or outputs mapping in file order. The values are
+// literal, like commands; a name listed twice is reported and dropped.
+func (b *builder) params(path string, raw rawParams) []dag.Param {
+	if raw.Bad != "" {
+		b.add(path, "expected a mapping of names to values, found %s", raw.Bad)
+	}
+	var ps []dag.Param
+	seen := map[string]bool{}
+	for _, e := range raw.Entries {
+		p := path + "." + redactLike(e.Name)
+		switch {
+		case e.Bad != "":
+			b.add(p, "%s", e.Bad)
+			continue
+		case seen[e.Name]:
+			b.add(p, "listed twice (second time on line %d): keep one", e.Line)
+			continue
+		}
+		seen[e.Name] = true
+		ps = append(ps, dag.Param{Name: e.Name, Value: b.literal(p, e.Value)})
+	}
+	return ps
 }

@@ -14,13 +14,19 @@
 // Every stage collects all of its problems; Parse and Load return them
 // together as a *ValidationError. A DSN or token never appears in an error.
 // See docs/config.md for every key.
+//
+// Task commands, SQL and parameter values are taken literally, without
+// ${VAR} expansion: their ${…} are scheduling expressions (${bizdate})
+// rendered for each task instance.
 package config
 
 import (
 	"log/slog"
 	"strings"
 	"time"
+	_ "time/tzdata" // time zones of task schedules, also where the system has no zoneinfo
 
+	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/change"
 )
 
@@ -36,8 +42,8 @@ const EnvTokenName = "env"
 
 // Values of the enumerated keys.
 const (
-	TypePostgres = "postgres" // source.type and destination.type
-	TypeSQLite   = "sqlite"   // destination.type
+	TypePostgres = "postgres" // source.type, destination.type and connections[].type
+	TypeSQLite   = "sqlite"   // destination.type and connections[].type
 
 	BackfillAutomatic = "automatic"
 	BackfillManual    = "manual"
@@ -60,6 +66,55 @@ type Config struct {
 	API      API
 	Log      Log
 	Streams  []Stream
+
+	// Batch holds the settings of recurring tasks.
+	Batch BatchSettings
+	// ResourceGroups are the worker pools task instances run in, in file
+	// order; a group named DefaultResourceGroup is always among them.
+	ResourceGroups []ResourceGroup
+	// Connections are the databases sql tasks run against.
+	Connections []Connection
+	// Tasks are the recurring tasks in file order, their upstream IDs
+	// resolved and their schedules parsed.
+	Tasks []dag.Task
+}
+
+// DefaultResourceGroup is the resource group of a task that names none; it
+// exists with concurrency 4 unless the file declares it.
+const DefaultResourceGroup = "default"
+
+// DefaultProject is the project of a task that names none.
+const DefaultProject = "default"
+
+// BatchSettings configures recurring tasks as a whole.
+type BatchSettings struct {
+	// Timezone is the time zone of schedules whose task names none, loaded
+	// from TimezoneName (an IANA name such as Europe/Paris).
+	Timezone     *time.Location
+	TimezoneName string
+	// OutputLookbackDays bounds how far back an instance looks for the
+	// output parameters of its upstream tasks' runs.
+	OutputLookbackDays int
+	// ConfirmAbove is the number of instances above which a backfill plan
+	// needs to be confirmed.
+	ConfirmAbove int
+	// LogLimitBytes is how much of each attempt's log is kept.
+	LogLimitBytes int
+}
+
+// ResourceGroup is a worker pool: at most Concurrency of its task instances
+// run at once.
+type ResourceGroup struct {
+	Name        string
+	Concurrency int
+}
+
+// Connection is a database that sql tasks run against.
+type Connection struct {
+	Name string // unique, [a-z][a-z0-9_]*
+	Type string // TypePostgres or TypeSQLite
+	DSN  string // postgres:// URL, for TypePostgres
+	Path string // database file, for TypeSQLite
 }
 
 // API configures the HTTP API.
@@ -147,6 +202,36 @@ func (c *Config) Stream(name string) (*Stream, bool) {
 	for i := range c.Streams {
 		if c.Streams[i].Name == name {
 			return &c.Streams[i], true
+		}
+	}
+	return nil, false
+}
+
+// Connection returns the connection with the given name.
+func (c *Config) Connection(name string) (*Connection, bool) {
+	for i := range c.Connections {
+		if c.Connections[i].Name == name {
+			return &c.Connections[i], true
+		}
+	}
+	return nil, false
+}
+
+// ResourceGroup returns the resource group with the given name.
+func (c *Config) ResourceGroup(name string) (*ResourceGroup, bool) {
+	for i := range c.ResourceGroups {
+		if c.ResourceGroups[i].Name == name {
+			return &c.ResourceGroups[i], true
+		}
+	}
+	return nil, false
+}
+
+// Task returns the task with the given ID ("project.name").
+func (c *Config) Task(id string) (*dag.Task, bool) {
+	for i := range c.Tasks {
+		if c.Tasks[i].ID == id {
+			return &c.Tasks[i], true
 		}
 	}
 	return nil, false

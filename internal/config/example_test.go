@@ -79,3 +79,53 @@ streams:
 	// streams[1].source.dsn: not a postgres:// URL: write postgres://user:password@host:5432/dbname, percent-encoding special characters (e.g. @ as %40)
 	// streams[1].name: "shop" is used twice (also streams[0]): stream names must be unique
 }
+
+func Example_tasks() {
+	yaml := `
+batch: {timezone: Europe/Paris}
+connections:
+  - {name: warehouse, type: postgres, dsn: "${WAREHOUSE_DSN}"}
+tasks:
+  - name: orders_hourly
+    project: sales
+    type: sql
+    connection: warehouse
+    sql: "INSERT INTO orders_h SELECT * FROM staging.orders WHERE day = '${bizdate}'"
+    schedule: hourly
+  - name: orders_daily
+    project: sales
+    type: shell
+    command: "load --day ${day}"
+    schedule: "daily 01:30"
+    depends_on: [orders_hourly]
+    params: {day: "${bizdate-1}"}
+`
+	env := func(name string) (string, bool) {
+		if name == "WAREHOUSE_DSN" {
+			return "postgres://etl:s3cret@db.example.com/wh", true
+		}
+		return "", false
+	}
+	cfg, err := config.Parse([]byte(yaml), env)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	conn, _ := cfg.Connection("warehouse")
+	fmt.Println("connection:", config.Redact(conn.DSN))
+	group, _ := cfg.ResourceGroup(config.DefaultResourceGroup)
+	fmt.Println("resource group:", group.Name, group.Concurrency)
+	for _, t := range cfg.Tasks {
+		fmt.Printf("%s: %s, upstream %v, in %s\n", t.ID, t.Schedule, t.Upstream, t.Schedule.Location)
+	}
+	daily := cfg.Tasks[1]
+	fmt.Println("command:", daily.Command)
+	fmt.Println("params:", daily.Params)
+	// Output:
+	// connection: postgres://etl:xxxxx@db.example.com/wh
+	// resource group: default 4
+	// sales.orders_hourly: hourly, upstream [], in Europe/Paris
+	// sales.orders_daily: daily 01:30, upstream [sales.orders_hourly], in Europe/Paris
+	// command: load --day ${day}
+	// params: [{day ${bizdate-1}}]
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -47,13 +48,51 @@ streams:
 	"a: &a [*a]\n",
 	minimalYAML + "---\nlog: {}\n",
 	"metadata: ${UNSET}\nstreams:\n  - name: ${NAME:-x}\n    include: [\"${X\"]\n",
+	minimalTaskYAML,
+	`
+batch: {timezone: Europe/Paris, output_lookback_days: 30, confirm_above: 500, log_limit_bytes: 65_536}
+resource_groups:
+  - {name: default, concurrency: 8}
+  - {name: heavy, concurrency: "${HEAVY:-2}"}
+connections:
+  - {name: warehouse, type: postgres, dsn: "postgres://u:${PGPASSWORD}@db/wh"}
+  - {name: local, type: sqlite, path: /var/lib/x.db}
+tasks:
+  - &daily
+    name: orders_daily
+    project: sales
+    owner: alice
+    output: sales.orders_daily
+    type: shell
+    command: "load --day ${bizdate} $HOME"
+    schedule: "daily 01:30"
+    timezone: America/New_York
+    depends_on: [orders_hourly, finance.fx_rates]
+    self_dependent: true
+    params: {region: eu, day: "${bizdate-1}", label: "${region}-${day}"}
+    outputs: {row_count: "0"}
+    paused: false
+    dry_run: true
+    single_instance: false
+    retries: 2
+    retry_backoff: 30s
+    timeout: 1h
+    resource_group: heavy
+  - <<: *daily
+    name: orders_daily_copy
+  - {name: orders_hourly, project: sales, type: sql, connection: warehouse, sql: "SELECT '${bizdate}'", schedule: "every 15m"}
+  - {name: fx_rates, project: finance, type: noop, schedule: "weekly mon,thu 02:00", depends_on: [sales.orders_hourly]}
+  - {name: monthly, type: noop, schedule: "monthly 1,15,L 03:00", params: {<<: {a: b}, "": x}}
+`,
+	"tasks: [{name: a, type: noop, schedule: daily, depends_on: [b]}, {name: b, type: noop, schedule: daily, depends_on: [a]}]\n",
+	"tasks:\n  -\n  - x\nconnections: [~, {name: a}]\nresource_groups: [[]]\nbatch: ~\n",
 }
 
 func FuzzParse(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	for _, c := range append(validationCases, shapeCases...) {
+	for _, c := range slices.Concat(validationCases, shapeCases, batchCases) {
 		f.Add([]byte(c.yaml))
 	}
 	env := envOf(map[string]string{"CI_TOKEN": "tok", "PGPASSWORD": "pw", "EMPTY": "", "NAME": "shop"})

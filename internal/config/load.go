@@ -48,7 +48,8 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		for _, p := range err.(*ValidationError).Problems {
-			if !related(p.Path, broken) {
+			// Tasks that did not decode may be there: then noWork is noise.
+			if !related(p.Path, broken) && (p != noWork || !related("tasks", broken)) {
 				problems = append(problems, p)
 			}
 		}
@@ -56,7 +57,11 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 	if len(problems) == 0 {
 		return cfg, nil
 	}
-	slices.SortStableFunc(problems, func(a, b Problem) int { return cmp.Compare(rank(a.Path), rank(b.Path)) })
+	slices.SortStableFunc(problems, func(a, b Problem) int {
+		ak, ae := rank(a.Path)
+		bk, be := rank(b.Path)
+		return cmp.Or(cmp.Compare(ak, bk), cmp.Compare(ae, be))
+	})
 	for i, p := range problems {
 		for path, name := range origins {
 			if p.Path == path || strings.HasPrefix(p.Path, path+".") {
@@ -68,22 +73,22 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 }
 
 // rank orders problems as the file is laid out: whole-file and line
-// problems first, then metadata, api, log and each stream in turn.
-func rank(path string) int {
-	for i, top := range []string{"metadata", "api", "log"} {
-		if path == top || strings.HasPrefix(path, top+".") {
-			return i + 1
+// problems first, then each top-level key in turn, a list's own problems
+// before those of its elements and the elements in order.
+func rank(path string) (key, element int) {
+	for i, top := range topKeys {
+		rest, ok := strings.CutPrefix(path, top)
+		if !ok || rest != "" && rest[0] != '.' && rest[0] != '[' {
+			continue
 		}
+		element = -1
+		_, _ = fmt.Sscanf(rest, "[%d]", &element)
+		return i + 1, element
 	}
-	var n int
-	if _, err := fmt.Sscanf(path, "streams[%d]", &n); err == nil {
-		return 5 + n
-	}
-	if strings.HasPrefix(path, "streams") {
-		return 4
-	}
-	return 0
+	return 0, -1
 }
+
+var topKeys = []string{"metadata", "api", "log", "streams", "batch", "resource_groups", "connections", "tasks"}
 
 // related reports whether path is one of the broken paths ("" stands for
 // all), inside one, or contains one.

@@ -304,7 +304,7 @@ func TestLoad(t *testing.T) {
 	}
 	want := bad + `: log.level: "loud" is not supported: use debug, info, warn or error` + "\n" +
 		bad + `: log.format: "xml" is not supported: use auto, json or text` + "\n" +
-		bad + ": streams: no streams: add at least one stream"
+		bad + ": streams: no streams and no tasks: add at least one stream or task"
 	if err.Error() != want {
 		t.Errorf("Load(bad) error:\n%s\nwant:\n%s", err, want)
 	}

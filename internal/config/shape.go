@@ -19,10 +19,14 @@ import (
 )
 
 type rawConfig struct {
-	Metadata scalar      `yaml:"metadata"`
-	API      rawAPI      `yaml:"api"`
-	Log      rawLog      `yaml:"log"`
-	Streams  []rawStream `yaml:"streams"`
+	Metadata       scalar             `yaml:"metadata"`
+	API            rawAPI             `yaml:"api"`
+	Log            rawLog             `yaml:"log"`
+	Streams        []rawStream        `yaml:"streams"`
+	Batch          rawBatchSettings   `yaml:"batch"`
+	ResourceGroups []rawResourceGroup `yaml:"resource_groups"`
+	Connections    []rawConnection    `yaml:"connections"`
+	Tasks          []rawTask          `yaml:"tasks"`
 }
 
 type rawAPI struct {
@@ -87,6 +91,49 @@ type rawRetry struct {
 	Max     scalar `yaml:"max"`
 }
 
+type rawBatchSettings struct {
+	Timezone           scalar `yaml:"timezone"`
+	OutputLookbackDays scalar `yaml:"output_lookback_days"`
+	ConfirmAbove       scalar `yaml:"confirm_above"`
+	LogLimitBytes      scalar `yaml:"log_limit_bytes"`
+}
+
+type rawResourceGroup struct {
+	Name        scalar `yaml:"name"`
+	Concurrency scalar `yaml:"concurrency"`
+}
+
+type rawConnection struct {
+	Name scalar `yaml:"name"`
+	Type scalar `yaml:"type"`
+	DSN  scalar `yaml:"dsn"`
+	Path scalar `yaml:"path"`
+}
+
+type rawTask struct {
+	Name           scalar    `yaml:"name"`
+	Project        scalar    `yaml:"project"`
+	Owner          scalar    `yaml:"owner"`
+	Output         scalar    `yaml:"output"`
+	Type           scalar    `yaml:"type"`
+	Command        scalar    `yaml:"command"`
+	Connection     scalar    `yaml:"connection"`
+	SQL            scalar    `yaml:"sql"`
+	Schedule       scalar    `yaml:"schedule"`
+	Timezone       scalar    `yaml:"timezone"`
+	DependsOn      []scalar  `yaml:"depends_on"`
+	SelfDependent  scalar    `yaml:"self_dependent"`
+	Params         rawParams `yaml:"params"`
+	Outputs        rawParams `yaml:"outputs"`
+	Paused         scalar    `yaml:"paused"`
+	DryRun         scalar    `yaml:"dry_run"`
+	SingleInstance scalar    `yaml:"single_instance"`
+	Retries        scalar    `yaml:"retries"`
+	RetryBackoff   scalar    `yaml:"retry_backoff"`
+	Timeout        scalar    `yaml:"timeout"`
+	ResourceGroup  scalar    `yaml:"resource_group"`
+}
+
 // scalar is one leaf value as written. The zero scalar is an absent or null
 // value.
 type scalar struct {
@@ -145,6 +192,47 @@ func (k *rawKeys) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// rawParams is a params or outputs mapping, name to value, in file order.
+type rawParams struct {
+	Entries []rawParam
+	Bad     string // like scalar.Bad
+}
+
+type rawParam struct {
+	Name  string
+	Line  int
+	Value scalar // null is the empty value
+	Bad   string // what is wrong with the name, if anything
+}
+
+func (ps *rawParams) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		if n.ShortTag() != "!!null" {
+			ps.Bad = describeTag(n.ShortTag())
+		}
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, value := n.Content[i], n.Content[i+1]
+		if value.Kind == yaml.AliasNode && value.Alias != nil {
+			value = value.Alias
+		}
+		e := rawParam{Name: key.Value, Line: key.Line}
+		switch {
+		case key.ShortTag() == "!!merge":
+			e.Name, e.Bad = "<<", "merge keys are not supported here: list each entry"
+		case key.Kind != yaml.ScalarNode:
+			e.Name, e.Bad = "?", "the name is not plain text: write name: value"
+		case value.ShortTag() == "!!null":
+			e.Value = scalar{Set: true}
+		default:
+			_ = e.Value.UnmarshalYAML(value) // never fails
+		}
+		ps.Entries = append(ps.Entries, e)
+	}
+	return nil
+}
+
 // decode reads the file's shape. fatal is set when the YAML could not be
 // read at all; otherwise raw holds whatever decoded, problems the keys that
 // did not, and broken the paths whose content is unknown because they did
@@ -185,7 +273,9 @@ func decode(data []byte) (raw rawConfig, problems []Problem, broken []string, fa
 	repair(&root, map[*yaml.Node]bool{})
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		top := root.Content[0]
-		repairElements(child(top, "streams"))
+		for _, list := range []string{"streams", "resource_groups", "connections", "tasks"} {
+			repairElements(child(top, list))
+		}
 		repairElements(child(child(top, "api"), "tokens"))
 	}
 	_ = root.Decode(&raw) // the first pass reported whatever fails here
@@ -194,8 +284,9 @@ func decode(data []byte) (raw rawConfig, problems []Problem, broken []string, fa
 
 // repair removes the later of two equal keys from every mapping, as
 // yaml.v3 decodes nothing of a mapping with a duplicate key. It leaves
-// streams' keys mappings alone: rawKeys reads those itself and the build
-// stage reports a table listed twice.
+// streams' keys and tasks' params and outputs mappings alone: rawKeys and
+// rawParams read those themselves and later stages report an entry listed
+// twice.
 func repair(n *yaml.Node, seen map[*yaml.Node]bool) {
 	if n == nil || seen[n] {
 		return
@@ -212,7 +303,7 @@ func repair(n *yaml.Node, seen map[*yaml.Node]bool) {
 			}
 			keys[id] = true
 			kept = append(kept, k, v)
-			if k.Value == "keys" && v.Kind == yaml.MappingNode {
+			if ownMapping[k.Value] && v.Kind == yaml.MappingNode {
 				seen[v] = true
 				for _, c := range v.Content {
 					repair(c, seen)
@@ -242,6 +333,9 @@ func repairElements(n *yaml.Node) {
 		}
 	}
 }
+
+// ownMapping lists the keys whose mappings decode themselves.
+var ownMapping = map[string]bool{"keys": true, "params": true, "outputs": true}
 
 // child returns the value of key in mapping n, following aliases.
 func child(n *yaml.Node, key string) *yaml.Node {
@@ -395,7 +489,8 @@ var rawTypes = map[string]reflect.Type{}
 
 func init() {
 	for _, v := range []any{rawConfig{}, rawAPI{}, rawToken{}, rawLog{}, rawStream{},
-		rawSource{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{}} {
+		rawSource{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{},
+		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}} {
 		t := reflect.TypeOf(v)
 		rawTypes[t.String()] = t
 	}

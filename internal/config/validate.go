@@ -77,6 +77,9 @@ var (
 	slotNameRE   = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 )
 
+// noWork is the problem of a configuration without streams or tasks.
+var noWork = Problem{"streams", "no streams and no tasks: add at least one stream or task"}
+
 // Validate checks a configuration, defaults filled in, and returns a
 // *ValidationError listing every problem, or nil.
 func (c *Config) Validate() error {
@@ -85,8 +88,8 @@ func (c *Config) Validate() error {
 	v.api(&c.API)
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	v.oneOf("log.format", c.Log.Format, FormatAuto, FormatJSON, FormatText)
-	if len(c.Streams) == 0 {
-		v.add("streams", "no streams: add at least one stream")
+	if len(c.Streams) == 0 && len(c.Tasks) == 0 {
+		v.problems = append(v.problems, noWork)
 	}
 	names := map[string]int{}
 	nameTaken := make([]bool, len(c.Streams))
@@ -102,6 +105,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	v.sharedSourceNames(c.Streams, nameTaken)
+	v.batch(c)
 	if len(v.problems) == 0 {
 		return nil
 	}
@@ -117,10 +121,7 @@ func (v *checker) add(path, format string, args ...any) {
 }
 
 func (v *checker) oneOf(path, value string, options ...string) {
-	use := options[0]
-	if n := len(options); n > 1 {
-		use = strings.Join(options[:n-1], ", ") + " or " + options[n-1]
-	}
+	use := orList(options)
 	switch {
 	case value == "":
 		v.add(path, "missing: use %s", use)
@@ -250,19 +251,25 @@ func (v *checker) source(p string, s *Stream) {
 }
 
 func (v *checker) destination(p string, d *Destination) {
-	v.oneOf(p+".type", d.Type, TypePostgres, TypeSQLite)
-	switch d.Type {
+	v.database(p, "destination", d.Type, d.DSN, d.Path, "replica.db")
+}
+
+// database checks the type, dsn and path of a destination or connection
+// (what), exampleFile being an example of an SQLite path.
+func (v *checker) database(p, what, typ, dsn, path, exampleFile string) {
+	v.oneOf(p+".type", typ, TypePostgres, TypeSQLite)
+	switch typ {
 	case TypePostgres:
-		v.dsn(p+".dsn", d.DSN, "the destination database")
-		if d.Path != "" {
-			v.add(p+".path", "only sqlite destinations have a path: remove it, or use dsn")
+		v.dsn(p+".dsn", dsn, "the "+what+" database")
+		if path != "" {
+			v.add(p+".path", "only sqlite %ss have a path: remove it, or use dsn", what)
 		}
 	case TypeSQLite:
-		if d.Path == "" {
-			v.add(p+".path", "missing: give the database file, e.g. path: replica.db")
+		if path == "" {
+			v.add(p+".path", "missing: give the database file, e.g. path: %s", exampleFile)
 		}
-		if d.DSN != "" {
-			v.add(p+".dsn", "only postgres destinations have a dsn: remove it, or use path")
+		if dsn != "" {
+			v.add(p+".dsn", "only postgres %ss have a dsn: remove it, or use path", what)
 		}
 	}
 }

@@ -10,12 +10,31 @@ import (
 // stream returns a valid stream as a YAML flow mapping, with the keys in
 // over replacing, or for "", removing the minimal stream's.
 func stream(over map[string]string) string {
-	fields := map[string]string{
+	return flow(map[string]string{
 		"name":        "shop",
 		"source":      `{dsn: "postgres://tidemark:secret@db/shop"}`,
 		"destination": "{type: sqlite, path: replica.db}",
 		"include":     "[public.*]",
+	}, over)
+}
+
+// task returns a valid task as a YAML flow mapping, like stream.
+func task(over map[string]string) string {
+	return flow(map[string]string{"name": "a", "type": "noop", "schedule": "daily"}, over)
+}
+
+func tasks(over ...map[string]string) string {
+	var s []string
+	for _, o := range over {
+		s = append(s, task(o))
 	}
+	return "tasks: [" + strings.Join(s, ", ") + "]\n"
+}
+
+// flow returns fields as a YAML flow mapping, with the keys in over
+// replacing, or for "", removing theirs.
+func flow(fields, over map[string]string) string {
+	fields = maps.Clone(fields)
 	maps.Copy(fields, over)
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
@@ -47,8 +66,8 @@ var one = streams(nil)
 // validationCases cover every check, each with the exact problems reported.
 var validationCases = []problemCase{
 	// Top level.
-	{"no streams", "", []Problem{{"streams", "no streams: add at least one stream"}}},
-	{"empty streams", "streams: []", []Problem{{"streams", "no streams: add at least one stream"}}},
+	{"no streams", "", []Problem{{"streams", "no streams and no tasks: add at least one stream or task"}}},
+	{"empty streams", "streams: []", []Problem{{"streams", "no streams and no tasks: add at least one stream or task"}}},
 	{"metadata scheme", "metadata: mysql://root:secret@db\n" + one, []Problem{{"metadata",
 		"not a sqlite:// or postgres:// URL: use e.g. sqlite://tidemark.db or postgres://user:password@host:5432/dbname"}}},
 	{"metadata sqlite no file", "metadata: sqlite://\n" + one, []Problem{{"metadata",
@@ -182,7 +201,14 @@ var validationCases = []problemCase{
 }
 
 func TestValidationErrors(t *testing.T) {
-	for _, tc := range validationCases {
+	checkCases(t, validationCases)
+}
+
+// checkCases checks that each case's configuration has exactly its
+// problems, none of them showing a secret.
+func checkCases(t *testing.T, cases []problemCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse([]byte(tc.yaml), nil)
 			if cfg != nil {
@@ -260,7 +286,7 @@ streams:
 		{"", "the file holds more than one YAML document: keep only the first (remove ---)"}}},
 	{"not a mapping", "- a\n", []Problem{
 		{"line 1", "expected a mapping of keys to values, found a list"},
-		{"streams", "no streams: add at least one stream"}}},
+		{"streams", "no streams and no tasks: add at least one stream or task"}}},
 }
 
 func TestShapeErrors(t *testing.T) {

@@ -14,6 +14,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
+	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
@@ -25,6 +28,7 @@ type Daemon struct {
 	st      *store.Store
 	log     *slog.Logger
 	streams []*stream.Stream
+	batch   *engine.Engine
 	api     *api.Server
 	// Ready is closed once the API listens; Addr is then its address.
 	Ready chan struct{}
@@ -49,9 +53,46 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 		}
 		d.streams = append(d.streams, s)
 	}
-	d.api = api.New(d.streams, st, cfg.API.Tokens, log)
+	if len(cfg.Tasks) > 0 {
+		if d.batch, err = newEngine(cfg, st, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log)
 	return d, nil
 }
+
+// newEngine builds the batch engine over the configured tasks.
+func newEngine(cfg *config.Config, st *store.Store, log *slog.Logger) (*engine.Engine, error) {
+	graph, err := dag.New(cfg.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	conns := map[string]runner.Connection{}
+	for _, c := range cfg.Connections {
+		dsn := c.DSN
+		if c.Type == config.TypeSQLite {
+			dsn = c.Path
+		}
+		conns[c.Name] = runner.Connection{Name: c.Name, Type: c.Type, DSN: dsn}
+	}
+	groups := map[string]int{}
+	for _, g := range cfg.ResourceGroups {
+		groups[g.Name] = g.Concurrency
+	}
+	return engine.New(engine.Options{
+		Store: st, Graph: graph, Connections: conns, ResourceGroups: groups,
+		OutputLookback: time.Duration(cfg.Batch.OutputLookbackDays) * 24 * time.Hour,
+		ConfirmAbove:   cfg.Batch.ConfirmAbove,
+		LogLimit:       cfg.Batch.LogLimitBytes,
+		Schedule:       true,
+		Logger:         log,
+	})
+}
+
+// Batch returns the batch engine, nil when no tasks are configured.
+func (d *Daemon) Batch() *engine.Engine { return d.batch }
 
 // checkListen refuses to serve beyond loopback without a token.
 func checkListen(a config.API) error {
@@ -102,7 +143,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, s := range d.streams {
 		g.Go(func() error { return s.Run(gctx) })
 	}
-	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "streams", len(d.streams))
+	if d.batch != nil {
+		g.Go(func() error { return d.batch.Run(gctx) })
+	}
+	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
 	close(d.Ready)
 	return g.Wait()
 }

@@ -88,7 +88,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		db.SetConnMaxLifetime(0)
 		db.SetConnMaxIdleTime(0)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)
 	}
@@ -98,6 +98,31 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)
 	}
 	return s, nil
+}
+
+// ping opens the first connection. SQLite can answer SQLITE_BUSY at once,
+// without waiting out busy_timeout, while another process switches a fresh
+// file to WAL mode; that passes, so it is retried for a while.
+func ping(ctx context.Context, db *sql.DB) error {
+	var err error
+	for attempt := 1; attempt <= 50; attempt++ {
+		if err = db.PingContext(ctx); err == nil || !isBusy(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (code 5, with any
+// extended code).
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5
 }
 
 // Close closes the database handle.

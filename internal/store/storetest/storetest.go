@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Counters", testCounters},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
+		{"Batch", testBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

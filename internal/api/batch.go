@@ -1,0 +1,530 @@
+package api
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// The batch routes: recurring tasks, their DAG and their backfills.
+func (s *Server) batchRoutes() {
+	s.handle("GET /api/v1/tasks", s.listTasks)
+	s.handle("GET /api/v1/tasks/{task}", s.getTask)
+	s.handle("POST /api/v1/batch/preview", s.previewBatch)
+	s.handle("POST /api/v1/batch/backfills", s.submitBatch)
+	s.handle("GET /api/v1/batch/backfills", s.listBatch)
+	s.handle("GET /api/v1/batch/backfills/{id}", s.getBatch)
+	s.handle("POST /api/v1/batch/backfills/{id}/stop", s.stopBatch)
+	s.handle("POST /api/v1/batch/backfills/{id}/rerun", s.rerunBatch)
+	s.handle("GET /api/v1/batch/backfills/{id}/instances", s.listInstances)
+	s.handle("GET /api/v1/batch/backfills/{id}/nodes.csv", s.exportNodes)
+	s.handle("GET /api/v1/batch/instances", s.listInstances)
+	s.handle("GET /api/v1/batch/instances/{id}", s.getInstance)
+	s.handle("GET /api/v1/batch/instances/{id}/log", s.instanceLog)
+	s.handle("POST /api/v1/batch/instances/{id}/stop", s.instanceAction)
+	s.handle("POST /api/v1/batch/instances/{id}/rerun", s.instanceAction)
+	s.handle("POST /api/v1/batch/instances/{id}/mark-succeeded", s.instanceAction)
+}
+
+func (s *Server) engine() (*engine.Engine, error) {
+	if s.batch == nil {
+		return nil, &Error{Status: http.StatusNotFound, Code: "no_tasks", Message: "no recurring tasks are configured: declare them under tasks: in the config (docs/config.md)"}
+	}
+	return s.batch, nil
+}
+
+// TaskView is a task as the API shows it.
+type TaskView struct {
+	ID            string      `json:"id"`
+	Name          string      `json:"name"`
+	Project       string      `json:"project"`
+	Owner         string      `json:"owner,omitempty"`
+	Output        string      `json:"output,omitempty"`
+	Type          string      `json:"type"`
+	Schedule      string      `json:"schedule"`
+	Timezone      string      `json:"timezone"`
+	Upstream      []string    `json:"upstream"`
+	Downstream    []string    `json:"downstream"`
+	SelfDependent bool        `json:"self_dependent,omitempty"`
+	Paused        bool        `json:"paused,omitempty"`
+	DryRun        bool        `json:"dry_run,omitempty"`
+	Single        bool        `json:"single_instance,omitempty"`
+	ResourceGroup string      `json:"resource_group"`
+	Params        []dag.Param `json:"params,omitempty"`
+	Outputs       []dag.Param `json:"outputs,omitempty"`
+	Code          string      `json:"code,omitempty"`
+}
+
+func taskView(g *dag.Graph, t *dag.Task) TaskView {
+	code := t.Command
+	if t.Type == dag.TypeSQL {
+		code = t.SQL
+	}
+	return TaskView{ID: t.ID, Name: t.Name, Project: t.Project, Owner: t.Owner, Output: t.Output, Type: t.Type,
+		Schedule: t.Schedule.String(), Timezone: t.Schedule.Location.String(),
+		Upstream: nonNil(g.Upstream(t.ID)), Downstream: nonNil(g.Downstream(t.ID)),
+		SelfDependent: t.SelfDependent, Paused: t.Paused, DryRun: t.DryRun, Single: t.SingleInstance,
+		ResourceGroup: t.ResourceGroup, Params: t.Params, Outputs: t.Outputs, Code: code}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, _ string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	g := e.Graph()
+	out := []TaskView{}
+	for _, t := range g.Tasks() {
+		out = append(out, taskView(g, t))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request, _ string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	t, err := e.Graph().Lookup(r.PathValue("task"))
+	if err != nil {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	}
+	writeJSON(w, http.StatusOK, taskView(e.Graph(), t))
+	return nil
+}
+
+// PlanView is a plan as the preview shows it: every instance with its
+// times in the task's and the user's time zone and what it waits for.
+type PlanView struct {
+	Name      string            `json:"name"`
+	Task      string            `json:"task"`
+	RunAt     time.Time         `json:"run_at"`
+	Dates     []string          `json:"dates"`
+	Groups    [][]string        `json:"groups"`
+	Tasks     []string          `json:"tasks"`
+	Count     int               `json:"count"`
+	Skipped   int               `json:"skipped"`
+	Warnings  []string          `json:"warnings,omitempty"`
+	Timezone  string            `json:"user_timezone"`
+	Instances []PlannedInstance `json:"instances"`
+	Truncated bool              `json:"truncated,omitempty"`
+}
+
+// PlannedInstance is one instance of a preview.
+type PlannedInstance struct {
+	Index         int    `json:"index"`
+	Task          string `json:"task"`
+	Date          string `json:"date"`
+	BizTime       string `json:"biz_time"`       // task's time zone
+	ScheduledTask string `json:"scheduled"`      // task's time zone
+	ScheduledUser string `json:"scheduled_user"` // user's time zone
+	Group         int    `json:"group"`
+	Seq           int    `json:"seq"`
+	Order         int    `json:"order"`
+	Mode          string `json:"mode"`
+	Reason        string `json:"reason,omitempty"`
+	WaitsFor      []int  `json:"waits_for,omitempty"`
+	ResourceGroup string `json:"resource_group"`
+}
+
+func planView(g *dag.Graph, p *plan.Plan, user *time.Location, limit int) PlanView {
+	v := PlanView{Name: p.Name, Task: p.Task, RunAt: p.RunAt, Tasks: p.Tasks, Count: len(p.Instances),
+		Skipped: p.Skipped, Warnings: p.Warnings, Timezone: user.String(), Instances: []PlannedInstance{}}
+	for _, d := range p.Dates {
+		v.Dates = append(v.Dates, d.String())
+	}
+	for _, grp := range p.Groups {
+		var ds []string
+		for _, d := range grp {
+			ds = append(ds, d.String())
+		}
+		v.Groups = append(v.Groups, ds)
+	}
+	const layout = "2006-01-02 15:04 MST"
+	for i, in := range p.Instances {
+		if i >= limit {
+			v.Truncated = true
+			break
+		}
+		loc := time.UTC
+		if t, ok := g.Task(in.Task); ok && t.Schedule.Location != nil {
+			loc = t.Schedule.Location
+		}
+		v.Instances = append(v.Instances, PlannedInstance{Index: i, Task: in.Task, Date: in.Date.String(),
+			BizTime: in.BizTime.In(loc).Format(layout), ScheduledTask: in.Scheduled.In(loc).Format(layout),
+			ScheduledUser: in.Scheduled.In(user).Format(layout), Group: in.Group, Seq: in.Seq, Order: in.Order,
+			Mode: in.Mode, Reason: in.Reason, WaitsFor: in.Deps, ResourceGroup: in.ResourceGroup})
+	}
+	return v
+}
+
+// userZone reads ?tz= (default UTC).
+func userZone(r *http.Request) (*time.Location, error) {
+	name := r.URL.Query().Get("tz")
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, badRequest("tz %q is not a time zone: use an IANA name such as Europe/Paris", name)
+	}
+	return loc, nil
+}
+
+func (s *Server) previewBatch(w http.ResponseWriter, r *http.Request, _ string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	user, err := userZone(r)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", 1000, 1, 1000000)
+	if err != nil {
+		return err
+	}
+	var req plan.Request
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	p, err := e.Preview(r.Context(), req)
+	if err != nil {
+		return planError(err)
+	}
+	writeJSON(w, http.StatusOK, planView(e.Graph(), p, user, limit))
+	return nil
+}
+
+// SubmitResponse is the answer to a submitted backfill.
+type SubmitResponse struct {
+	Backfill store.BatchBackfill `json:"backfill"`
+	Plan     PlanView            `json:"plan"`
+}
+
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, who string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	user, err := userZone(r)
+	if err != nil {
+		return err
+	}
+	var req plan.Request
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	rec, p, err := e.Submit(r.Context(), req, who)
+	if err != nil {
+		return planError(err)
+	}
+	writeJSON(w, http.StatusCreated, SubmitResponse{Backfill: rec, Plan: planView(e.Graph(), p, user, 100)})
+	return nil
+}
+
+// planError turns a refused request into a 400 that names the field.
+func planError(err error) error {
+	var re *plan.RequestError
+	if errors.As(err, &re) {
+		code := "bad_request"
+		if re.Field == "confirm" {
+			code = "confirm"
+		}
+		return &Error{Status: http.StatusBadRequest, Code: code, Message: re.Error()}
+	}
+	return engineError(err)
+}
+
+func engineError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	case errors.Is(err, engine.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: "refused", Message: err.Error()}
+	}
+	return err
+}
+
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("%s %q: use a number from %d to %d", name, v, lo, hi)
+	}
+	return n, nil
+}
+
+func pathID(r *http.Request, what string) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("%s id %q is not a positive number", what, r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (s *Server) listBatch(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	f := store.BatchBackfillFilter{Task: q.Get("task"), State: q.Get("state"), StartedBy: q.Get("started_by")}
+	var err error
+	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return err
+	}
+	if f.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return err
+	}
+	if f.Limit, err = intParam(r, "limit", 0, 1, 100000); err != nil {
+		return err
+	}
+	recs, err := s.st.ListBatchBackfills(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if recs == nil {
+		recs = []store.BatchBackfill{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+	return nil
+}
+
+func (s *Server) getBatch(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
+	}
+	rec, err := s.st.GetBatchBackfill(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+func (s *Server) stopBatch(w http.ResponseWriter, r *http.Request, who string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
+	}
+	if err := e.StopBackfill(r.Context(), id, who); err != nil {
+		return engineError(err)
+	}
+	return s.getBatch(w, r, who)
+}
+
+// RerunRequest names instances to re-run; empty means every failed or
+// stopped one.
+type RerunRequest struct {
+	Instances []int64 `json:"instances,omitempty"`
+}
+
+func (s *Server) rerunBatch(w http.ResponseWriter, r *http.Request, who string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
+	}
+	var req RerunRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	if _, err := e.Rerun(r.Context(), id, req.Instances, who); err != nil {
+		return engineError(err)
+	}
+	return s.getBatch(w, r, who)
+}
+
+func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	f := store.BatchInstanceFilter{Task: q.Get("task"), Scheduled: q.Get("scheduled") == "true"}
+	if r.PathValue("id") != "" {
+		id, err := pathID(r, "backfill")
+		if err != nil {
+			return err
+		}
+		if _, err := s.st.GetBatchBackfill(r.Context(), id); err != nil {
+			return err
+		}
+		f.BackfillID = id
+	}
+	if st := q.Get("state"); st != "" {
+		f.States = []string{st}
+	}
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("after %q: use an instance id", a)
+		}
+		f.AfterID = n
+	}
+	var err error
+	if f.Limit, err = intParam(r, "limit", 1000, 1, 100000); err != nil {
+		return err
+	}
+	out, err := s.st.ListBatchInstances(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		out = []store.BatchInstance{}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getInstance(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := pathID(r, "instance")
+	if err != nil {
+		return err
+	}
+	in, err := s.st.GetBatchInstance(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, in)
+	return nil
+}
+
+// LogView is an attempt's log.
+type LogView struct {
+	Instance int64  `json:"instance"`
+	Attempt  int    `json:"attempt"`
+	Log      string `json:"log"`
+}
+
+func (s *Server) instanceLog(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := pathID(r, "instance")
+	if err != nil {
+		return err
+	}
+	attempt, err := intParam(r, "attempt", 0, 1, 1000000)
+	if err != nil {
+		return err
+	}
+	text, got, err := s.st.GetInstanceLog(r.Context(), id, attempt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, LogView{Instance: id, Attempt: got, Log: text})
+	return nil
+}
+
+// instanceAction stops, re-runs or marks one instance succeeded, by the
+// last segment of the path.
+func (s *Server) instanceAction(w http.ResponseWriter, r *http.Request, who string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "instance")
+	if err != nil {
+		return err
+	}
+	in, err := s.st.GetBatchInstance(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	switch lastSegment(r.URL.Path) {
+	case "stop":
+		err = e.StopInstance(r.Context(), id, who)
+	case "rerun":
+		if in.BackfillID == 0 {
+			return &Error{Status: http.StatusConflict, Code: "refused", Message: "instances of the recurring schedule are re-run by a backfill of their task and date"}
+		}
+		_, err = e.Rerun(r.Context(), in.BackfillID, []int64{id}, who)
+	default:
+		if in.BackfillID == 0 {
+			return &Error{Status: http.StatusConflict, Code: "refused", Message: "instances of the recurring schedule cannot be marked succeeded; run a dry-run backfill of their task and date"}
+		}
+		err = e.MarkSucceeded(r.Context(), in.BackfillID, id, who)
+	}
+	if err != nil {
+		return engineError(err)
+	}
+	return s.getInstance(w, r, who)
+}
+
+func lastSegment(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+// exportNodes writes the backfill's selected task list as CSV.
+func (s *Server) exportNodes(w http.ResponseWriter, r *http.Request, _ string) error {
+	e, err := s.engine()
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	var order []string
+	var after int64
+	for {
+		page, err := s.st.ListBatchInstances(r.Context(), store.BatchInstanceFilter{BackfillID: id, AfterID: after, Limit: 10000})
+		if err != nil {
+			return err
+		}
+		for _, in := range page {
+			if counts[in.Task] == 0 {
+				order = append(order, in.Task)
+			}
+			counts[in.Task]++
+		}
+		if len(page) < 10000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(order) == 0 {
+		if _, err := s.st.GetBatchBackfill(r.Context(), id); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=\"backfill-%d-nodes.csv\"", id))
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"id", "name", "project", "owner", "output", "type", "schedule", "instances"})
+	for _, tid := range order {
+		row := []string{tid, "", "", "", "", "", "", strconv.Itoa(counts[tid])}
+		if t, ok := e.Graph().Task(tid); ok {
+			row = []string{t.ID, t.Name, t.Project, t.Owner, t.Output, t.Type, t.Schedule.String(), strconv.Itoa(counts[tid])}
+		}
+		_ = cw.Write(row)
+	}
+	cw.Flush()
+	return cw.Error()
+}

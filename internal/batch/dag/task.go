@@ -1,0 +1,63 @@
+// Package dag holds recurring task definitions and the dependency graph
+// between them: lookups, levels of upstream and downstream, and the node
+// selections a backfill request can make.
+package dag
+
+import (
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/calendar"
+)
+
+// Task types.
+const (
+	TypeShell = "shell"
+	TypeSQL   = "sql"
+	TypeNoop  = "noop"
+)
+
+// Task is one recurring task as declared in the configuration.
+type Task struct {
+	// ID is "project.name"; names are unique within a project.
+	ID      string
+	Name    string
+	Project string
+	Owner   string
+	// Output is the name of what the task produces (a table, a partition
+	// family); backfills can select tasks by it.
+	Output string
+
+	Type       string // TypeShell, TypeSQL or TypeNoop
+	Command    string // shell: run with /bin/sh -c
+	Connection string // sql: name of a configured connection
+	SQL        string // sql: statements, run in one transaction
+
+	Schedule calendar.Schedule
+
+	// Upstream lists the IDs of the tasks this one depends on in the same
+	// cycle (see docs/batch.md for tasks with other schedules).
+	Upstream []string
+	// SelfDependent tasks depend on their own previous cycle.
+	SelfDependent bool
+
+	// Params are rendered with the instance's business time; Outputs are
+	// the output parameters a downstream task can read, with their
+	// defaults.
+	Params  []Param
+	Outputs []Param
+
+	Paused         bool
+	DryRun         bool
+	SingleInstance bool // one instance may cover all dates of a backfill
+
+	Retries       int
+	RetryBackoff  time.Duration // doubles after each failed attempt
+	Timeout       time.Duration // 0 is none
+	ResourceGroup string
+}
+
+// Param is a named value.
+type Param struct {
+	Name  string
+	Value string
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Errors of the commands; the API maps them to status codes.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// history adapts stored run states to plan.History.
+type history map[store.TaskTime]string
+
+func (h history) Last(task string, biz time.Time) string {
+	return h[store.TaskTime{Task: task, BizTime: biz.UTC()}]
+}
+
+// Preview plans req without running anything.
+func (e *Engine) Preview(ctx context.Context, req plan.Request) (*plan.Plan, error) {
+	now := e.now()
+	seq := 1
+	if root, err := e.graph.Lookup(req.Task); err == nil {
+		n, err := e.st.CountBatchBackfillsSince(ctx, root.ID, startOfDayUTC(now))
+		if err != nil {
+			return nil, err
+		}
+		seq = n + 1
+	}
+	in := plan.Input{Graph: e.graph, Request: req, Now: now, Sequence: seq, ConfirmAbove: e.opts.ConfirmAbove}
+	p, err := plan.Build(in)
+	if err != nil || !needsHistory(req) || len(p.Instances) == 0 {
+		return p, err
+	}
+	// The policies for dates already run need their history: plan once to
+	// learn the tasks and times, read it, and plan again.
+	from, to := p.Instances[0].BizTime, p.Instances[0].BizTime
+	for _, in := range p.Instances {
+		from, to = minTime(from, in.BizTime), maxTime(to, in.BizTime)
+	}
+	states, err := e.st.TaskRunStates(ctx, p.Tasks, from, to)
+	if err != nil {
+		return nil, err
+	}
+	in.History = history(states)
+	return plan.Build(in)
+}
+
+func needsHistory(r plan.Request) bool {
+	return (r.Succeeded != "" && r.Succeeded != plan.SucceededRerun) || r.Running == plan.RunningSkip
+}
+
+// Submit plans req, records the backfill and its instances, and hands them
+// to the loop.
+func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string) (store.BatchBackfill, *plan.Plan, error) {
+	p, err := e.Preview(ctx, req)
+	if err != nil {
+		return store.BatchBackfill{}, nil, err
+	}
+	if len(p.Instances) == 0 {
+		return store.BatchBackfill{}, p, &plan.RequestError{Field: "dates", Message: fmt.Sprintf("nothing to run: every selected task date is left out (%d by the succeeded/running policies)", p.Skipped)}
+	}
+	reqJSON, err := json.Marshal(req)
+	if err != nil {
+		return store.BatchBackfill{}, nil, fmt.Errorf("encode request: %w", err)
+	}
+	rec := store.BatchBackfill{Name: p.Name, Task: p.Task, StartedBy: startedBy, Request: reqJSON,
+		State: store.BatchWaiting, RunAt: p.RunAt.UTC()}
+	insts := make([]store.BatchInstance, len(p.Instances))
+	deps := make([][]int, len(p.Instances))
+	for i, pi := range p.Instances {
+		st := store.InstanceWaiting
+		if pi.Mode == plan.ModeBlocked {
+			st = store.InstanceBlocked
+		}
+		insts[i] = store.BatchInstance{Task: pi.Task, BizTime: pi.BizTime.UTC(), BizEnd: pi.BizEnd.UTC(),
+			Scheduled: pi.Scheduled.UTC(), Group: pi.Group, Seq: pi.Seq, Order: pi.Order, Mode: pi.Mode,
+			ResourceGroup: pi.ResourceGroup, State: st, Reason: pi.Reason}
+		deps[i] = pi.Deps
+	}
+	if err := e.st.CreateBatchBackfill(ctx, &rec, insts, deps); err != nil {
+		return store.BatchBackfill{}, nil, fmt.Errorf("record backfill: %w", err)
+	}
+	err = e.do(ctx, func(ctx context.Context) error {
+		if err := e.adopt(rec, insts); err != nil {
+			return err
+		}
+		e.publish(Event{Kind: "backfill", BackfillID: rec.ID, State: rec.State})
+		return nil
+	})
+	if err != nil {
+		return rec, p, fmt.Errorf("backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
+	}
+	return rec, p, nil
+}
+
+// StopBackfill stops a backfill: its running instances are ended and the
+// others will not run.
+func (e *Engine) StopBackfill(ctx context.Context, id int64, by string) error {
+	return e.do(ctx, func(ctx context.Context) error {
+		bf := e.s.bfs[id]
+		if bf == nil {
+			return e.notOpen(ctx, id)
+		}
+		e.stopBackfill(ctx, bf, "stopped by "+by)
+		return nil
+	})
+}
+
+func (e *Engine) notOpen(ctx context.Context, id int64) error {
+	rec, err := e.st.GetBatchBackfill(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("backfill %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("backfill %d already ended (%s): %w", id, rec.State, ErrConflict)
+}
+
+func (e *Engine) stopBackfill(ctx context.Context, bf *backfill, reason string) {
+	bf.stopped = true
+	bf.rec.Error = reason
+	now := e.now().UTC()
+	var changes []store.BatchInstance
+	var stopped []*node
+	for _, n := range bf.nodes {
+		switch {
+		case n.run != nil:
+			n.run.stopReason = reason
+			if n.run.cancel != nil {
+				n.run.cancel()
+			}
+		case n.state == store.InstanceWaiting:
+			changes = append(changes, record(n, store.InstanceStopped, reason, now))
+			stopped = append(stopped, n)
+		}
+	}
+	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+		e.log.Error("record stopped instances", "backfill", bf.rec.ID, "err", err)
+	}
+	for _, n := range stopped {
+		n.state, n.reason = store.InstanceStopped, reason
+	}
+	if bf.rec.State == store.BatchWaiting {
+		bf.rec.State = store.BatchRunning // so that checkDone ends it
+	}
+	bf.queued = 0
+	e.unqueueBackfill(bf)
+	e.checkDone(ctx, bf)
+}
+
+// unqueueBackfill forgets a stopped backfill's queued nodes: the queues
+// skip nodes that are no longer waiting.
+func (e *Engine) unqueueBackfill(bf *backfill) {
+	for _, n := range bf.nodes {
+		n.queued = false
+	}
+}
+
+// StopInstance stops one instance (ending its process or SQL if it runs).
+func (e *Engine) StopInstance(ctx context.Context, id int64, by string) error {
+	return e.do(ctx, func(ctx context.Context) error {
+		n := e.s.nodes[id]
+		if n == nil {
+			return e.instanceNotOpen(ctx, id)
+		}
+		reason := "stopped by " + by
+		if n.run != nil {
+			n.run.stopReason = reason
+			if n.run.cancel != nil {
+				n.run.cancel()
+			}
+			return nil
+		}
+		if n.state != store.InstanceWaiting {
+			return fmt.Errorf("instance %d is %s, not waiting or running: %w", id, n.state, ErrConflict)
+		}
+		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{record(n, store.InstanceStopped, reason, e.now().UTC())}); err != nil {
+			return err
+		}
+		n.state, n.reason = store.InstanceStopped, reason
+		n.unqueue()
+		e.publishInstance(n)
+		if n.bf != nil {
+			e.checkDone(ctx, n.bf)
+		}
+		return nil
+	})
+}
+
+func (e *Engine) instanceNotOpen(ctx context.Context, id int64) error {
+	in, err := e.st.GetBatchInstance(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("instance %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("instance %d is %s and its backfill has ended; re-run it instead: %w", id, in.State, ErrConflict)
+}
+
+func startOfDayUTC(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

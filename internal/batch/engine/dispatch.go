@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// claimBatch bounds the instances claimed in one transaction.
+const claimBatch = 256
+
+// ending is the end of one attempt.
+type ending struct {
+	n       *node
+	attempt int
+	res     runner.Result
+	log     string
+}
+
+// dispatch records the ready dry-run instances as such, claims ready
+// instances up to the free slots, and starts them.
+func (e *Engine) dispatch(ctx context.Context) {
+	s := e.s
+	now := e.now().UTC()
+	var changes []store.BatchInstance
+	var dry []*node
+	for _, n := range s.dry {
+		n.unqueue()
+		if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) {
+			continue
+		}
+		dry = append(dry, n)
+		changes = append(changes, record(n, store.InstanceDryRun, n.reason, now))
+	}
+	s.dry = s.dry[:0]
+
+	var claims []*node
+	for rg, q := range s.queues {
+		for s.free[rg] > 0 && q.Len() > 0 && len(claims) < claimBatch {
+			n := heap.Pop(q).(*node)
+			n.unqueue()
+			if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) {
+				continue
+			}
+			if holder := s.busy[n.key()]; holder != nil {
+				// The same task and business time is running elsewhere
+				// (the schedule or another backfill): wait for it.
+				n.queued = true
+				if n.bf != nil {
+					n.bf.queued++
+				}
+				s.busyWait[n.key()] = append(s.busyWait[n.key()], n)
+				continue
+			}
+			s.busy[n.key()] = n
+			s.free[rg]--
+			claims = append(claims, n)
+		}
+	}
+	if len(dry) == 0 && len(claims) == 0 {
+		return
+	}
+	specs := make([]runner.Spec, len(claims))
+	for i, n := range claims {
+		spec, rendered, err := e.prepare(ctx, n)
+		n.attempt++
+		n.run = &running{rendered: rendered, sqlTag: spec.Tag}
+		specs[i] = spec
+		if err != nil {
+			// A template that cannot render fails the attempt without
+			// running anything; the error says what to fix.
+			specs[i].Type = "invalid"
+			specs[i].Script = err.Error()
+		}
+		c := record(n, store.InstanceRunning, "", now)
+		c.StartedAt = &now
+		n.startedAt = &now
+		changes = append(changes, c)
+	}
+	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+		e.log.Error("record dispatched instances; retrying in a second", "err", err)
+		e.undoClaims(dry, claims)
+		return
+	}
+	for _, n := range dry {
+		n.state = store.InstanceDryRun
+		e.publishInstance(n)
+		e.released(n)
+		if n.bf != nil {
+			e.checkDone(ctx, n.bf)
+		}
+	}
+	for i, n := range claims {
+		n.state = store.InstanceRunning
+		if n.bf != nil {
+			n.bf.running++
+		}
+		e.publishInstance(n)
+		e.start(ctx, n, specs[i])
+	}
+}
+
+// undoClaims puts claimed nodes back after the store refused the claim.
+func (e *Engine) undoClaims(dry, claims []*node) {
+	retry := e.now().Add(time.Second)
+	for _, n := range claims {
+		delete(e.s.busy, n.key())
+		e.s.free[n.rg]++
+		n.attempt--
+		n.run = nil
+	}
+	for _, n := range append(dry, claims...) {
+		n.nextTry = retry
+		e.consider(n)
+	}
+}
+
+// record is the stored form of n in state st.
+func record(n *node, st, reason string, now time.Time) store.BatchInstance {
+	r := store.BatchInstance{
+		ID: n.id, Task: n.task.ID, State: st, Reason: reason, Attempt: n.attempt,
+		StartedAt: n.startedAt, Outputs: n.outputs,
+	}
+	if !n.nextTry.IsZero() && st == store.InstanceWaiting {
+		t := n.nextTry.UTC()
+		r.NextTry = &t
+	}
+	if st != store.InstanceWaiting && st != store.InstanceRunning {
+		r.FinishedAt = &now
+	}
+	if n.run != nil {
+		r.Rendered, r.SQLTag = n.run.rendered, n.run.sqlTag
+		r.PID, r.PGID, r.ProcStart = n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks
+	}
+	return r
+}
+
+// start runs one claimed attempt: no-op tasks end at once, inside the
+// loop; the others run in their own goroutine.
+func (e *Engine) start(ctx context.Context, n *node, spec runner.Spec) {
+	switch spec.Type {
+	case dag.TypeNoop:
+		e.s.localEnds = append(e.s.localEnds, ending{n: n, attempt: n.attempt})
+		return
+	case "invalid":
+		e.s.localEnds = append(e.s.localEnds, ending{n: n, attempt: n.attempt,
+			res: runner.Result{Err: fmt.Errorf("%s", spec.Script)}})
+		return
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.run.cancel = cancel
+	snapshot := record(n, store.InstanceRunning, "", time.Time{})
+	attempt := n.attempt
+	go func() {
+		defer cancel()
+		log := runner.NewLog(e.opts.LogLimit)
+		res := runner.Run(rctx, spec, log, func(p runner.Proc) error {
+			// Recorded before anything else happens, so that a restarted
+			// daemon can end the process group.
+			snapshot.PID, snapshot.PGID, snapshot.ProcStart = p.PID, p.PGID, p.StartTicks
+			return e.st.UpdateBatchInstances(rctx, []store.BatchInstance{snapshot})
+		})
+		e.ends <- ending{n: n, attempt: attempt, res: res, log: log.String()}
+	}()
+}
+
+func (e *Engine) publishInstance(n *node) {
+	ev := Event{Kind: "instance", InstanceID: n.id, Task: n.task.ID, State: n.state}
+	if n.bf != nil {
+		ev.BackfillID = n.bf.rec.ID
+	}
+	e.publish(ev)
+}

@@ -1,0 +1,160 @@
+// Package engine runs recurring tasks: the recurring schedule and batch
+// backfills, through one persisted dispatch path.
+//
+// One goroutine (the loop) owns every open instance in memory: the
+// dependency counters, the concurrency groups' gates, the resource groups'
+// free slots and the set of task cycles with a run in progress (so that the
+// schedule and a backfill never run the same task and business time at
+// once). Every state change is written to the store before the loop acts on
+// it; instances are claimed (state running) in one transaction per batch
+// before they start, and their ends are written in one transaction per
+// batch before what depends on them is released. A restarted daemon first
+// ends whatever a killed one left running (process groups, SQL sessions)
+// and then runs those instances again.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Store *store.Store
+	Graph *dag.Graph
+	// Connections of sql tasks by name.
+	Connections map[string]runner.Connection
+	// ResourceGroups gives each pool's concurrency.
+	ResourceGroups map[string]int
+	// OutputLookback bounds how old a run outside a backfill may be for its
+	// outputs to be used.
+	OutputLookback time.Duration
+	ConfirmAbove   int
+	LogLimit       int
+	// Schedule runs the recurring schedule; off, only backfills run.
+	Schedule bool
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// WorkDir is the working directory of shell tasks ("" = the daemon's).
+	WorkDir string
+}
+
+// Engine is the executor. Create it with New and start it with Run.
+type Engine struct {
+	opts  Options
+	st    *store.Store
+	graph *dag.Graph
+	log   *slog.Logger
+	now   func() time.Time
+	// fakeClock: the loop cannot sleep until a time of a clock it does not
+	// know, so it polls.
+	fakeClock bool
+
+	cmds  chan command
+	ends  chan ending
+	ready chan struct{} // closed when recovery is done and the loop runs
+
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+
+	// Owned by the loop goroutine.
+	s *state
+}
+
+// Event tells subscribers that an instance or a backfill changed.
+type Event struct {
+	Kind       string    `json:"kind"` // "instance" or "backfill"
+	BackfillID int64     `json:"backfill_id,omitempty"`
+	InstanceID int64     `json:"instance_id,omitempty"`
+	Task       string    `json:"task,omitempty"`
+	State      string    `json:"state"`
+	Time       time.Time `json:"time"`
+}
+
+// New checks the options.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil || opts.Graph == nil {
+		return nil, errors.New("batch engine: a store and a task graph are required")
+	}
+	fake := opts.Now != nil
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.LogLimit <= 0 {
+		opts.LogLimit = 1 << 20
+	}
+	if opts.ConfirmAbove <= 0 {
+		opts.ConfirmAbove = 10000
+	}
+	if opts.OutputLookback <= 0 {
+		opts.OutputLookback = 15 * 24 * time.Hour
+	}
+	if opts.ResourceGroups == nil {
+		opts.ResourceGroups = map[string]int{}
+	}
+	if _, ok := opts.ResourceGroups["default"]; !ok {
+		opts.ResourceGroups["default"] = 4
+	}
+	for _, t := range opts.Graph.Tasks() {
+		if _, ok := opts.ResourceGroups[t.ResourceGroup]; t.ResourceGroup != "" && !ok {
+			return nil, fmt.Errorf("batch engine: task %s uses resource group %q, which is not configured", t.ID, t.ResourceGroup)
+		}
+	}
+	return &Engine{
+		opts:  opts,
+		st:    opts.Store,
+		graph: opts.Graph,
+		log:   opts.Logger.With("component", "batch"),
+		now:   opts.Now,
+		cmds:  make(chan command),
+		ends:  make(chan ending, 1024),
+		ready: make(chan struct{}),
+		subs:  map[chan Event]struct{}{},
+
+		fakeClock: fake,
+	}, nil
+}
+
+// Ready is closed once the engine has recovered what a previous run left
+// and dispatches.
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// Graph returns the task graph.
+func (e *Engine) Graph() *dag.Graph { return e.graph }
+
+// Subscribe returns a channel of events and a function that ends the
+// subscription. A subscriber that falls behind misses events.
+func (e *Engine) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 256)
+	e.mu.Lock()
+	e.subs[ch] = struct{}{}
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		delete(e.subs, ch)
+		e.mu.Unlock()
+	}
+}
+
+func (e *Engine) publish(ev Event) {
+	ev.Time = e.now().UTC()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch := range e.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package engine_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// A diamond DAG over five dates in two groups: every instance succeeds,
+// none starts before what it waits for has finished, and a group's date
+// starts only when its previous date has finished.
+func TestDiamondGroupsRunInOrder(t *testing.T) {
+	tasks := []dag.Task{
+		task(t, "a", dag.TypeShell, "true"),
+		task(t, "b", dag.TypeShell, "true", "a"),
+		task(t, "c", dag.TypeNoop, "", "a"),
+		task(t, "d", dag.TypeShell, "true", "b", "c"),
+	}
+	v := newEnv(t, tasks, envOpts{groups: map[string]int{"default": 8}})
+	req := rangeReq("a", "2025-01-11", "2025-01-15")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels}
+	req.Groups = 2
+	rec := v.submit(req)
+	got := v.wait(rec.ID)
+	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != 20 {
+		t.Fatalf("backfill = %s %v, want succeeded with 20 succeeded instances", got.State, got.States)
+	}
+	ins := v.instances(rec.ID)
+	byID := map[int64]store.BatchInstance{}
+	for _, in := range ins {
+		byID[in.ID] = in
+	}
+	for _, in := range ins {
+		for _, dep := range in.Deps {
+			if d := byID[dep]; d.FinishedAt.After(*in.StartedAt) {
+				t.Errorf("%s %s started at %s before its upstream %s finished at %s", in.Task, in.BizTime, in.StartedAt, d.Task, d.FinishedAt)
+			}
+		}
+		if in.Task == "p.d" && len(in.Deps) != 2 {
+			t.Errorf("d waits for %d instances, want b and c of its date", len(in.Deps))
+		}
+	}
+	// Gates: in each group, every instance of seq k finished before any of
+	// seq k+1 started.
+	for _, a := range ins {
+		for _, b := range ins {
+			if a.Group == b.Group && b.Seq == a.Seq+1 && a.FinishedAt.After(*b.StartedAt) {
+				t.Errorf("group %d: %s of date %d finished after %s of the next date started", a.Group, a.Task, a.Seq, b.Task)
+			}
+		}
+	}
+	groups := map[int]map[string]bool{}
+	for _, in := range ins {
+		if groups[in.Group] == nil {
+			groups[in.Group] = map[string]bool{}
+		}
+		groups[in.Group][in.BizTime.Format("01-02")] = true
+	}
+	if len(groups[1]) != 3 || len(groups[2]) != 2 || !groups[1]["01-11"] || !groups[2]["01-15"] {
+		t.Errorf("groups = %v, want 11,12,13 and 14,15", groups)
+	}
+}
+
+// A failure halts the later dates of its group and what depends on it;
+// the other group goes on. Re-running the failed instance, now fixed,
+// finishes the backfill.
+func TestFailureHaltsGroupAndRerunFinishes(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "broken")
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := `if [ "$TIDEMARK_BIZDATE" = 20250112 ] && [ -e ` + flag + ` ]; then echo "bad input for $TIDEMARK_BIZDATE" >&2; exit 3; fi; echo ok`
+	tasks := []dag.Task{task(t, "a", dag.TypeShell, cmd), task(t, "b", dag.TypeShell, "echo b", "a")}
+	v := newEnv(t, tasks, envOpts{})
+	req := rangeReq("a", "2025-01-11", "2025-01-14")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: 1}
+	req.Groups = 2
+	rec := v.submit(req)
+	got := v.wait(rec.ID)
+	if got.State != store.BatchFailed {
+		t.Fatalf("state = %s, want failed", got.State)
+	}
+	m := byTaskDate(v.instances(rec.ID))
+	want := map[string]string{
+		"p.a 2025-01-11": store.InstanceSucceeded, "p.b 2025-01-11": store.InstanceSucceeded,
+		"p.a 2025-01-12": store.InstanceFailed, "p.b 2025-01-12": store.InstanceWaiting,
+		"p.a 2025-01-13": store.InstanceSucceeded, "p.b 2025-01-13": store.InstanceSucceeded, // group 2
+		"p.a 2025-01-14": store.InstanceSucceeded, "p.b 2025-01-14": store.InstanceSucceeded,
+	}
+	for k, st := range want {
+		if m[k].State != st {
+			t.Errorf("%s = %s, want %s", k, m[k].State, st)
+		}
+	}
+	failed := m["p.a 2025-01-12"]
+	log, _, err := v.st.GetInstanceLog(t.Context(), failed.ID, 0)
+	if err != nil || !strings.Contains(log, "bad input for 20250112") {
+		t.Errorf("log of the failed instance = %q, %v; want its stderr", log, err)
+	}
+	if !strings.Contains(failed.Error, "exit") {
+		t.Errorf("error = %q, want the exit status", failed.Error)
+	}
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.e.Rerun(t.Context(), rec.ID, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got = v.wait(rec.ID)
+	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != 8 {
+		t.Fatalf("after re-run: %s %v, want all 8 succeeded", got.State, got.States)
+	}
+	if a := byTaskDate(v.instances(rec.ID))["p.a 2025-01-12"]; a.Attempt != 2 {
+		t.Errorf("re-run instance attempt = %d, want 2", a.Attempt)
+	}
+}
+
+// Two backfills of the same task and dates never run one task date twice
+// at once: each run takes a directory lock that would fail if held.
+func TestSameTaskDateNeverRunsTwiceAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	cmd := `mkdir "` + dir + `/lock-$TIDEMARK_BIZDATE" || { echo "already running" >&2; exit 1; }; sleep 0.05; rmdir "` + dir + `/lock-$TIDEMARK_BIZDATE"`
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeShell, cmd)}, envOpts{groups: map[string]int{"default": 8}})
+	req := rangeReq("a", "2025-03-01", "2025-03-04")
+	req.Groups = 4
+	r1, r2 := v.submit(req), v.submit(req)
+	for _, id := range []int64{r1.ID, r2.ID} {
+		if got := v.wait(id); got.State != store.BatchSucceeded {
+			t.Errorf("backfill %d = %s %v, want succeeded (a failure means two runs overlapped)", id, got.State, got.States)
+		}
+	}
+}
+
+// A failing attempt is retried with backoff and the retry's success ends
+// the instance.
+func TestRetryAfterFailure(t *testing.T) {
+	cmd := `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; [ $n -ge 2 ]`
+	tk := task(t, "a", dag.TypeShell, cmd)
+	tk.Retries, tk.RetryBackoff = 2, 10*time.Millisecond
+	v := newEnv(t, []dag.Task{tk}, envOpts{})
+	rec := v.submit(rangeReq("a", "2025-03-01", "2025-03-01"))
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
+		t.Fatalf("state = %s, want succeeded after a retry", got.State)
+	}
+	in := v.instances(rec.ID)[0]
+	if in.Attempt != 2 {
+		t.Errorf("attempts = %d, want 2", in.Attempt)
+	}
+	first, _, err := v.st.GetInstanceLog(t.Context(), in.ID, 1)
+	if err != nil || !strings.Contains(first, "attempt 1 ended: failed") {
+		t.Errorf("log of attempt 1 = %q (%v), want its failure", first, err)
+	}
+}
+
+// Stopping a backfill ends its running shell process group and leaves the
+// rest unrun.
+func TestStopBackfillEndsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	cmd := `sleep 300 & echo $! > ` + pidFile + `; wait`
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeShell, cmd)}, envOpts{groups: map[string]int{"default": 1}})
+	rec := v.submit(rangeReq("a", "2025-03-01", "2025-03-03"))
+	v.waitFor(rec.ID, func(b store.BatchBackfill) bool { return b.States[store.InstanceRunning] == 1 && fileHasPID(pidFile) })
+	if err := v.e.StopBackfill(t.Context(), rec.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got := v.wait(rec.ID)
+	if got.State != store.BatchStopped || got.States[store.InstanceStopped] != 3 {
+		t.Fatalf("backfill = %s %v, want stopped with 3 stopped instances", got.State, got.States)
+	}
+	pid := readPID(t, pidFile)
+	if alive(pid) {
+		t.Errorf("the task's child process %d still runs after stop", pid)
+	}
+}
+
+// Marking a failed instance succeeded lets what waits for it proceed.
+func TestMarkSucceeded(t *testing.T) {
+	tasks := []dag.Task{task(t, "a", dag.TypeShell, "exit 1"), task(t, "b", dag.TypeShell, "true", "a")}
+	v := newEnv(t, tasks, envOpts{})
+	req := rangeReq("a", "2025-03-01", "2025-03-01")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: 1}
+	rec := v.submit(req)
+	if got := v.wait(rec.ID); got.State != store.BatchFailed {
+		t.Fatalf("state = %s, want failed", got.State)
+	}
+	m := byTaskDate(v.instances(rec.ID))
+	if err := v.e.MarkSucceeded(t.Context(), rec.ID, m["p.a 2025-03-01"].ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got := v.wait(rec.ID)
+	if got.State != store.BatchSucceeded {
+		t.Fatalf("state = %s %v, want succeeded", got.State, got.States)
+	}
+	if b := byTaskDate(v.instances(rec.ID))["p.b 2025-03-01"]; b.State != store.InstanceSucceeded {
+		t.Errorf("b = %s, want succeeded after a was marked", b.State)
+	}
+}
+
+// Outputs flow from an upstream instance in the backfill; an upstream
+// outside it gives its latest successful run's outputs, else the default.
+func TestOutputParameters(t *testing.T) {
+	up := task(t, "up", dag.TypeShell, `echo "rows=4$TIDEMARK_BIZDATE" >> "$TIDEMARK_OUTPUT"`)
+	up.Outputs = []dag.Param{{Name: "rows", Value: "none"}}
+	down := task(t, "down", dag.TypeShell, `echo "got ${outputs.up.rows} for ${bizdate}"`, "up")
+	v := newEnv(t, []dag.Task{up, down}, envOpts{})
+
+	// down alone: up has never run, so the default.
+	rec := v.submit(rangeReq("down", "2025-03-01", "2025-03-01"))
+	v.wait(rec.ID)
+	assertLog(t, v, rec.ID, "p.down", "got none for 20250301")
+
+	req := rangeReq("up", "2025-03-02", "2025-03-02")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: 1}
+	rec = v.submit(req)
+	v.wait(rec.ID)
+	assertLog(t, v, rec.ID, "p.down", "got 420250302 for 20250302")
+
+	// down alone again: the latest successful run of up counts.
+	rec = v.submit(rangeReq("down", "2025-03-05", "2025-03-05"))
+	v.wait(rec.ID)
+	assertLog(t, v, rec.ID, "p.down", "got 420250302 for 20250305")
+}
+
+func assertLog(t *testing.T, v *env, bf int64, task, want string) {
+	t.Helper()
+	for _, in := range v.instances(bf) {
+		if in.Task != task {
+			continue
+		}
+		log, _, err := v.st.GetInstanceLog(t.Context(), in.ID, 0)
+		if err != nil || !strings.Contains(log, want) {
+			t.Errorf("log of %s = %q (%v), want %q", task, log, err, want)
+		}
+		if !strings.Contains(in.Rendered, strings.TrimPrefix(want, "got ")[:3]) {
+			t.Errorf("rendered code %q does not show the rendered value", in.Rendered)
+		}
+		return
+	}
+	t.Errorf("no instance of %s", task)
+}
+
+// Excluded tasks between selected ones dry-run; a paused task under the
+// block policy blocks the backfill.
+func TestDryRunAndBlocked(t *testing.T) {
+	dir := t.TempDir()
+	mark := func(name string) string { return "touch " + filepath.Join(dir, name+"-$TIDEMARK_BIZDATE") }
+	b := task(t, "b", dag.TypeShell, mark("b"), "a")
+	tasks := []dag.Task{task(t, "a", dag.TypeShell, mark("a")), b, task(t, "c", dag.TypeShell, mark("c"), "b")}
+	v := newEnv(t, tasks, envOpts{})
+	req := rangeReq("a", "2025-03-01", "2025-03-01")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels, ExcludeTasks: []string{"b"}}
+	rec := v.submit(req)
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded || got.States[store.InstanceDryRun] != 1 {
+		t.Fatalf("backfill = %s %v, want succeeded with one dry-run", got.State, got.States)
+	}
+	for name, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		_, err := os.Stat(filepath.Join(dir, name+"-20250301"))
+		if (err == nil) != want {
+			t.Errorf("task %s ran = %v, want %v", name, err == nil, want)
+		}
+	}
+
+	paused := tasks
+	paused[1].Paused = true
+	v2 := newEnv(t, paused, envOpts{})
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels, KeepPaused: true}
+	rec = v2.submit(req)
+	if got := v2.wait(rec.ID); got.State != store.BatchBlocked {
+		t.Fatalf("backfill with a paused task = %s %v, want blocked", got.State, got.States)
+	}
+}
+
+func fileHasPID(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.TrimSpace(string(b)) != ""
+}

@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// finish records a batch of ended attempts and then releases what they
+// held: slots, their cycles, and (when they succeeded) what depends on them.
+func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
+	now := e.now().UTC()
+	changes := make([]store.BatchInstance, len(ends))
+	next := make([]string, len(ends))
+	for i, end := range ends {
+		n := end.n
+		st, reason := e.outcome(n, end, shuttingDown, now)
+		next[i] = st
+		if st == store.InstanceSucceeded {
+			n.outputs = end.res.Outputs
+		}
+		c := record(n, st, reason, now)
+		c.Error = ""
+		if end.res.Err != nil && st != store.InstanceSucceeded {
+			c.Error = end.res.Err.Error()
+		}
+		changes[i] = c
+		n.reason = reason
+	}
+	for {
+		err := e.st.UpdateBatchInstances(ctx, changes)
+		if err == nil {
+			break
+		}
+		// The attempts have ended whatever the store says; keep trying so
+		// that no end is lost, unless the daemon is going away (the next
+		// start then runs them again).
+		e.log.Error("record ended instances; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	for i, end := range ends {
+		if end.n.task.Type == "noop" {
+			continue
+		}
+		text := end.log + fmt.Sprintf("\n[tidemark] attempt %d ended: %s\n", end.attempt, verdict(next[i], end.res))
+		if err := e.st.PutInstanceLog(ctx, end.n.id, end.attempt, text); err != nil {
+			e.log.Warn("keep instance log", "instance", end.n.id, "err", err)
+		}
+	}
+	touched := map[*backfill]bool{}
+	for i, end := range ends {
+		n := end.n
+		e.releaseCycle(n)
+		n.run = nil
+		n.state = next[i]
+		if n.bf != nil {
+			n.bf.running--
+			touched[n.bf] = true
+		}
+		e.publishInstance(n)
+		switch n.state {
+		case store.InstanceSucceeded:
+			e.released(n)
+			e.forget(n)
+		case store.InstanceWaiting:
+			e.consider(n)
+		case store.InstanceFailed:
+			e.log.Warn("instance failed", "instance", n.id, "task", n.task.ID, "biz_time", n.biz, "err", end.res.Err)
+			if n.bf != nil && n.bf.req.StopOnFailure && !n.bf.stopped {
+				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz.Format(time.RFC3339)))
+			}
+		}
+	}
+	for bf := range touched {
+		e.checkDone(ctx, bf)
+	}
+}
+
+// verdict says how an attempt ended, for the end of its log.
+func verdict(state string, res runner.Result) string {
+	if res.Err == nil {
+		return "succeeded"
+	}
+	if state == store.InstanceWaiting {
+		return fmt.Sprintf("failed (%v); it will be retried", res.Err)
+	}
+	return fmt.Sprintf("%s (%v)", state, res.Err)
+}
+
+// outcome decides the state an ended attempt leaves its instance in.
+func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) (state, reason string) {
+	switch {
+	case n.run != nil && n.run.stopReason != "":
+		return store.InstanceStopped, n.run.stopReason
+	case end.res.Err == nil:
+		return store.InstanceSucceeded, ""
+	case shuttingDown:
+		n.nextTry = time.Time{}
+		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"
+	}
+	used := n.attempt - n.retryBase
+	if used <= n.task.Retries && !errors.Is(end.res.Err, errNotRunnable) {
+		backoff := n.task.RetryBackoff
+		if backoff <= 0 {
+			backoff = 10 * time.Second
+		}
+		delay := backoff << min(used-1, 20)
+		n.nextTry = now.Add(delay)
+		return store.InstanceWaiting, fmt.Sprintf("attempt %d failed (%v); retry %d of %d at %s",
+			n.attempt, end.res.Err, used, n.task.Retries, n.nextTry.Format(time.RFC3339))
+	}
+	return store.InstanceFailed, ""
+}
+
+// errNotRunnable marks failures that a retry cannot fix.
+var errNotRunnable = errors.New("not runnable")
+
+// releaseCycle frees n's slot and cycle and wakes what waited for them.
+func (e *Engine) releaseCycle(n *node) {
+	s := e.s
+	s.free[n.rg]++
+	k := n.key()
+	if s.busy[k] == n {
+		delete(s.busy, k)
+	}
+	waiting := s.busyWait[k]
+	delete(s.busyWait, k)
+	for _, w := range waiting {
+		w.unqueue()
+		e.consider(w)
+	}
+}
+
+// forget drops a succeeded instance of the recurring schedule from memory;
+// what is created later and depends on it finds it done in the store.
+func (e *Engine) forget(n *node) {
+	if n.bf == nil {
+		delete(e.s.nodes, n.id)
+		n.down = nil
+	}
+}
+
+// checkDone ends a running backfill when nothing more can happen in it:
+// nothing runs and nothing is on its way to run.
+func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
+	if bf.rec.State != store.BatchRunning || bf.running > 0 || bf.queued > 0 {
+		return
+	}
+	counts := map[string]int{}
+	for _, n := range bf.nodes {
+		counts[n.state]++
+	}
+	final, msg := store.BatchSucceeded, ""
+	switch {
+	case bf.stopped:
+		final, msg = store.BatchStopped, bf.rec.Error
+	case counts[store.InstanceFailed] > 0:
+		final = store.BatchFailed
+		msg = fmt.Sprintf("%d instance(s) failed; what depends on them and the later dates of their groups did not run — re-run the failed instances or mark them succeeded", counts[store.InstanceFailed])
+	case counts[store.InstanceBlocked] > 0:
+		final = store.BatchBlocked
+		msg = fmt.Sprintf("%d instance(s) of paused tasks block the rest (paused policy \"block\"); mark them succeeded or re-submit with paused \"dry_run\" or \"run\"", counts[store.InstanceBlocked])
+	case counts[store.InstanceStopped] > 0:
+		final, msg = store.BatchStopped, fmt.Sprintf("%d instance(s) were stopped", counts[store.InstanceStopped])
+	case counts[store.InstanceWaiting] > 0:
+		final = store.BatchFailed
+		msg = fmt.Sprintf("%d instance(s) cannot run: what they wait for did not succeed", counts[store.InstanceWaiting])
+	}
+	finished := e.now().UTC()
+	if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, final, msg, nil, &finished); err != nil {
+		e.log.Error("record the end of a backfill", "backfill", bf.rec.ID, "err", err)
+		return
+	}
+	bf.rec.State, bf.rec.Error, bf.rec.FinishedAt = final, msg, &finished
+	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: final})
+	e.log.Info("backfill ended", "backfill", bf.rec.ID, "name", bf.rec.Name, "state", final)
+	// Finished backfills leave memory; a re-run loads them again.
+	for _, n := range bf.nodes {
+		delete(e.s.nodes, n.id)
+	}
+	delete(e.s.bfs, bf.rec.ID)
+}

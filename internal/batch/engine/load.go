@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// newNode builds the memory of one stored instance (without its links).
+func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
+	t, found := e.graph.Task(in.Task)
+	if !found {
+		// The task left the configuration: keep the instance visible; it
+		// fails when its turn comes.
+		t = &dag.Task{ID: in.Task, Name: in.Task, Type: "missing"}
+	}
+	n := &node{
+		id: in.ID, bf: bf, task: t,
+		biz: in.BizTime, bizEnd: in.BizEnd, scheduled: in.Scheduled,
+		group: in.Group, seq: in.Seq, order: in.Order,
+		mode: in.Mode, rg: in.ResourceGroup,
+		state: in.State, reason: in.Reason, attempt: in.Attempt,
+		startedAt: in.StartedAt, deps: in.Deps, outputs: in.Outputs,
+	}
+	// retryBase stays 0: after a restart the retries already used count,
+	// even those before a re-run.
+	if in.NextTry != nil {
+		n.nextTry = *in.NextTry
+	}
+	if n.rg == "" {
+		n.rg = "default"
+	}
+	if in.State == store.InstanceRunning {
+		n.run = &running{rendered: in.Rendered, sqlTag: in.SQLTag}
+		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = in.PID, in.PGID, in.ProcStart
+	}
+	return n
+}
+
+// adopt takes a backfill and all its instances into memory.
+func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) error {
+	bf := &backfill{rec: rec, groups: map[int]*group{}}
+	if err := json.Unmarshal(rec.Request, &bf.req); err != nil {
+		return fmt.Errorf("decode the request of backfill %d: %w", rec.ID, err)
+	}
+	s := e.s
+	for _, in := range insts {
+		n := e.newNode(in, bf)
+		bf.nodes = append(bf.nodes, n)
+		s.nodes[n.id] = n
+	}
+	for _, n := range bf.nodes {
+		e.link(n)
+		g := bf.groups[n.group]
+		if g == nil {
+			g = &group{left: map[int]int{}, parked: map[int][]*node{}}
+			bf.groups[n.group] = g
+		}
+		g.add(n)
+	}
+	for _, g := range bf.groups {
+		for g.left[g.current] <= 0 && g.current < g.last {
+			g.current++
+		}
+	}
+	s.bfs[rec.ID] = bf
+	return nil
+}
+
+// link connects n to the deps in memory; a dep not in memory has finished
+// successfully or lies outside (the recurring schedule drops what
+// succeeded), and a dep that is in memory but not done holds n back.
+func (e *Engine) link(n *node) {
+	for _, id := range n.deps {
+		d := e.s.nodes[id]
+		if d == nil {
+			continue
+		}
+		d.down = append(d.down, n)
+		if !ok(d.state) {
+			n.pending++
+		}
+	}
+}
+
+// loadOpen brings into memory every backfill that is waiting or running
+// and every open instance of the recurring schedule.
+func (e *Engine) loadOpen(ctx context.Context) error {
+	for _, st := range []string{store.BatchWaiting, store.BatchRunning} {
+		bfs, err := e.st.ListBatchBackfills(ctx, store.BatchBackfillFilter{State: st, Limit: 100000})
+		if err != nil {
+			return err
+		}
+		for _, rec := range bfs {
+			if err := e.loadBackfill(ctx, rec); err != nil {
+				return err
+			}
+		}
+	}
+	open, _, err := e.st.LoadOpenInstances(ctx)
+	if err != nil {
+		return err
+	}
+	var sched []*node
+	for _, in := range open {
+		if in.BackfillID != 0 {
+			continue
+		}
+		n := e.newNode(in, nil)
+		e.s.nodes[n.id] = n
+		sched = append(sched, n)
+	}
+	for _, n := range sched {
+		e.link(n)
+	}
+	return nil
+}
+
+// loadBackfill reads a backfill's instances page by page and adopts it.
+func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
+	var all []store.BatchInstance
+	var after int64
+	for {
+		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: rec.ID, AfterID: after, Limit: 10000})
+		if err != nil {
+			return err
+		}
+		all = append(all, page...)
+		if len(page) < 10000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	return e.adopt(rec, all)
+}
+
+// startDue starts the waiting backfills whose run time has come and returns
+// the earliest run time still ahead (zero when none).
+func (e *Engine) startDue(ctx context.Context) (next time.Time) {
+	now := e.now()
+	for _, bf := range e.s.bfs {
+		if bf.rec.State != store.BatchWaiting {
+			continue
+		}
+		if bf.rec.RunAt.After(now) {
+			if next.IsZero() || bf.rec.RunAt.Before(next) {
+				next = bf.rec.RunAt
+			}
+			continue
+		}
+		started := now.UTC()
+		if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, store.BatchRunning, "", &started, nil); err != nil {
+			e.log.Error("start backfill", "backfill", bf.rec.ID, "err", err)
+			continue
+		}
+		bf.rec.State, bf.rec.StartedAt = store.BatchRunning, &started
+		e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: store.BatchRunning})
+		for _, n := range bf.nodes {
+			e.consider(n)
+		}
+		e.checkDone(ctx, bf)
+	}
+	return next
+}

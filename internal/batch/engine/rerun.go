@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Rerun runs failed and stopped instances of a backfill again: those in
+// ids, or all of them when ids is empty. What waits for them, and the later
+// dates of their groups, then proceed.
+func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by string) (int, error) {
+	count := 0
+	err := e.do(ctx, func(ctx context.Context) error {
+		bf, err := e.openBackfill(ctx, backfillID)
+		if err != nil {
+			return err
+		}
+		now := e.now().UTC()
+		reason := "re-run by " + by
+		var changes []store.BatchInstance
+		var picked []*node
+		for _, n := range bf.nodes {
+			if len(ids) > 0 && !slices.Contains(ids, n.id) {
+				continue
+			}
+			if n.state != store.InstanceFailed && n.state != store.InstanceStopped {
+				if len(ids) > 0 {
+					return fmt.Errorf("instance %d is %s; only failed and stopped instances can be re-run: %w", n.id, n.state, ErrConflict)
+				}
+				continue
+			}
+			picked = append(picked, n)
+			c := record(n, store.InstanceWaiting, reason, now)
+			c.FinishedAt, c.NextTry = nil, nil
+			changes = append(changes, c)
+		}
+		if len(ids) > 0 && len(picked) < len(ids) {
+			return fmt.Errorf("some of instances %v are not in backfill %d: %w", ids, backfillID, ErrNotFound)
+		}
+		if len(picked) == 0 {
+			return fmt.Errorf("backfill %d has no failed or stopped instance to re-run: %w", backfillID, ErrConflict)
+		}
+		if err := e.reopen(ctx, bf, changes); err != nil {
+			return err
+		}
+		for _, n := range picked {
+			n.state, n.reason, n.retryBase = store.InstanceWaiting, reason, n.attempt
+			n.nextTry = time.Time{}
+			e.publishInstance(n)
+		}
+		e.resume(ctx, bf)
+		count = len(picked)
+		return nil
+	})
+	return count, err
+}
+
+// MarkSucceeded records an instance as succeeded without running it, so
+// that what waits for it proceeds.
+func (e *Engine) MarkSucceeded(ctx context.Context, backfillID, id int64, by string) error {
+	return e.do(ctx, func(ctx context.Context) error {
+		bf, err := e.openBackfill(ctx, backfillID)
+		if err != nil {
+			return err
+		}
+		var n *node
+		for _, c := range bf.nodes {
+			if c.id == id {
+				n = c
+			}
+		}
+		if n == nil {
+			return fmt.Errorf("instance %d is not in backfill %d: %w", id, backfillID, ErrNotFound)
+		}
+		if n.run != nil || ok(n.state) {
+			return fmt.Errorf("instance %d is %s; stop it first or leave it: %w", id, n.state, ErrConflict)
+		}
+		c := record(n, store.InstanceSucceeded, "marked succeeded by "+by, e.now().UTC())
+		if err := e.reopen(ctx, bf, []store.BatchInstance{c}); err != nil {
+			return err
+		}
+		n.state, n.reason = store.InstanceSucceeded, c.Reason
+		n.unqueue()
+		e.publishInstance(n)
+		e.released(n)
+		e.resume(ctx, bf)
+		return nil
+	})
+}
+
+// openBackfill returns the backfill in memory, loading an ended one.
+func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) {
+	if bf := e.s.bfs[id]; bf != nil {
+		return bf, nil
+	}
+	rec, err := e.st.GetBatchBackfill(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("backfill %d: %w", id, ErrNotFound)
+	}
+	if err := e.loadBackfill(ctx, rec); err != nil {
+		return nil, err
+	}
+	return e.s.bfs[id], nil
+}
+
+// reopen writes instance changes and puts an ended backfill back to
+// running.
+func (e *Engine) reopen(ctx context.Context, bf *backfill, changes []store.BatchInstance) error {
+	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+		return err
+	}
+	if bf.rec.State == store.BatchRunning || bf.rec.State == store.BatchWaiting {
+		return nil
+	}
+	if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, store.BatchRunning, "", nil, nil); err != nil {
+		return err
+	}
+	bf.rec.State, bf.rec.Error, bf.stopped = store.BatchRunning, "", false
+	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: store.BatchRunning})
+	return nil
+}
+
+// resume considers every node of bf again and ends it if nothing can run.
+func (e *Engine) resume(ctx context.Context, bf *backfill) {
+	for _, n := range bf.nodes {
+		e.consider(n)
+	}
+	e.checkDone(ctx, bf)
+}

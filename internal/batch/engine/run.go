@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// command is a function the loop runs for a caller.
+type command struct {
+	fn   func(ctx context.Context) error
+	done chan error
+}
+
+// do runs fn in the loop and returns its error.
+func (e *Engine) do(ctx context.Context, fn func(ctx context.Context) error) error {
+	c := command{fn: fn, done: make(chan error, 1)}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.ready:
+	}
+	select {
+	case e.cmds <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run recovers what a previous run left and then dispatches until ctx
+// ends. On the way out it stops the attempts it started and records them
+// as waiting, so the next start runs them again.
+func (e *Engine) Run(ctx context.Context) error {
+	e.s = newState(e.opts.ResourceGroups)
+	if err := e.loadOpen(ctx); err != nil {
+		return fmt.Errorf("batch engine: load open instances: %w", err)
+	}
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("batch engine: recover interrupted instances: %w", err)
+	}
+	sched := newScheduler(e)
+	if e.opts.Schedule {
+		if err := sched.init(ctx); err != nil {
+			return fmt.Errorf("batch engine: start the recurring schedule: %w", err)
+		}
+	}
+	for _, bf := range e.s.bfs {
+		for _, n := range bf.nodes {
+			e.consider(n)
+		}
+	}
+	for _, n := range e.s.nodes {
+		if n.bf == nil {
+			e.consider(n)
+		}
+	}
+	close(e.ready)
+	e.log.Info("batch engine running", "tasks", len(e.graph.Tasks()), "open_backfills", len(e.s.bfs))
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var wake time.Time
+		if e.opts.Schedule {
+			wake = earliest(wake, sched.tick(ctx))
+		}
+		wake = earliest(wake, e.startDue(ctx))
+		wake = earliest(wake, e.wakeTimers())
+		e.dispatch(ctx)
+		if len(e.s.localEnds) > 0 {
+			ends := e.s.localEnds
+			e.s.localEnds = nil
+			e.finish(ctx, ends, false)
+			continue
+		}
+		if len(e.s.dry) > 0 || e.anyReady() {
+			continue
+		}
+		d := time.Hour
+		if !wake.IsZero() {
+			d = max(time.Until(wake), time.Millisecond)
+			// Under a fake clock time.Until is meaningless; poll briefly.
+			if e.fakeClock && d > 50*time.Millisecond {
+				d = 50 * time.Millisecond
+			}
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return e.shutdown()
+		case c := <-e.cmds:
+			c.done <- c.fn(ctx)
+		case end := <-e.ends:
+			ends := []ending{end}
+			for len(ends) < claimBatch {
+				select {
+				case more := <-e.ends:
+					ends = append(ends, more)
+					continue
+				default:
+				}
+				break
+			}
+			e.finish(ctx, ends, false)
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// anyReady reports whether a queue holds a node that could be claimed now.
+func (e *Engine) anyReady() bool {
+	for rg, q := range e.s.queues {
+		if q.Len() > 0 && e.s.free[rg] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// shutdown stops every running attempt and records it as waiting.
+func (e *Engine) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	for _, nd := range e.s.nodes {
+		if nd.run != nil && nd.run.cancel != nil {
+			nd.run.cancel()
+			n++
+		}
+	}
+	ends := make([]ending, 0, n)
+	for len(ends) < n {
+		select {
+		case end := <-e.ends:
+			ends = append(ends, end)
+		case <-ctx.Done():
+			return fmt.Errorf("batch engine: %d attempts did not end within 30s of shutdown; the next start ends them", n-len(ends))
+		}
+	}
+	if len(ends) > 0 {
+		e.finish(ctx, ends, true)
+	}
+	return nil
+}
+
+// recover ends what a killed daemon left running — the recorded process
+// group of a shell task, the session of a SQL task — and puts those
+// instances back to waiting, before anything is dispatched.
+func (e *Engine) recover(ctx context.Context) error {
+	var changes []store.BatchInstance
+	now := e.now().UTC()
+	for _, n := range e.s.nodes {
+		if n.state != store.InstanceRunning {
+			continue
+		}
+		msg := fmt.Sprintf("attempt %d was interrupted (the daemon stopped)", n.attempt)
+		if p := n.run.proc; p.PGID != 0 {
+			ended, err := runner.EndProcessGroup(p)
+			if err != nil {
+				return fmt.Errorf("end the process group %d of instance %d: %w", p.PGID, n.id, err)
+			}
+			if ended {
+				msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
+			}
+		}
+		if n.run.sqlTag != "" && n.task.Type == dag.TypeShell {
+			// The group may not have been recorded: the daemon can die
+			// between starting a script and writing it down. The tag in
+			// the script's environment finds it and its children.
+			k, err := runner.EndTagged(n.run.sqlTag)
+			if err != nil {
+				return fmt.Errorf("end the processes of instance %d: %w", n.id, err)
+			}
+			if k > 0 {
+				msg += fmt.Sprintf("; %d process group(s) of it were still running and were ended", k)
+			}
+		}
+		if n.run.sqlTag != "" && n.task.Type == dag.TypeSQL {
+			if conn, found := e.opts.Connections[n.task.Connection]; found {
+				k, err := runner.CancelSQL(ctx, conn, n.run.sqlTag)
+				if err != nil {
+					return fmt.Errorf("cancel the SQL of instance %d on %s: %w", n.id, conn.Name, err)
+				}
+				if k > 0 {
+					msg += "; its SQL session was still running and was terminated"
+				}
+			}
+		}
+		e.log.Warn("re-running an interrupted instance", "instance", n.id, "task", n.task.ID, "detail", msg)
+		n.run = nil
+		n.state, n.reason = store.InstanceWaiting, msg+"; it runs again"
+		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return e.st.UpdateBatchInstances(ctx, changes)
+}

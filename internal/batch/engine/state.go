@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// node is one open (or recently finished) instance in memory.
+type node struct {
+	id        int64
+	bf        *backfill // nil for the recurring schedule
+	task      *dag.Task
+	biz       time.Time
+	bizEnd    time.Time
+	scheduled time.Time
+	group     int
+	seq       int
+	order     int
+	mode      string
+	rg        string
+
+	state     string
+	reason    string
+	attempt   int
+	retryBase int // attempts before the last re-run; retries count from here
+	nextTry   time.Time
+	startedAt *time.Time
+
+	// pending counts deps that have not succeeded or dry-run.
+	pending int
+	deps    []int64
+	down    []*node
+
+	queued  bool // in a queue, the timer heap or waiting for a busy cycle
+	run     *running
+	outputs map[string]string
+}
+
+// running is what the loop knows of a started attempt.
+type running struct {
+	cancel     context.CancelFunc
+	rendered   string
+	proc       runner.Proc
+	sqlTag     string
+	stopReason string // set when someone stopped it
+}
+
+// cycleKey names a task's cycle: at most one run of it at a time.
+type cycleKey struct {
+	task string
+	biz  int64
+}
+
+func (n *node) key() cycleKey { return cycleKey{n.task.ID, n.biz.UnixNano()} }
+
+func ok(state string) bool {
+	return state == store.InstanceSucceeded || state == store.InstanceDryRun
+}
+
+// backfill is an open backfill in memory.
+type backfill struct {
+	rec    store.BatchBackfill
+	req    plan.Request
+	nodes  []*node
+	groups map[int]*group
+	// running and queued count nodes started or on their way to start;
+	// when both are zero nothing more can happen without outside help.
+	running int
+	queued  int
+	stopped bool
+}
+
+// group is a concurrency group's gate: the dates of a group run one after
+// the other.
+type group struct {
+	current int         // the seq allowed to run
+	last    int         // the group's last seq
+	left    map[int]int // seq → instances not yet succeeded or dry-run
+	parked  map[int][]*node
+}
+
+func (g *group) add(n *node) {
+	if n.seq > g.last {
+		g.last = n.seq
+	}
+	if !ok(n.state) {
+		g.left[n.seq]++
+	}
+}
+
+// state is the loop's memory.
+type state struct {
+	nodes map[int64]*node
+	bfs   map[int64]*backfill
+	// queues hold ready nodes per resource group; dry holds ready dry-run
+	// nodes, which need no slot.
+	queues map[string]*nodeHeap
+	dry    []*node
+	free   map[string]int
+	timed  timerHeap
+	busy   map[cycleKey]*node
+	// waiting for a busy cycle to end
+	busyWait map[cycleKey][]*node
+	// ends of attempts that finished inside the loop (no-op tasks)
+	localEnds []ending
+}
+
+func newState(groups map[string]int) *state {
+	s := &state{
+		nodes:    map[int64]*node{},
+		bfs:      map[int64]*backfill{},
+		queues:   map[string]*nodeHeap{},
+		free:     map[string]int{},
+		busy:     map[cycleKey]*node{},
+		busyWait: map[cycleKey][]*node{},
+	}
+	for name, n := range groups {
+		s.free[name] = n
+		s.queues[name] = &nodeHeap{}
+	}
+	return s
+}
+
+// nodeHeap orders ready nodes: the recurring schedule before backfills (by
+// scheduled time), then backfills oldest first in plan order.
+type nodeHeap []*node
+
+func (h nodeHeap) Len() int { return len(h) }
+func (h nodeHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if (a.bf == nil) != (b.bf == nil) {
+		return a.bf == nil
+	}
+	if a.bf == nil {
+		if !a.scheduled.Equal(b.scheduled) {
+			return a.scheduled.Before(b.scheduled)
+		}
+		return a.id < b.id
+	}
+	if a.bf != b.bf {
+		return a.bf.rec.ID < b.bf.rec.ID
+	}
+	if a.order != b.order {
+		return a.order < b.order
+	}
+	return a.id < b.id
+}
+func (h nodeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(*node)) }
+func (h *nodeHeap) Pop() any {
+	old := *h
+	n := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return n
+}
+
+// timerHeap holds nodes that wait for a time (retry backoff, scheduled
+// time, the backfill's run time).
+type timed struct {
+	at time.Time
+	n  *node
+}
+
+type timerHeap []timed
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timed)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+// consider queues n if it can run now, parks it behind its group's gate,
+// or sets a timer; it does nothing when n still waits for a dependency.
+func (e *Engine) consider(n *node) {
+	s := e.s
+	if n.state != store.InstanceWaiting || n.pending > 0 || n.queued || n.run != nil {
+		return
+	}
+	if bf := n.bf; bf != nil {
+		if bf.stopped || bf.rec.State != store.BatchRunning {
+			return
+		}
+		g := bf.groups[n.group]
+		if n.seq > g.current {
+			g.parked[n.seq] = append(g.parked[n.seq], n)
+			return
+		}
+	}
+	wake := n.nextTry
+	if (n.bf == nil || n.bf.req.WaitScheduled) && n.scheduled.After(wake) {
+		wake = n.scheduled
+	}
+	n.queued = true
+	if n.bf != nil {
+		n.bf.queued++
+	}
+	if wake.After(e.now()) {
+		heap.Push(&s.timed, timed{wake, n})
+		return
+	}
+	if n.mode == plan.ModeDryRun {
+		s.dry = append(s.dry, n)
+		return
+	}
+	q := s.queues[n.rg]
+	if q == nil { // a resource group removed from the config since
+		q = s.queues["default"]
+		n.rg = "default"
+	}
+	heap.Push(q, n)
+}
+
+// unqueue undoes the queued mark of a node taken off a queue.
+func (n *node) unqueue() {
+	if !n.queued {
+		return // stopped while queued: already uncounted
+	}
+	n.queued = false
+	if n.bf != nil {
+		n.bf.queued--
+	}
+}
+
+// wakeTimers re-considers the nodes whose time has come and returns when
+// the next one is due (zero when none).
+func (e *Engine) wakeTimers() time.Time {
+	s := e.s
+	now := e.now()
+	for s.timed.Len() > 0 {
+		t := s.timed[0]
+		if t.at.After(now) {
+			return t.at
+		}
+		heap.Pop(&s.timed)
+		t.n.unqueue()
+		// consider checks again: the node may have been stopped meanwhile.
+		e.consider(t.n)
+	}
+	return time.Time{}
+}
+
+// released lets go what waited for n, which succeeded or dry-ran.
+func (e *Engine) released(n *node) {
+	for _, d := range n.down {
+		d.pending--
+		e.consider(d)
+	}
+	if bf := n.bf; bf != nil {
+		g := bf.groups[n.group]
+		g.left[n.seq]--
+		for g.left[g.current] <= 0 && g.current < g.last {
+			g.current++
+			parked := g.parked[g.current]
+			delete(g.parked, g.current)
+			for _, p := range parked {
+				e.consider(p)
+			}
+		}
+	}
+}
+
+// unreleased undoes released when a succeeded instance must run again.
+func (e *Engine) unreleased(n *node) {
+	for _, d := range n.down {
+		d.pending++
+	}
+	if bf := n.bf; bf != nil {
+		bf.groups[n.group].left[n.seq]++
+	}
+}

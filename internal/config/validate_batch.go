@@ -1,0 +1,355 @@
+package config
+
+// Stage 3, continued: recurring tasks and the resource groups and
+// connections they use.
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/expr"
+)
+
+const (
+	maxOutputLookbackDays = 3650
+	minLogLimitBytes      = 4096
+	maxLogLimitBytes      = 1 << 30
+	maxConcurrency        = 10000
+	maxRetries            = 100
+)
+
+var (
+	// taskNameRE is the syntax of task, project and resource group names.
+	taskNameRE       = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	connectionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	paramNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+func (v *checker) batch(c *Config) {
+	bs := &c.Batch
+	if bs.Timezone == nil {
+		v.add("batch.timezone", "missing: use an IANA time zone name, e.g. Europe/Paris or UTC")
+	}
+	v.intRange("batch.output_lookback_days", bs.OutputLookbackDays, 1, maxOutputLookbackDays)
+	v.intRange("batch.confirm_above", bs.ConfirmAbove, 1, unbounded)
+	v.intRange("batch.log_limit_bytes", bs.LogLimitBytes, minLogLimitBytes, maxLogLimitBytes)
+	v.resourceGroups(c.ResourceGroups)
+	v.connections(c.Connections)
+	v.tasks(c)
+}
+
+func (v *checker) resourceGroups(groups []ResourceGroup) {
+	names := map[string]int{}
+	for i, g := range groups {
+		p := fmt.Sprintf("resource_groups[%d]", i)
+		first, dup := names[g.Name]
+		switch {
+		case g.Name == "":
+			v.add(p+".name", "missing: name the group with letters, digits, _ and -, e.g. heavy")
+		case !taskNameRE.MatchString(g.Name):
+			v.add(p+".name", "%q is not a valid name: use letters, digits, _ and -", shown(g.Name))
+		case dup:
+			v.add(p+".name", "%q is used twice (also resource_groups[%d]): resource group names must be unique", shown(g.Name), first)
+		default:
+			names[g.Name] = i
+		}
+		v.intRange(p+".concurrency", g.Concurrency, 1, maxConcurrency)
+	}
+}
+
+func (v *checker) connections(conns []Connection) {
+	names := map[string]int{}
+	for i, c := range conns {
+		p := fmt.Sprintf("connections[%d]", i)
+		first, dup := names[c.Name]
+		switch {
+		case c.Name == "":
+			v.add(p+".name", "missing: name the connection with lower-case letters, digits and underscores, e.g. warehouse")
+		case !connectionNameRE.MatchString(c.Name):
+			v.add(p+".name", "%q is not a valid name: use lower-case letters, digits and underscores, starting with a letter", shown(c.Name))
+		case dup:
+			v.add(p+".name", "%q is used twice (also connections[%d]): connection names must be unique", shown(c.Name), first)
+		default:
+			names[c.Name] = i
+		}
+		v.database(p, "connection", c.Type, c.DSN, c.Path, "warehouse.db")
+	}
+}
+
+func (v *checker) tasks(c *Config) {
+	first := map[string]int{} // task ID → index of its first task
+	for i, t := range c.Tasks {
+		if _, dup := first[t.ID]; !dup {
+			first[t.ID] = i
+		}
+	}
+	// The graph is built only when the checks it would repeat pass, so
+	// that its error is a cycle.
+	graphable := true
+	for i := range c.Tasks {
+		t := &c.Tasks[i]
+		p := fmt.Sprintf("tasks[%d]", i)
+		if !v.taskName(p, t, first[t.ID], i) {
+			graphable = false
+		}
+		v.taskType(p, t, c)
+		if t.Schedule.Kind == "" {
+			v.add(p+".schedule", "missing: give a schedule, e.g. daily 01:30, hourly or cron 0 3 * * *")
+		}
+		if !v.dependsOn(p, t, c.Tasks, first) {
+			graphable = false
+		}
+		v.params(p, t)
+		v.intRange(p+".retries", t.Retries, 0, maxRetries)
+		v.nonNegative(p+".retry_backoff", t.RetryBackoff, "0 (retry at once) or more, e.g. 10s")
+		v.nonNegative(p+".timeout", t.Timeout, "0 (no timeout) or more, e.g. 1h")
+		if t.ResourceGroup == "" {
+			v.add(p+".resource_group", "missing: leave it out to use %s", DefaultResourceGroup)
+		} else if _, ok := c.ResourceGroup(t.ResourceGroup); !ok {
+			v.add(p+".resource_group", "no resource group %q: declare it under resource_groups%s",
+				shown(t.ResourceGroup), orUse(c.ResourceGroups, func(g ResourceGroup) string { return g.Name }))
+		}
+	}
+	if graphable && len(c.Tasks) > 0 {
+		if _, err := dag.New(c.Tasks); err != nil {
+			v.add("tasks", "%v: remove one of the depends_on entries on the cycle", err)
+		}
+	}
+}
+
+func (v *checker) nonNegative(path string, d time.Duration, use string) {
+	if d < 0 {
+		v.add(path, "%s is out of range: use %s", d, use)
+	}
+}
+
+// taskName checks the name, project and ID of task i, first being the
+// index of the first task with its ID; it reports whether the ID can be in
+// the graph.
+func (v *checker) taskName(p string, t *dag.Task, first, i int) bool {
+	nameOK, projectOK := false, false
+	switch {
+	case t.Name == "":
+		v.add(p+".name", "missing: name the task with letters, digits, _ and -, e.g. orders_daily")
+	case !taskNameRE.MatchString(t.Name):
+		v.add(p+".name", "%q is not a valid name: use letters, digits, _ and -", shown(t.Name))
+	default:
+		nameOK = true
+	}
+	switch {
+	case t.Project == "":
+		v.add(p+".project", "missing: leave it out to use %s", DefaultProject)
+	case !taskNameRE.MatchString(t.Project):
+		v.add(p+".project", "%q is not a valid project name: use letters, digits, _ and -", shown(t.Project))
+	default:
+		projectOK = true
+	}
+	switch {
+	case !nameOK || !projectOK:
+	case t.ID != t.Project+"."+t.Name:
+		v.add(p, "ID %q is not project.name: set it to %q", shown(t.ID), t.Project+"."+t.Name)
+		return false
+	case first != i:
+		v.add(p+".name", "%q is used twice in project %s (also tasks[%d]): task names must be unique within a project",
+			t.Name, t.Project, first)
+		return false
+	}
+	return true
+}
+
+// taskType checks the type and the keys that belong to each type.
+func (v *checker) taskType(p string, t *dag.Task, c *Config) {
+	v.oneOf(p+".type", t.Type, dag.TypeShell, dag.TypeSQL, dag.TypeNoop)
+	only := func(key, what string, set bool, owner string) {
+		if set {
+			v.add(p+"."+key, "only %s tasks have %s: remove it, or set type: %s", owner, what, owner)
+		}
+	}
+	switch t.Type {
+	case dag.TypeShell:
+		if t.Command == "" {
+			v.add(p+".command", "missing: give the command to run, e.g. command: load --day ${bizdate}")
+		}
+		only("connection", "a connection", t.Connection != "", dag.TypeSQL)
+		only("sql", "sql", t.SQL != "", dag.TypeSQL)
+	case dag.TypeSQL:
+		only("command", "a command", t.Command != "", dag.TypeShell)
+		switch _, ok := c.Connection(t.Connection); {
+		case t.Connection == "" && len(c.Connections) == 0:
+			v.add(p+".connection", "missing: declare the database under connections and name it here")
+		case t.Connection == "":
+			v.add(p+".connection", "missing: use %s", list(c.Connections, func(c Connection) string { return c.Name }))
+		case !ok:
+			v.add(p+".connection", "no connection %q: declare it under connections%s",
+				shown(t.Connection), orUse(c.Connections, func(c Connection) string { return c.Name }))
+		}
+		if t.SQL == "" {
+			v.add(p+".sql", "missing: give the statements to run, e.g. sql: DELETE FROM daily WHERE day = '${bizdate}'")
+		}
+	case dag.TypeNoop:
+		for _, f := range []struct {
+			key string
+			set bool
+		}{{"command", t.Command != ""}, {"connection", t.Connection != ""}, {"sql", t.SQL != ""}} {
+			if f.set {
+				v.add(p+"."+f.key, "noop tasks run nothing: remove it, or set type: shell or sql")
+			}
+		}
+	}
+}
+
+// dependsOn checks the upstream IDs of task t; it reports whether they can
+// be in the graph.
+func (v *checker) dependsOn(p string, t *dag.Task, tasks []dag.Task, ids map[string]int) bool {
+	ok := true
+	seen := map[string]int{}
+	for j, id := range t.Upstream {
+		dp := fmt.Sprintf("%s.depends_on[%d]", p, j)
+		_, known := ids[id]
+		k, dup := seen[id]
+		switch {
+		case id == "":
+			v.add(dp, "empty: name a task of project %s, or write project.name for a task of another project", shown(t.Project))
+		case id == t.ID:
+			v.add(dp, "a task cannot depend on itself: remove it, or set self_dependent: true to depend on its previous cycle")
+		case dup:
+			v.add(dp, "listed twice (also depends_on[%d]): keep one", k)
+		case !known:
+			v.add(dp, "%s", unknownTask(t, id, tasks))
+		default:
+			seen[id] = j
+			continue
+		}
+		seen[id] = j
+		ok = false
+	}
+	return ok
+}
+
+// unknownTask says that task t depends on a task that does not exist, and
+// suggests the tasks it could have meant: those with a similar ID, and those
+// of the same name in other projects.
+func unknownTask(t *dag.Task, id string, tasks []dag.Task) string {
+	project, name, _ := strings.Cut(id, ".")
+	msg := fmt.Sprintf("no task %q", shown(id))
+	if project == t.Project {
+		msg = fmt.Sprintf("no task %q in project %s", shown(name), shown(project))
+	}
+	best, bestD := []string(nil), 3
+	for _, o := range tasks {
+		if o.ID == t.ID {
+			continue
+		}
+		d := distance(id, o.ID)
+		if o.Name == name {
+			d = min(d, 1)
+		}
+		if d > 2 || d*3 > len(o.ID) || d > bestD {
+			continue
+		}
+		ref := o.ID
+		if o.Project == t.Project {
+			ref = o.Name
+		}
+		if d < bestD {
+			best, bestD = nil, d
+		}
+		if !slices.Contains(best, ref) {
+			best = append(best, ref)
+		}
+	}
+	if len(best) == 0 {
+		return msg + ": declare it under tasks, or write project.name for a task of another project"
+	}
+	slices.Sort(best)
+	return msg + ": did you mean " + orList(best) + "?"
+}
+
+// params checks the names of params and outputs, and the expressions of
+// params, command and sql.
+func (v *checker) params(p string, t *dag.Task) {
+	for _, l := range []struct {
+		key string
+		ps  []dag.Param
+	}{{"params", t.Params}, {"outputs", t.Outputs}} {
+		for i, prm := range l.ps {
+			pp := p + "." + l.key + "." + redactLike(prm.Name)
+			switch {
+			case !paramNameRE.MatchString(prm.Name):
+				v.add(pp, "%q is not a valid name: use letters, digits and _, starting with a letter or _", shown(prm.Name))
+			case slices.IndexFunc(l.ps, func(q dag.Param) bool { return q.Name == prm.Name }) < i:
+				v.add(pp, "listed twice: keep one")
+			}
+		}
+	}
+	upstream := upstreamRefs(t.Upstream)
+	var names []string
+	for _, prm := range t.Params {
+		if err := expr.Validate(prm.Value, names, upstream); err != nil {
+			v.add(p+".params."+redactLike(prm.Name), "%v", err)
+		}
+		names = append(names, prm.Name)
+	}
+	for _, f := range []struct{ key, tmpl string }{{"command", t.Command}, {"sql", t.SQL}} {
+		if f.tmpl == "" {
+			continue
+		}
+		if err := expr.Validate(f.tmpl, names, upstream); err != nil {
+			v.add(p+"."+f.key, "%v", err)
+		}
+	}
+}
+
+// upstreamRefs returns the ways expressions may name upstream tasks: their
+// IDs, and their names when no two of them share one.
+func upstreamRefs(ids []string) []string {
+	count := map[string]int{}
+	var unique []string
+	for _, id := range ids {
+		if id == "" || slices.Contains(unique, id) {
+			continue
+		}
+		unique = append(unique, id)
+		_, name, _ := strings.Cut(id, ".")
+		count[name]++
+	}
+	var refs []string
+	for _, id := range unique {
+		if _, name, _ := strings.Cut(id, "."); count[name] == 1 {
+			refs = append(refs, name)
+		}
+		refs = append(refs, id)
+	}
+	return refs
+}
+
+// list returns the names of items as "a, b or c".
+func list[T any](items []T, name func(T) string) string {
+	names := make([]string, 0, len(items))
+	for _, it := range items {
+		if n := name(it); n != "" {
+			names = append(names, shown(n))
+		}
+	}
+	return orList(names)
+}
+
+// orUse returns ", or use a, b or c" naming items, or "" when there are
+// none.
+func orUse[T any](items []T, name func(T) string) string {
+	if l := list(items, name); l != "" {
+		return ", or use " + l
+	}
+	return ""
+}
+
+func orList(s []string) string {
+	if n := len(s); n > 1 {
+		return strings.Join(s[:n-1], ", ") + " or " + s[n-1]
+	}
+	return strings.Join(s, "")
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrTaskTimeBusy is returned (wrapped) when a write would leave two
+// instances of one task's cycle (task, business time) running at once,
+// counting the recurring schedule and every backfill. Test for it with
+// errors.Is.
+var ErrTaskTimeBusy = errors.New("another instance of this task and business time is running")
+
+// batchInstancesLockKey is the PostgreSQL advisory lock ("tidemarl" in ASCII,
+// one above the migration lock) held, to commit, by every transaction that
+// inserts batch instances: they assign ids as MAX("id") + 1. SQLite's BEGIN
+// IMMEDIATE (the DSN's _txlock) already takes the database write lock.
+const batchInstancesLockKey = 7594876915033286508
+
+// Rows per multi-row INSERT statement.
+const (
+	batchInstanceRowsPerInsert = 500  // × 24 columns = 12,000 parameters
+	batchDepRowsPerInsert      = 1000 // × 2 columns
+)
+
+// batchRunningIndex is the partial unique index on running instances.
+const batchRunningIndex = "batch_instances_running_uniq"
+
+// isBatchRunningConflict reports whether err is a violation of batchRunningIndex.
+func isBatchRunningConflict(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505" && pe.ConstraintName == batchRunningIndex
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		// SQLite names the columns, not the index; batchRunningIndex lists them
+		// in an order no other unique index uses.
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE &&
+			strings.Contains(se.Error(), `batch_instances.biz_time, batch_instances.task`)
+	}
+	return false
+}
+
+// batchBusyErr wraps err with ErrTaskTimeBusy when it is a running-index conflict.
+func batchBusyErr(err error) error {
+	if isBatchRunningConflict(err) {
+		return fmt.Errorf("%w: %w", ErrTaskTimeBusy, err)
+	}
+	return err
+}
+
+// batchWriteTx runs f in a read-write transaction. With lockInstances it first
+// takes the lock that serialises inserts into "batch_instances" (PostgreSQL;
+// on SQLite the transaction already holds the database write lock).
+func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	if lockInstances && s.d.name == dialectPostgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(batchInstancesLockKey)+`)`); err != nil {
+			return fmt.Errorf("lock batch instances: %w", err)
+		}
+	}
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// batchReadTx runs f in a read-only transaction that sees one snapshot.
+func (s *Store) batchReadTx(ctx context.Context, f func(*sql.Tx) error) (err error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.d.name == dialectPostgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Read-only: nothing to keep, so always roll back.
+		err = errors.Join(err, ignoreDone(tx.Rollback()))
+	}()
+	return f(tx)
+}
+
+// placeholders returns "(?, ?, …), (?, ?, …)…": rows groups of cols.
+func batchPlaceholders(rows, cols int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	var b strings.Builder
+	b.Grow(rows * (len(one) + 2))
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(one)
+	}
+	return b.String()
+}
+
+// inList returns "?, ?, …" for n values.
+func batchInList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// batchBulkInsert inserts n rows into table with multi-row INSERTs of perStmt
+// rows, the full-size statement prepared once. fill appends row i's ncols
+// arguments to args.
+func (s *Store) batchBulkInsert(ctx context.Context, tx *sql.Tx, table, cols string, ncols, perStmt, n int, fill func(args []any, i int) []any) error {
+	if n == 0 {
+		return nil
+	}
+	head := `INSERT INTO ` + table + ` (` + cols + `) VALUES `
+	args := make([]any, 0, min(n, perStmt)*ncols)
+	var full *sql.Stmt
+	if n >= perStmt {
+		var err error
+		full, err = tx.PrepareContext(ctx, s.d.rebind(head+batchPlaceholders(perStmt, ncols)))
+		if err != nil {
+			return err
+		}
+		defer full.Close()
+	}
+	for start := 0; start < n; start += perStmt {
+		end := min(start+perStmt, n)
+		args = args[:0]
+		for i := start; i < end; i++ {
+			args = fill(args, i)
+		}
+		var err error
+		if end-start == perStmt {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, s.d.rebind(head+batchPlaceholders(end-start, ncols)), args...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchQuerier is what *sql.DB and *sql.Tx share.
+type batchQuerier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
