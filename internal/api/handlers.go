@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -259,20 +260,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 		}
 		ch, cancel := s.streams[n].Subscribe()
 		defer cancel()
-		go func() {
-			for {
-				select {
-				case ev := <-ch:
-					select {
-					case merged <- ev:
-					case <-r.Context().Done():
-						return
-					}
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}()
+		go forward(r.Context(), ch, merged)
+	}
+	if s.batch != nil && filter == "" {
+		ch, cancel := s.batch.Subscribe()
+		defer cancel()
+		go forward(r.Context(), ch, merged)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -286,6 +279,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 			data, _ := json.Marshal(ev)
 			fmt.Fprintf(w, "data: %s\n\n", data)
 			flusher.Flush()
+		}
+	}
+}
+
+// forward copies events from ch to out until ctx ends.
+func forward[E any](ctx context.Context, ch <-chan E, out chan<- any) {
+	for {
+		select {
+		case ev := <-ch:
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		case <-ctx.Done():
+			return
 		}
 	}
 }

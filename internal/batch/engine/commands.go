@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/plan"
@@ -26,6 +28,11 @@ func (h history) Last(task string, biz time.Time) string {
 
 // Preview plans req without running anything.
 func (e *Engine) Preview(ctx context.Context, req plan.Request) (*plan.Plan, error) {
+	if rg := req.ResourceGroup; rg != "" {
+		if _, found := e.opts.ResourceGroups[rg]; !found {
+			return nil, &plan.RequestError{Field: "resource_group", Message: fmt.Sprintf("%q is not a configured resource group: use one of %s, or add it under resource_groups", rg, strings.Join(e.groupNames(), ", "))}
+		}
+	}
 	now := e.now()
 	seq := 1
 	if root, err := e.graph.Lookup(req.Task); err == nil {
@@ -52,6 +59,15 @@ func (e *Engine) Preview(ctx context.Context, req plan.Request) (*plan.Plan, err
 	}
 	in.History = history(states)
 	return plan.Build(in)
+}
+
+func (e *Engine) groupNames() []string {
+	names := make([]string, 0, len(e.opts.ResourceGroups))
+	for n := range e.opts.ResourceGroups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func needsHistory(r plan.Request) bool {

@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/calendar"
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/pgserver"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// BenchmarkBatch prints the batch engine's figures: planning a backfill
+// of 365 days over a generated DAG of 2,000 daily tasks (730,000
+// instances), recording it, and running it with no-op tasks through the
+// normal persisted dispatch path, on SQLite and on PostgreSQL metadata;
+// then shell `true` tasks. TIDEMARK_BENCH_BATCH_DAYS shortens the range.
+func BenchmarkBatch(b *testing.B) {
+	pgserver.ScrubEnv()
+	days := 365
+	if v := os.Getenv("TIDEMARK_BENCH_BATCH_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 365 {
+			b.Fatalf("TIDEMARK_BENCH_BATCH_DAYS=%q: use 1-365", v)
+		}
+		days = n
+	}
+	ctx := context.Background()
+	tasks := generatedDAG(2000, dag.TypeNoop, "")
+	graph, err := dag.New(tasks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := plan.Request{Task: tasks[0].ID, Scope: plan.Scope{Mode: plan.ScopeMass, Coverage: plan.CoverDescendants},
+		Dates:   plan.Dates{From: calendar.Date{Year: 2024, Month: 1, Day: 1}, To: calendar.Date{Year: 2024, Month: 1, Day: 1}.AddDays(days - 1)},
+		Confirm: true}
+	start := time.Now()
+	p, err := plan.Build(plan.Input{Graph: graph, Request: req, Now: time.Now(), Sequence: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	planTime := time.Since(start)
+	fmt.Printf("batch plan: %d tasks x %d days = %d instances, %d dependencies, planned in %.2f s\n",
+		len(tasks), days, len(p.Instances), countDeps(p), planTime.Seconds())
+
+	pg, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pg.Stop()
+	pgURL, err := pg.CreateDatabase(ctx, "batch_meta")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, meta := range []struct{ name, url string }{
+		{"sqlite", "sqlite://" + filepath.Join(b.TempDir(), "meta.db")},
+		{"postgres", pgURL},
+	} {
+		r, err := runBatch(ctx, meta.url, graph, req, 64)
+		if err != nil {
+			b.Fatalf("%s: %v", meta.name, err)
+		}
+		fmt.Printf("batch no-op on %s metadata: recorded in %.1f s; %d instances dispatched in %.1f s = %.0f instances/s (%.0f µs each)\n",
+			meta.name, r.recorded.Seconds(), r.instances, r.ran.Seconds(), r.rate(), 1e6/r.rate())
+	}
+
+	shell := generatedDAG(20, dag.TypeShell, "true")
+	sg, err := dag.New(shell)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sreq := req
+	sreq.Task = shell[0].ID
+	sreq.Dates.To = sreq.Dates.From.AddDays(99)
+	r, err := runBatch(ctx, "sqlite://"+filepath.Join(b.TempDir(), "shell.db"), sg, sreq, 8)
+	if err != nil {
+		b.Fatalf("shell: %v", err)
+	}
+	fmt.Printf("batch shell `true` on sqlite metadata, 8 at once: %d instances in %.1f s = %.0f instances/s (%.1f ms each)\n",
+		r.instances, r.ran.Seconds(), r.rate(), 1e3/r.rate())
+}
+
+type batchRun struct {
+	instances     int
+	recorded, ran time.Duration
+}
+
+func (r batchRun) rate() float64 { return float64(r.instances) / r.ran.Seconds() }
+
+// runBatch submits req to an engine over the store at url and waits until
+// the backfill has ended.
+func runBatch(ctx context.Context, url string, g *dag.Graph, req plan.Request, concurrency int) (batchRun, error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return batchRun{}, err
+	}
+	defer st.Close()
+	e, err := engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": concurrency},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WorkDir: os.TempDir()})
+	if err != nil {
+		return batchRun{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	<-e.Ready()
+	events, unsubscribe := e.Subscribe()
+	defer unsubscribe()
+	start := time.Now()
+	rec, _, err := e.Submit(ctx, req, "bench")
+	if err != nil {
+		return batchRun{}, err
+	}
+	recorded := time.Since(start)
+	for {
+		b, err := st.GetBatchBackfill(ctx, rec.ID)
+		if err != nil {
+			return batchRun{}, err
+		}
+		switch b.State {
+		case store.BatchSucceeded:
+			return batchRun{instances: b.Instances, recorded: recorded, ran: time.Since(start) - recorded}, nil
+		case store.BatchFailed, store.BatchStopped, store.BatchBlocked:
+			return batchRun{}, fmt.Errorf("backfill ended %s: %s", b.State, b.Error)
+		}
+		wait(events, 500*time.Millisecond)
+	}
+}
+
+// wait returns at the next backfill event or after d.
+func wait(events <-chan engine.Event, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == "backfill" {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
+func countDeps(p *plan.Plan) int {
+	n := 0
+	for _, in := range p.Instances {
+		n += len(in.Deps)
+	}
+	return n
+}
+
+// generatedDAG is a layered random DAG of n daily tasks (fixed seed): a
+// root, then layers of 100, each task with one upstream in the layer above
+// and mostly one more anywhere above.
+func generatedDAG(n int, typ, command string) []dag.Task {
+	r := rand.New(rand.NewPCG(2025, 365))
+	sched, err := calendar.Parse("daily", time.UTC)
+	if err != nil {
+		panic(err)
+	}
+	layer := func(i int) int {
+		if i == 0 {
+			return 0
+		}
+		return 1 + (i-1)/100
+	}
+	first := func(l int) int {
+		if l == 0 {
+			return 0
+		}
+		return 1 + (l-1)*100
+	}
+	id := func(i int) string { return fmt.Sprintf("p.t%04d", i) }
+	tasks := make([]dag.Task, n)
+	for i := range tasks {
+		t := dag.Task{ID: id(i), Name: fmt.Sprintf("t%04d", i), Project: "p", Type: typ, Command: command,
+			Schedule: sched, ResourceGroup: "default"}
+		if i > 0 {
+			lo, hi := first(layer(i)-1), first(layer(i))
+			a := lo + r.IntN(hi-lo)
+			t.Upstream = []string{id(a)}
+			if c := r.IntN(hi); c != a && r.IntN(10) > 0 {
+				t.Upstream = append(t.Upstream, id(c))
+			}
+		}
+		tasks[i] = t
+	}
+	return tasks
+}
