@@ -28,7 +28,9 @@ type builder struct {
 	g     *dag.Graph
 	req   Request
 	root  int
-	limit time.Time // max(Now, RunAt): cycles due after it have not come yet
+	// limit: cycles due after it have not come yet (Now, or the end of the
+	// day after RunAt's date); runAt is when the backfill starts.
+	limit, runAt time.Time
 	tr    *timeRange
 
 	dates  []calendar.Date // planned dates, ascending
@@ -102,13 +104,21 @@ func (b *builder) build() (*Plan, error) {
 	}
 	b.root, _ = g.Index(rt.ID)
 
-	b.limit = b.in.Now
+	b.limit, b.runAt = b.in.Now, b.in.Now
 	if req.RunAt != nil {
+		b.runAt = *req.RunAt
 		if !req.RunAt.After(b.in.Now) {
 			return nil, refuse("run_at", "%s is not in the future (now is %s); leave run_at out to run now",
 				req.RunAt.Format(time.RFC3339), b.in.Now.Format(time.RFC3339))
 		}
-		b.limit = *req.RunAt
+		// As the reference allows, a backfill that runs later may take
+		// data timestamps up to its run date: cycles due by the end of
+		// the day after it (in the start task's time zone).
+		loc := rt.Schedule.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		b.limit = calendar.DateOf(req.RunAt.In(loc)).AddDays(2).Midnight(loc).Add(-time.Nanosecond)
 	}
 
 	// No cycle of a date after last can be due by limit in any time zone:

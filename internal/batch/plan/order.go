@@ -186,7 +186,7 @@ func (b *builder) assemble(insts []Instance) *Plan {
 	p := &Plan{
 		Name:      b.req.Name,
 		Task:      root.ID,
-		RunAt:     b.limit,
+		RunAt:     b.runAt,
 		Instances: insts,
 		Skipped:   b.skipped,
 		Warnings:  b.warnings,

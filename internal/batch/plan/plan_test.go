@@ -722,7 +722,8 @@ func TestNoCycleYet(t *testing.T) {
 	re = refused(t, g, req("p.a", plan.Dates{Mode: plan.DatesCustom, List: dates("2026-11-01", "2031-05-05")}), clock)
 	expectRefusal(t, re, "dates.list", "data timestamp 2031-05-05")
 
-	// With a later run_at, the dates up to it are allowed.
+	// With a later run_at, the dates up to its date are allowed (their
+	// cycles may be due after it, as the reference allows).
 	runAt := time.Date(2026, 12, 2, 12, 0, 0, 0, berlin)
 	r := req("p.a", rng("2026-11-29", "2026-12-01"))
 	r.RunAt = &runAt
@@ -731,7 +732,9 @@ func TestNoCycleYet(t *testing.T) {
 		t.Errorf("RunAt %s", p.RunAt)
 	}
 	r.Dates.To = date("2026-12-02")
-	expectRefusal(t, refused(t, g, r, clock), "dates.to", "2026-12-02 of task p.a", "pick dates up to 2026-12-01")
+	build(t, g, r, clock)
+	r.Dates.To = date("2026-12-03")
+	expectRefusal(t, refused(t, g, r, clock), "dates.to", "2026-12-03 of task p.a", "pick dates up to 2026-12-02")
 
 	// Hourly: the cycles of today that are due are not enough.
 	re = refused(t, g, req("p.h", rng("2026-12-01", "2026-12-01")), clock)
