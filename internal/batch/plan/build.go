@@ -24,14 +24,14 @@ const (
 // are indexes into dates (ascending), candidates are per-task slices: no
 // per-instance maps.
 type builder struct {
-	in    Input
-	g     *dag.Graph
-	req   Request
-	root  int
+	in   Input
+	g    *dag.Graph
+	req  Request
+	root int
 	// limit: cycles due after it have not come yet (Now, or the end of the
 	// day after RunAt's date); runAt is when the backfill starts.
 	limit, runAt time.Time
-	tr    *timeRange
+	tr           *timeRange
 
 	dates  []calendar.Date // planned dates, ascending
 	scheds map[schedKey]*sched
