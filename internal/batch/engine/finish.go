@@ -183,8 +183,5 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: final})
 	e.log.Info("backfill ended", "backfill", bf.rec.ID, "name", bf.rec.Name, "state", final)
 	// Finished backfills leave memory; a re-run loads them again.
-	for _, n := range bf.nodes {
-		delete(e.s.nodes, n.id)
-	}
-	delete(e.s.bfs, bf.rec.ID)
+	e.dropIfEnded(bf)
 }

@@ -19,6 +19,7 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 		if err != nil {
 			return err
 		}
+		defer e.dropIfEnded(bf)
 		now := e.now().UTC()
 		reason := "re-run by " + by
 		var changes []store.BatchInstance
@@ -67,6 +68,7 @@ func (e *Engine) MarkSucceeded(ctx context.Context, backfillID, id int64, by str
 		if err != nil {
 			return err
 		}
+		defer e.dropIfEnded(bf)
 		var n *node
 		for _, c := range bf.nodes {
 			if c.id == id {
@@ -105,6 +107,18 @@ func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) 
 		return nil, err
 	}
 	return e.s.bfs[id], nil
+}
+
+// dropIfEnded takes an ended backfill, loaded for a command that did not
+// reopen it, out of memory again.
+func (e *Engine) dropIfEnded(bf *backfill) {
+	if bf.rec.State == store.BatchRunning || bf.rec.State == store.BatchWaiting {
+		return
+	}
+	for _, n := range bf.nodes {
+		delete(e.s.nodes, n.id)
+	}
+	delete(e.s.bfs, bf.rec.ID)
 }
 
 // reopen writes instance changes and puts an ended backfill back to

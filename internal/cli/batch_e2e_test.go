@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// The batch verbs against a real daemon: tasks, a preview, a backfill
+// followed to its end, its instances, a log, the CSV export, and refusals
+// with their exit codes.
+func TestBatchEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+metadata: "sqlite://%s"
+api: {listen: "127.0.0.1:%d"}
+tasks:
+  - {name: extract, project: sales, owner: ann, type: shell, schedule: daily, command: "echo extracting ${bizdate}"}
+  - {name: load, project: sales, type: shell, schedule: "daily 02:00", depends_on: [extract], command: "echo loading ${bizdate-1}"}
+`, filepath.Join(dir, "meta.db"), port), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
+	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	cli := func(args ...string) result { t.Helper(); return tidemark(t, append(addr, args...)...) }
+	poll(t, d, "the API", func() bool { return cli("tasks").code == 0 })
+
+	if r := cli("tasks"); !strings.Contains(r.stdout, "sales.load") || !strings.Contains(r.stdout, "daily 02:00") {
+		t.Errorf("tasks: %s", r)
+	}
+	r := cli("batch", "preview", "extract", "--from", "2025-01-11", "--to", "2025-01-13", "--downstream", "all", "--groups", "2", "--tz", "Asia/Tokyo")
+	for _, want := range []string{"6 instance(s)", "group 1: 2025-01-11, 2025-01-12", "group 2: 2025-01-13", "SCHEDULED (Asia/Tokyo)", "2025-01-12 11:00 JST", "group 1 date 1"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("preview lacks %q: %s", want, r)
+		}
+	}
+	r = cli("batch", "backfill", "extract", "--from", "2025-01-11", "--to", "2025-01-13", "--downstream", "all", "--groups", "2", "--name", "january")
+	if r.code != 0 || !strings.Contains(r.stdout, `backfill 1 "january": 6 instance(s)`) {
+		t.Fatalf("backfill: %s", r)
+	}
+	var b store.BatchBackfill
+	poll(t, d, "backfill 1 to succeed", func() bool {
+		r := cli("batch", "show", "1", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+			t.Fatalf("show --json: %v in %s", err, r)
+		}
+		return b.State == store.BatchSucceeded
+	})
+	if b.StartedBy != "cli" || b.States[store.InstanceSucceeded] != 6 {
+		t.Errorf("backfill: %+v", b)
+	}
+	if r := cli("batch", "list"); !strings.Contains(r.stdout, "january") || !strings.Contains(r.stdout, "succeeded 6") {
+		t.Errorf("list: %s", r)
+	}
+	var ins []store.BatchInstance
+	if err := json.Unmarshal([]byte(cli("batch", "instances", "1", "--task", "sales.load", "--json").stdout), &ins); err != nil || len(ins) != 3 {
+		t.Fatalf("instances: %v %+v", err, ins)
+	}
+	if r := cli("batch", "log", fmt.Sprint(ins[0].ID)); !strings.Contains(r.stdout, "loading 20250110") {
+		t.Errorf("log: %s", r)
+	}
+	if r := cli("batch", "log", "--code", fmt.Sprint(ins[0].ID)); strings.TrimSpace(r.stdout) != "echo loading 20250110" {
+		t.Errorf("log --code: %s", r)
+	}
+	if r := cli("batch", "export", "1"); !strings.HasPrefix(r.stdout, "id,name,project,owner") || !strings.Contains(r.stdout, "sales.extract,extract,sales,ann") {
+		t.Errorf("export: %s", r)
+	}
+
+	expect(t, 2, []string{"time_range.from", "HH:MM"}, append(addr, "batch", "preview", "extract", "--from", "2025-01-01", "--time-range", "8-9")...)
+	expect(t, 2, []string{"--downstream", "1-10 or all"}, append(addr, "batch", "preview", "extract", "--from", "2025-01-01", "--downstream", "11")...)
+	expect(t, 2, []string{"dates"}, append(addr, "batch", "backfill", "extract", "--from", "2025-01-05", "--to", "2025-01-01")...)
+	expect(t, 2, []string{"give the data timestamps"}, append(addr, "batch", "backfill", "extract")...)
+	expect(t, 4, []string{"no failed or stopped instance"}, append(addr, "batch", "rerun", "1")...)
+	expect(t, 4, []string{"already ended"}, append(addr, "batch", "stop", "1")...)
+}
