@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ type env struct {
 	st  *store.Store
 	e   *engine.Engine
 	dir string
+	// stop ends the engine (it also ends when the test does).
+	stop func()
 }
 
 // task returns a task of the default project with a daily schedule.
@@ -75,18 +78,22 @@ func newEnv(t *testing.T, tasks []dag.Task, o envOpts) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("engine run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-e.Ready():
 	case err := <-done:
 		t.Fatalf("engine ended before it was ready: %v", err)
 	}
-	return &env{t: t, st: st, e: e, dir: dir}
+	return &env{t: t, st: st, e: e, dir: dir, stop: stop}
 }
 
 func day(s string) calendar.Date {

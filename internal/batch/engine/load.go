@@ -54,7 +54,7 @@ func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) err
 		s.nodes[n.id] = n
 	}
 	for _, n := range bf.nodes {
-		e.link(n)
+		e.link(n, nil)
 		g := bf.groups[n.group]
 		if g == nil {
 			g = &group{left: map[int]int{}, parked: map[int][]*node{}}
@@ -71,13 +71,17 @@ func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) err
 	return nil
 }
 
-// link connects n to the deps in memory; a dep not in memory has finished
-// successfully or lies outside (the recurring schedule drops what
-// succeeded), and a dep that is in memory but not done holds n back.
-func (e *Engine) link(n *node) {
+// link connects n to its deps. A dep in memory that has not succeeded
+// holds n back. A dep not in memory has ended: stateOf says how (nil: it
+// succeeded — a backfill's instances are all in memory together, and the
+// recurring schedule forgets the instances that succeeded).
+func (e *Engine) link(n *node, stateOf func(id int64) string) {
 	for _, id := range n.deps {
 		d := e.s.nodes[id]
 		if d == nil {
+			if stateOf != nil && !ok(stateOf(id)) {
+				n.pending++ // an upstream that failed or was stopped: never released
+			}
 			continue
 		}
 		d.down = append(d.down, n)
@@ -101,7 +105,7 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 			}
 		}
 	}
-	open, _, err := e.st.LoadOpenInstances(ctx)
+	open, done, err := e.st.LoadOpenInstances(ctx)
 	if err != nil {
 		return err
 	}
@@ -115,7 +119,7 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 		sched = append(sched, n)
 	}
 	for _, n := range sched {
-		e.link(n)
+		e.link(n, func(id int64) string { return done[id] })
 	}
 	return nil
 }

@@ -157,7 +157,14 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 		in.ID, in.Deps = id, deps
 		n := sc.e.newNode(in, nil)
 		sc.e.s.nodes[id] = n
-		sc.e.link(n)
+		sc.e.link(n, func(id int64) string {
+			in, err := sc.e.st.GetBatchInstance(ctx, id)
+			if err != nil {
+				sc.e.log.Warn("read an upstream instance; treating it as not done", "instance", id, "err", err)
+				return ""
+			}
+			return in.State
+		})
 		sc.e.consider(n)
 		sc.e.publishInstance(n)
 	}

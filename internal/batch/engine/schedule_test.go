@@ -63,3 +63,49 @@ func TestRecurringScheduleDailyOnHourly(t *testing.T) {
 		}
 	}
 }
+
+// After a restart, a scheduled instance whose upstream failed still waits:
+// the failed upstream is not in memory any more, and must not count as
+// done.
+func TestScheduleRestartKeepsFailedUpstream(t *testing.T) {
+	clock := newClock(time.Date(2025, 3, 1, 22, 30, 0, 0, time.UTC))
+	up := task(t, "up", dag.TypeShell, "exit 1")
+	up.Schedule = mustParse(t, "hourly")
+	down := task(t, "down", dag.TypeNoop, "", "up")
+	tick := task(t, "tick", dag.TypeNoop, "")
+	tick.Schedule = mustParse(t, "hourly")
+	tasks := []dag.Task{up, down, tick}
+	url := "sqlite://" + t.TempDir() + "/meta.db"
+	list := func(v *env, task string) []store.BatchInstance {
+		ins, err := v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: task})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ins
+	}
+	v := newEnv(t, tasks, envOpts{schedule: true, now: clock.now, storeURL: url})
+	clock.set(time.Date(2025, 3, 2, 0, 0, 1, 0, time.UTC))
+	v.until("the hours to fail and the day to wait", func() bool {
+		ups, downs := list(v, "p.up"), list(v, "p.down")
+		return len(ups) == 2 && ups[0].State == store.InstanceFailed && ups[1].State == store.InstanceFailed &&
+			len(downs) == 1 && downs[0].State == store.InstanceWaiting
+	})
+	v.stop()
+
+	// Restarted an hour later: the new cycles are created and dispatched
+	// together with whatever is ready, so once the new tick has succeeded,
+	// the day's instance would have run if it were (wrongly) ready.
+	clock.set(time.Date(2025, 3, 2, 1, 0, 1, 0, time.UTC))
+	v = newEnv(t, tasks, envOpts{schedule: true, now: clock.now, storeURL: url})
+	v.until("the next tick to succeed", func() bool {
+		for _, in := range list(v, "p.tick") {
+			if in.BizTime.Equal(time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC)) && in.State == store.InstanceSucceeded {
+				return true
+			}
+		}
+		return false
+	})
+	if downs := list(v, "p.down"); len(downs) != 1 || downs[0].State != store.InstanceWaiting {
+		t.Fatalf("the day's instance = %+v, want it still waiting for its failed hours", downs)
+	}
+}
