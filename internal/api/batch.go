@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -262,6 +264,19 @@ func engineError(err error) error {
 	return err
 }
 
+// decodeOptional is decode for a body that may be empty.
+func decodeOptional(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decode(r, v)
+}
+
 func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -350,10 +365,8 @@ func (s *Server) rerunBatch(w http.ResponseWriter, r *http.Request, who string) 
 		return err
 	}
 	var req RerunRequest
-	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
-			return err
-		}
+	if err := decodeOptional(r, &req); err != nil {
+		return err
 	}
 	if _, err := e.Rerun(r.Context(), id, req.Instances, who); err != nil {
 		return engineError(err)

@@ -105,7 +105,8 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string)
 	if err := e.st.CreateBatchBackfill(ctx, &rec, insts, deps); err != nil {
 		return store.BatchBackfill{}, nil, fmt.Errorf("record backfill: %w", err)
 	}
-	err = e.do(ctx, func(ctx context.Context) error {
+	// Recorded: the loop must take it even if the caller goes away now.
+	err = e.do(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		if err := e.adopt(rec, insts); err != nil {
 			return err
 		}
@@ -220,6 +221,9 @@ func (e *Engine) instanceNotOpen(ctx context.Context, id int64) error {
 	}
 	if err != nil {
 		return err
+	}
+	if in.BackfillID == 0 {
+		return fmt.Errorf("instance %d of the recurring schedule is %s, not waiting or running: %w", id, in.State, ErrConflict)
 	}
 	return fmt.Errorf("instance %d is %s and its backfill has ended; re-run it instead: %w", id, in.State, ErrConflict)
 }

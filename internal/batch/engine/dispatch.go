@@ -29,11 +29,13 @@ func (e *Engine) dispatch(ctx context.Context) {
 	now := e.now().UTC()
 	var changes []store.BatchInstance
 	var dry []*node
+	taken := map[*node]bool{} // a node can sit in a queue twice (stopped, then re-run)
 	for _, n := range s.dry {
 		n.unqueue()
-		if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) {
+		if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) || taken[n] {
 			continue
 		}
+		taken[n] = true
 		dry = append(dry, n)
 		changes = append(changes, record(n, store.InstanceDryRun, n.reason, now))
 	}
@@ -47,6 +49,9 @@ func (e *Engine) dispatch(ctx context.Context) {
 			if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) {
 				continue
 			}
+			if taken[n] {
+				continue
+			}
 			if holder := s.busy[n.key()]; holder != nil {
 				// The same task and business time is running elsewhere
 				// (the schedule or another backfill): wait for it.
@@ -57,6 +62,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 				s.busyWait[n.key()] = append(s.busyWait[n.key()], n)
 				continue
 			}
+			taken[n] = true
 			s.busy[n.key()] = n
 			s.free[rg]--
 			claims = append(claims, n)
@@ -69,7 +75,8 @@ func (e *Engine) dispatch(ctx context.Context) {
 	for i, n := range claims {
 		spec, rendered, err := e.prepare(ctx, n)
 		n.attempt++
-		n.run = &running{rendered: rendered, sqlTag: spec.Tag}
+		n.run = &running{}
+		n.rendered, n.tag, n.errText = rendered, spec.Tag, ""
 		specs[i] = spec
 		if err != nil {
 			// A template that cannot render fails the attempt without
@@ -87,14 +94,9 @@ func (e *Engine) dispatch(ctx context.Context) {
 		e.undoClaims(dry, claims)
 		return
 	}
-	for _, n := range dry {
-		n.state = store.InstanceDryRun
-		e.publishInstance(n)
-		e.released(n)
-		if n.bf != nil {
-			e.checkDone(ctx, n.bf)
-		}
-	}
+	// Claims first: a backfill whose last dry-run instance is released
+	// here must already count its claimed instances as running.
+	touched := map[*backfill]bool{}
 	for i, n := range claims {
 		n.state = store.InstanceRunning
 		if n.bf != nil {
@@ -103,14 +105,25 @@ func (e *Engine) dispatch(ctx context.Context) {
 		e.publishInstance(n)
 		e.start(ctx, n, specs[i])
 	}
+	for _, n := range dry {
+		n.state = store.InstanceDryRun
+		e.publishInstance(n)
+		e.released(n)
+		e.forget(n)
+		if n.bf != nil {
+			touched[n.bf] = true
+		}
+	}
+	for bf := range touched {
+		e.checkDone(ctx, bf)
+	}
 }
 
 // undoClaims puts claimed nodes back after the store refused the claim.
 func (e *Engine) undoClaims(dry, claims []*node) {
 	retry := e.now().Add(time.Second)
 	for _, n := range claims {
-		delete(e.s.busy, n.key())
-		e.s.free[n.rg]++
+		e.releaseCycle(n)
 		n.attempt--
 		n.run = nil
 	}
@@ -125,6 +138,7 @@ func record(n *node, st, reason string, now time.Time) store.BatchInstance {
 	r := store.BatchInstance{
 		ID: n.id, Task: n.task.ID, State: st, Reason: reason, Attempt: n.attempt,
 		StartedAt: n.startedAt, Outputs: n.outputs,
+		Rendered: n.rendered, SQLTag: n.tag, Error: n.errText,
 	}
 	if !n.nextTry.IsZero() && st == store.InstanceWaiting {
 		t := n.nextTry.UTC()
@@ -134,7 +148,6 @@ func record(n *node, st, reason string, now time.Time) store.BatchInstance {
 		r.FinishedAt = &now
 	}
 	if n.run != nil {
-		r.Rendered, r.SQLTag = n.run.rendered, n.run.sqlTag
 		r.PID, r.PGID, r.ProcStart = n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks
 	}
 	return r

@@ -282,3 +282,44 @@ func fileHasPID(path string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && strings.TrimSpace(string(b)) != ""
 }
+
+// A dry-run instance released while a sibling is being claimed must not end
+// the backfill early.
+func TestDryRunBesideRunningInstance(t *testing.T) {
+	tasks := []dag.Task{
+		task(t, "r", dag.TypeNoop, ""),
+		task(t, "d", dag.TypeNoop, "", "r"),
+		task(t, "s", dag.TypeShell, "sleep 0.2", "r"),
+		task(t, "x", dag.TypeNoop, "", "d", "s"),
+	}
+	v := newEnv(t, tasks, envOpts{})
+	req := rangeReq("r", "2025-03-01", "2025-03-01")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels, ExcludeTasks: []string{"d"}}
+	rec := v.submit(req)
+	got := v.wait(rec.ID)
+	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != 3 || got.States[store.InstanceDryRun] != 1 {
+		t.Fatalf("backfill = %s %v (%s), want succeeded with 3 succeeded and 1 dry-run", got.State, got.States, got.Error)
+	}
+}
+
+// A backfill recorded as running whose instances have all ended (the
+// daemon died between the last end and the backfill's) ends at the next
+// start.
+func TestRestartEndsFinishedBackfill(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "meta.db")
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	biz := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`), State: store.BatchRunning, RunAt: biz}
+	insts := []store.BatchInstance{{Task: "p.a", BizTime: biz, BizEnd: biz, Scheduled: biz.AddDate(0, 0, 1), Mode: plan.ModeRun, ResourceGroup: "default", State: store.InstanceSucceeded}}
+	if err := st.CreateBatchBackfill(t.Context(), &rec, insts, [][]int{nil}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
+		t.Fatalf("backfill = %s, want succeeded", got.State)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/runner"
@@ -23,34 +24,19 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		if st == store.InstanceSucceeded {
 			n.outputs = end.res.Outputs
 		}
-		c := record(n, st, reason, now)
-		c.Error = ""
+		n.errText = ""
 		if end.res.Err != nil && st != store.InstanceSucceeded {
-			c.Error = end.res.Err.Error()
+			n.errText = storable(end.res.Err.Error())
 		}
-		changes[i] = c
+		changes[i] = record(n, st, reason, now)
 		n.reason = reason
 	}
-	for {
-		err := e.st.UpdateBatchInstances(ctx, changes)
-		if err == nil {
-			break
-		}
-		// The attempts have ended whatever the store says; keep trying so
-		// that no end is lost, unless the daemon is going away (the next
-		// start then runs them again).
-		e.log.Error("record ended instances; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+	e.recordEnds(ctx, changes)
 	for i, end := range ends {
 		if end.n.task.Type == "noop" {
 			continue
 		}
-		text := end.log + fmt.Sprintf("\n[tidemark] attempt %d ended: %s\n", end.attempt, verdict(next[i], end.res))
+		text := storable(end.log + fmt.Sprintf("\n[tidemark] attempt %d ended: %s\n", end.attempt, verdict(next[i], end.res)))
 		if err := e.st.PutInstanceLog(ctx, end.n.id, end.attempt, text); err != nil {
 			e.log.Warn("keep instance log", "instance", end.n.id, "err", err)
 		}
@@ -84,6 +70,34 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 	}
 }
 
+// recordEnds writes ended attempts. The attempts have ended whatever the
+// store says, so it tries for a while; if the store stays down the loop
+// goes on from memory, and a restart runs those instances again (they are
+// still recorded as running).
+func (e *Engine) recordEnds(ctx context.Context, changes []store.BatchInstance) {
+	for attempt := 1; ; attempt++ {
+		err := e.st.UpdateBatchInstances(ctx, changes)
+		if err == nil {
+			return
+		}
+		if attempt == 30 || ctx.Err() != nil {
+			e.log.Error("could not record ended instances; a restart runs them again", "instances", len(changes), "err", err)
+			return
+		}
+		e.log.Error("record ended instances; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// storable makes text safe for both stores: valid UTF-8 without NUL bytes
+// (PostgreSQL text cannot hold them).
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // verdict says how an attempt ended, for the end of its log.
 func verdict(state string, res runner.Result) string {
 	if res.Err == nil {
@@ -98,10 +112,11 @@ func verdict(state string, res runner.Result) string {
 // outcome decides the state an ended attempt leaves its instance in.
 func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) (state, reason string) {
 	switch {
+	case end.res.Err == nil:
+		// Done even if a stop came too late to prevent it.
+		return store.InstanceSucceeded, ""
 	case n.run != nil && n.run.stopReason != "":
 		return store.InstanceStopped, n.run.stopReason
-	case end.res.Err == nil:
-		return store.InstanceSucceeded, ""
 	case shuttingDown:
 		n.nextTry = time.Time{}
 		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"

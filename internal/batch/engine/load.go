@@ -34,8 +34,9 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 	if n.rg == "" {
 		n.rg = "default"
 	}
+	n.rendered, n.tag, n.errText = in.Rendered, in.SQLTag, in.Error
 	if in.State == store.InstanceRunning {
-		n.run = &running{rendered: in.Rendered, sqlTag: in.SQLTag}
+		n.run = &running{}
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = in.PID, in.PGID, in.ProcStart
 	}
 	return n

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -20,6 +21,7 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 			return err
 		}
 		defer e.dropIfEnded(bf)
+		ids = dedupe(ids)
 		now := e.now().UTC()
 		reason := "re-run by " + by
 		var changes []store.BatchInstance
@@ -58,6 +60,18 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 		return nil
 	})
 	return count, err
+}
+
+func dedupe(ids []int64) []int64 {
+	seen := map[int64]bool{}
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // MarkSucceeded records an instance as succeeded without running it, so
@@ -100,8 +114,11 @@ func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) 
 		return bf, nil
 	}
 	rec, err := e.st.GetBatchBackfill(ctx, id)
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("backfill %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := e.loadBackfill(ctx, rec); err != nil {
 		return nil, err
@@ -127,7 +144,10 @@ func (e *Engine) reopen(ctx context.Context, bf *backfill, changes []store.Batch
 	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
 		return err
 	}
+	// Someone acts on it again: a stop still winding down is over.
+	bf.stopped = false
 	if bf.rec.State == store.BatchRunning || bf.rec.State == store.BatchWaiting {
+		bf.rec.Error = ""
 		return nil
 	}
 	if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, store.BatchRunning, "", nil, nil); err != nil {

@@ -64,6 +64,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.consider(n)
 		}
 	}
+	// A daemon can die between an instance's end and its backfill's.
+	e.checkAll(ctx)
 	close(e.ready)
 	e.log.Info("batch engine running", "tasks", len(e.graph.Tasks()), "open_backfills", len(e.s.bfs))
 
@@ -113,6 +115,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			e.finish(ctx, ends, false)
 		case <-timer.C:
+			e.checkAll(ctx) // ends a backfill whose end could not be written before
 		}
 		if !timer.Stop() {
 			select {
@@ -120,6 +123,13 @@ func (e *Engine) Run(ctx context.Context) error {
 			default:
 			}
 		}
+	}
+}
+
+// checkAll ends every running backfill in which nothing more can happen.
+func (e *Engine) checkAll(ctx context.Context) {
+	for _, bf := range e.s.bfs {
+		e.checkDone(ctx, bf)
 	}
 }
 
@@ -186,11 +196,11 @@ func (e *Engine) recover(ctx context.Context) error {
 				msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
 			}
 		}
-		if n.run.sqlTag != "" && n.task.Type == dag.TypeShell {
+		if n.tag != "" && n.task.Type == dag.TypeShell {
 			// The group may not have been recorded: the daemon can die
 			// between starting a script and writing it down. The tag in
 			// the script's environment finds it and its children.
-			k, err := runner.EndTagged(n.run.sqlTag)
+			k, err := runner.EndTagged(n.tag)
 			if err != nil {
 				return fmt.Errorf("end the processes of instance %d: %w", n.id, err)
 			}
@@ -198,9 +208,9 @@ func (e *Engine) recover(ctx context.Context) error {
 				msg += fmt.Sprintf("; %d process group(s) of it were still running and were ended", k)
 			}
 		}
-		if n.run.sqlTag != "" && n.task.Type == dag.TypeSQL {
+		if n.tag != "" && n.task.Type == dag.TypeSQL {
 			if conn, found := e.opts.Connections[n.task.Connection]; found {
-				k, err := runner.CancelSQL(ctx, conn, n.run.sqlTag)
+				k, err := runner.CancelSQL(ctx, conn, n.tag)
 				if err != nil {
 					return fmt.Errorf("cancel the SQL of instance %d on %s: %w", n.id, conn.Name, err)
 				}

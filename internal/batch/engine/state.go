@@ -37,6 +37,10 @@ type node struct {
 	deps    []int64
 	down    []*node
 
+	// The latest attempt's rendered code, run tag and error, kept across
+	// later transitions (the store rewrites every column).
+	rendered, tag, errText string
+
 	queued  bool // in a queue, the timer heap or waiting for a busy cycle
 	run     *running
 	outputs map[string]string
@@ -45,9 +49,7 @@ type node struct {
 // running is what the loop knows of a started attempt.
 type running struct {
 	cancel     context.CancelFunc
-	rendered   string
 	proc       runner.Proc
-	sqlTag     string
 	stopReason string // set when someone stopped it
 }
 
