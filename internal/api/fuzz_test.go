@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
@@ -63,7 +65,36 @@ streams:
 			}
 		}
 	}
-	return api.New(streams, nil, st, nil, log)
+	return api.New(streams, idleEngine(f, st, log), st, nil, log)
+}
+
+// idleEngine runs a batch engine over three no-op tasks until the fuzz
+// test ends.
+func idleEngine(f *testing.F, st *store.Store, log *slog.Logger) *engine.Engine {
+	f.Helper()
+	cfg, err := config.Parse([]byte(`
+tasks:
+  - {name: a, project: p, type: noop, schedule: daily}
+  - {name: b, project: p, type: noop, schedule: hourly, depends_on: [a]}
+  - {name: c, project: q, type: noop, schedule: "weekly mon", depends_on: [p.b], paused: true}
+`), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	g, err := dag.New(cfg.Tasks)
+	if err != nil {
+		f.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{Store: st, Graph: g, Logger: log})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	f.Cleanup(func() { cancel(); <-done })
+	<-e.Ready()
+	return e
 }
 
 // flushRecorder ends the request once the handler flushes, so that the
@@ -128,6 +159,23 @@ func FuzzAPIRequests(f *testing.F) {
 		{"GET", "/", ""},
 		{"GET", "//", ""},
 		{"GET", "/api/v1/streams/", ""},
+		{"GET", "/api/v1/tasks", ""},
+		{"GET", "/api/v1/tasks/p.b", ""},
+		{"POST", "/api/v1/batch/preview?tz=Europe/Paris&limit=5", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-03"}, "scope": {"mode": "list", "downstream": -1}, "groups": 2}`},
+		{"POST", "/api/v1/batch/preview", `{"task": "b", "dates": {"mode": "cycle", "from": "2025-01-01", "to": "2025-02-28", "weekdays": [1], "month_days": [-1]}, "time_range": {"from": "08:00", "to": "09:30"}}`},
+		{"POST", "/api/v1/batch/preview", `{"task": "a", "dates": {"mode": "custom", "list": ["2025-01-01", "1899-12-31"]}, "scope": {"mode": "mass", "coverage": "end_points", "values": ["q.c"]}}`},
+		{"POST", "/api/v1/batch/backfills", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-01"}, "paused": "run", "order": "desc"}`},
+		{"POST", "/api/v1/batch/backfills", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-01"}, "run_at": "2020-01-01T00:00:00Z"}`},
+		{"GET", "/api/v1/batch/backfills?state=running&since=2026-01-01T00:00:00Z", ""},
+		{"GET", "/api/v1/batch/backfills/1", ""},
+		{"POST", "/api/v1/batch/backfills/1/stop", ""},
+		{"POST", "/api/v1/batch/backfills/1/rerun", `{"instances": [1, 1, 2]}`},
+		{"GET", "/api/v1/batch/backfills/1/instances?state=failed&after=0&limit=3", ""},
+		{"GET", "/api/v1/batch/backfills/1/nodes.csv", ""},
+		{"GET", "/api/v1/batch/instances?scheduled=true", ""},
+		{"GET", "/api/v1/batch/instances/1/log?attempt=2", ""},
+		{"POST", "/api/v1/batch/instances/1/mark-succeeded", ""},
+		{"POST", "/api/v1/batch/instances/1/stop", ""},
 	} {
 		f.Add(seed.method, seed.path, []byte(seed.body))
 	}
@@ -147,7 +195,7 @@ func FuzzAPIRequests(f *testing.F) {
 			t.Fatalf("%s %q %q: HTTP %d %s", method, path, body, rec.Code, rec.Body)
 		}
 		ct := rec.Header().Get("Content-Type")
-		if ct == "text/event-stream" && rec.Code == http.StatusOK {
+		if (ct == "text/event-stream" || strings.HasPrefix(ct, "text/csv")) && rec.Code == http.StatusOK {
 			return
 		}
 		if ct != "application/json" || !json.Valid(rec.Body.Bytes()) {
