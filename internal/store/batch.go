@@ -1,8 +1,8 @@
 package store
 
 import (
-	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -25,6 +25,30 @@ const (
 	InstanceStopped   = "stopped"
 	InstanceDryRun    = "dry_run" // recorded as succeeded without executing
 	InstanceBlocked   = "blocked" // a paused task's instance under the block policy
+)
+
+// ValidBatchState reports whether state is a known batch backfill state.
+func ValidBatchState(state string) bool {
+	switch state {
+	case BatchWaiting, BatchRunning, BatchSucceeded, BatchFailed, BatchStopped, BatchBlocked:
+		return true
+	}
+	return false
+}
+
+// batchInstanceStates are the instance states.
+var batchInstanceStates = []string{InstanceWaiting, InstanceRunning, InstanceSucceeded, InstanceFailed, InstanceStopped, InstanceDryRun, InstanceBlocked}
+
+// ValidInstanceState reports whether state is a known instance state.
+func ValidInstanceState(state string) bool {
+	return slices.Contains(batchInstanceStates, state)
+}
+
+// Instance modes.
+const (
+	InstanceModeRun     = "run"
+	InstanceModeDryRun  = "dry_run"
+	InstanceModeBlocked = "blocked"
 )
 
 // BatchBackfill is one backfill of recurring tasks: a plan of instances.
@@ -110,6 +134,3 @@ type TaskTime struct {
 	Task    string
 	BizTime time.Time
 }
-
-// The methods below are implemented in batch_*.go; see their comments.
-var _ = context.Background

@@ -11,30 +11,6 @@ import (
 	"time"
 )
 
-// ValidBatchState reports whether state is a known batch backfill state.
-func ValidBatchState(state string) bool {
-	switch state {
-	case BatchWaiting, BatchRunning, BatchSucceeded, BatchFailed, BatchStopped, BatchBlocked:
-		return true
-	}
-	return false
-}
-
-// batchInstanceStates are the instance states.
-var batchInstanceStates = []string{InstanceWaiting, InstanceRunning, InstanceSucceeded, InstanceFailed, InstanceStopped, InstanceDryRun, InstanceBlocked}
-
-// ValidInstanceState reports whether state is a known instance state.
-func ValidInstanceState(state string) bool {
-	return slices.Contains(batchInstanceStates, state)
-}
-
-// Instance modes.
-const (
-	InstanceModeRun     = "run"
-	InstanceModeDryRun  = "dry_run"
-	InstanceModeBlocked = "blocked"
-)
-
 const batchBackfillInsertCols = `"name", "task", "started_by", "request", "state", "error",
 	"created_at", "run_at", "started_at", "finished_at", "instances"`
 
@@ -54,36 +30,6 @@ func scanBatchBackfill(sc interface{ Scan(...any) error }) (BatchBackfill, error
 	b.CreatedAt, b.RunAt = created.T, runAt.T
 	b.StartedAt, b.FinishedAt = started.ptr(), finished.ptr()
 	return b, nil
-}
-
-// prepareBatchInstance validates inst for insertion and fills its defaults: an
-// empty State becomes "waiting" and an empty Mode "run".
-func prepareBatchInstance(inst *BatchInstance) error {
-	if inst.Task == "" {
-		return errors.New("task is required")
-	}
-	if inst.State == "" {
-		inst.State = InstanceWaiting
-	}
-	if !ValidInstanceState(inst.State) {
-		return fmt.Errorf("invalid state %q", inst.State)
-	}
-	if inst.Mode == "" {
-		inst.Mode = InstanceModeRun
-	}
-	return nil
-}
-
-// encodeBatchOutputs is the stored form of an instance's outputs.
-func encodeBatchOutputs(m map[string]string) (string, error) {
-	if len(m) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("encode outputs: %w", err)
-	}
-	return string(b), nil
 }
 
 // CreateBatchBackfill inserts b, its instances insts and their dependency
@@ -113,23 +59,73 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 	if len(deps) > len(insts) {
 		return fmt.Errorf("%d dependency lists for %d instances", len(deps), len(insts))
 	}
+	rows, err := prepareBackfillRows(insts)
+	if err != nil {
+		return err
+	}
+	edges, err := newBackfillEdges(deps, len(insts))
+	if err != nil {
+		return err
+	}
+	created := now()
+	id, base, err := s.insertBatchBackfill(ctx, b, created, insts, rows, edges)
+	if err != nil {
+		return err
+	}
+	b.ID, b.CreatedAt, b.Instances = id, created, len(insts)
+	for i := range insts {
+		c := &insts[i]
+		c.ID, c.BackfillID, c.State, c.Mode = base+1+int64(i), id, rows.states[i], rows.modes[i]
+		c.Deps = nil
+		if len(edges.up[i]) > 0 {
+			c.Deps = make([]int64, len(edges.up[i]))
+			for k, j := range edges.up[i] {
+				c.Deps[k] = base + 1 + int64(j)
+			}
+		}
+	}
+	return nil
+}
+
+// backfillRows are the column values of a backfill's instances that
+// insertion normalises: State and Mode with their defaults, and the encoded
+// Outputs.
+type backfillRows struct {
+	states, modes, outputs []string
+}
+
+// prepareBackfillRows validates insts for insertion.
+func prepareBackfillRows(insts []BatchInstance) (backfillRows, error) {
 	// Validate and normalise on copies, so that a failure leaves insts alone.
-	outputs := make([]string, len(insts))
-	states := make([]string, len(insts))
-	modes := make([]string, len(insts))
+	rows := backfillRows{
+		states:  make([]string, len(insts)),
+		modes:   make([]string, len(insts)),
+		outputs: make([]string, len(insts)),
+	}
 	for i := range insts {
 		c := insts[i]
 		if err := prepareBatchInstance(&c); err != nil {
-			return fmt.Errorf("instance %d (%s): %w", i, insts[i].Task, err)
+			return backfillRows{}, fmt.Errorf("instance %d (%s): %w", i, insts[i].Task, err)
 		}
-		states[i], modes[i] = c.State, c.Mode
+		rows.states[i], rows.modes[i] = c.State, c.Mode
 		var err error
-		if outputs[i], err = encodeBatchOutputs(c.Outputs); err != nil {
-			return fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
+		if rows.outputs[i], err = encodeBatchOutputs(c.Outputs); err != nil {
+			return backfillRows{}, fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
 		}
 	}
-	// The dependency lists as sorted, de-duplicated indexes, and flattened.
-	up := make([][]int, len(insts))
+	return rows, nil
+}
+
+// backfillEdges are a backfill's dependency edges between instance indexes.
+type backfillEdges struct {
+	up       [][]int // up[i]: whom instance i waits for, sorted, without duplicates
+	from, to []int32 // up flattened: edge k runs from instance from[k] to to[k]
+}
+
+// newBackfillEdges checks and normalises deps, CreateBatchBackfill's
+// dependency lists of n instances.
+func newBackfillEdges(deps [][]int, n int) (backfillEdges, error) {
+	up := make([][]int, n)
 	nEdges := 0
 	for i, ds := range deps {
 		if len(ds) == 0 {
@@ -138,31 +134,33 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 		l := slices.Clone(ds)
 		slices.Sort(l)
 		l = slices.Compact(l)
-		if l[0] < 0 || l[len(l)-1] >= len(insts) {
-			return fmt.Errorf("instance %d: dependency index out of range [0, %d)", i, len(insts))
+		if l[0] < 0 || l[len(l)-1] >= n {
+			return backfillEdges{}, fmt.Errorf("instance %d: dependency index out of range [0, %d)", i, n)
 		}
 		if _, self := slices.BinarySearch(l, i); self {
-			return fmt.Errorf("instance %d depends on itself", i)
+			return backfillEdges{}, fmt.Errorf("instance %d depends on itself", i)
 		}
 		up[i] = l
 		nEdges += len(l)
 	}
-	edgeFrom := make([]int32, 0, nEdges) // instance indexes
-	edgeTo := make([]int32, 0, nEdges)
+	edges := backfillEdges{up: up, from: make([]int32, 0, nEdges), to: make([]int32, 0, nEdges)}
 	for i, l := range up {
 		for _, j := range l {
-			edgeFrom = append(edgeFrom, int32(i))
-			edgeTo = append(edgeTo, int32(j))
+			edges.from = append(edges.from, int32(i))
+			edges.to = append(edges.to, int32(j))
 		}
 	}
+	return edges, nil
+}
 
-	req := string(b.Request)
-	created := now()
-	var id, base int64
-	err := s.batchWriteTx(ctx, true, func(tx *sql.Tx) error {
+// insertBatchBackfill inserts b, created at created, and its prepared
+// instances and edges in one transaction. It returns the backfill's id and
+// base, the id of insts[i] being base+1+i.
+func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts []BatchInstance, rows backfillRows, edges backfillEdges) (id, base int64, err error) {
+	err = s.batchWriteTx(ctx, true, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO "batch_backfills" (`+batchBackfillInsertCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`),
-			b.Name, b.Task, b.StartedBy, req, b.State, b.Error,
+			b.Name, b.Task, b.StartedBy, string(b.Request), b.State, b.Error,
 			s.d.timeArg(created), s.d.timeArg(b.RunAt), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), len(insts),
 		).Scan(&id)
 		if err != nil {
@@ -173,15 +171,14 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 		}
 		err = s.batchBulkInsert(ctx, tx, `"batch_instances"`, batchInstanceCols, batchInstanceNCols, batchInstanceRowsPerInsert, len(insts),
 			func(args []any, i int) []any {
-				c := &insts[i]
-				return s.appendInstanceArgs(args, base+1+int64(i), id, c, states[i], modes[i], outputs[i])
+				return s.appendInstanceArgs(args, base+1+int64(i), id, &insts[i], rows.states[i], rows.modes[i], rows.outputs[i])
 			})
 		if err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))
 		}
-		err = s.batchBulkInsert(ctx, tx, `"batch_instance_deps"`, `"instance_id", "upstream_id"`, 2, batchDepRowsPerInsert, nEdges,
+		err = s.batchBulkInsert(ctx, tx, `"batch_instance_deps"`, `"instance_id", "upstream_id"`, 2, batchDepRowsPerInsert, len(edges.from),
 			func(args []any, k int) []any {
-				return append(args, base+1+int64(edgeFrom[k]), base+1+int64(edgeTo[k]))
+				return append(args, base+1+int64(edges.from[k]), base+1+int64(edges.to[k]))
 			})
 		if err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
@@ -189,31 +186,9 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	b.ID, b.CreatedAt, b.Instances = id, created, len(insts)
-	for i := range insts {
-		c := &insts[i]
-		c.ID, c.BackfillID, c.State, c.Mode = base+1+int64(i), id, states[i], modes[i]
-		c.Deps = nil
-		if len(up[i]) > 0 {
-			c.Deps = make([]int64, len(up[i]))
-			for k, j := range up[i] {
-				c.Deps[k] = base + 1 + int64(j)
-			}
-		}
-	}
-	return nil
-}
-
-// maxBatchInstanceID is the highest instance id, 0 if none. Call it under the
-// instances lock (see batchWriteTx).
-func maxBatchInstanceID(ctx context.Context, tx *sql.Tx) (int64, error) {
-	var m sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX("id") FROM "batch_instances"`).Scan(&m); err != nil {
-		return 0, fmt.Errorf("read highest instance id: %w", err)
-	}
-	return m.Int64, nil
+	return id, base, nil
 }
 
 // GetBatchBackfill returns one backfill with States filled, or ErrNotFound.
@@ -331,8 +306,8 @@ func (s *Store) ListBatchBackfills(ctx context.Context, f BatchBackfillFilter) (
 		return nil, fmt.Errorf("list batch backfills: %w", err)
 	}
 	// Backfill ids go in one IN list; keep each under the parameter limits.
-	for start := 0; start < len(list); start += 10000 {
-		if err := s.fillBatchStates(ctx, list[start:min(start+10000, len(list))]); err != nil {
+	for start := 0; start < len(list); start += batchIDsPerQuery {
+		if err := s.fillBatchStates(ctx, list[start:min(start+batchIDsPerQuery, len(list))]); err != nil {
 			return nil, fmt.Errorf("list batch backfills: %w", err)
 		}
 	}

@@ -98,7 +98,7 @@ func (s *Store) batchReadTx(ctx context.Context, f func(*sql.Tx) error) (err err
 	return f(tx)
 }
 
-// placeholders returns "(?, ?, …), (?, ?, …)…": rows groups of cols.
+// batchPlaceholders returns "(?, ?, …), (?, ?, …)…": rows groups of cols.
 func batchPlaceholders(rows, cols int) string {
 	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
 	var b strings.Builder
@@ -112,7 +112,7 @@ func batchPlaceholders(rows, cols int) string {
 	return b.String()
 }
 
-// inList returns "?, ?, …" for n values.
+// batchInList returns "?, ?, …" for n values.
 func batchInList(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

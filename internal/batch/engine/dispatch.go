@@ -25,36 +25,85 @@ type ending struct {
 // dispatch records the ready dry-run instances as such, claims ready
 // instances up to the free slots, and starts them.
 func (e *Engine) dispatch(ctx context.Context) {
-	s := e.s
 	now := e.now().UTC()
-	var changes []store.BatchInstance
-	var dry []*node
 	taken := map[*node]bool{} // a node can sit in a queue twice (stopped, then re-run)
-	for _, n := range s.dry {
-		n.unqueue()
-		if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) || taken[n] {
-			continue
-		}
-		taken[n] = true
-		dry = append(dry, n)
+	dry := e.takeDry(taken)
+	claims := e.takeClaims(taken)
+	if len(dry) == 0 && len(claims) == 0 {
+		return
+	}
+	changes := make([]store.BatchInstance, 0, len(dry)+len(claims))
+	for _, n := range dry {
 		changes = append(changes, record(n, store.InstanceDryRun, n.reason, now))
 	}
-	s.dry = s.dry[:0]
+	specs := make([]runner.Spec, len(claims))
+	for i, n := range claims {
+		specs[i] = e.claim(ctx, n, now)
+		changes = append(changes, record(n, store.InstanceRunning, "", now))
+	}
+	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+		e.log.Error("record dispatched instances; retrying in a second", "err", err)
+		e.undoClaims(dry, claims)
+		return
+	}
+	// Claims first: a backfill whose last dry-run instance is released
+	// here must already count its claimed instances as running.
+	for i, n := range claims {
+		n.state = store.InstanceRunning
+		if n.bf != nil {
+			n.bf.running++
+		}
+		e.publishInstance(n)
+		e.start(ctx, n, specs[i])
+	}
+	touched := map[*backfill]bool{}
+	for _, n := range dry {
+		n.state = store.InstanceDryRun
+		e.publishInstance(n)
+		e.released(n)
+		e.forget(n)
+		if n.bf != nil {
+			touched[n.bf] = true
+		}
+	}
+	for bf := range touched {
+		e.checkDone(ctx, bf)
+	}
+}
 
+// dispatchable reports whether a node taken off a queue may still run.
+func dispatchable(n *node, taken map[*node]bool) bool {
+	return n.state == store.InstanceWaiting && n.pending == 0 && (n.bf == nil || !n.bf.stopped) && !taken[n]
+}
+
+// takeDry empties the dry-run queue.
+func (e *Engine) takeDry(taken map[*node]bool) []*node {
+	var dry []*node
+	for _, n := range e.s.dry {
+		n.unqueue()
+		if dispatchable(n, taken) {
+			taken[n] = true
+			dry = append(dry, n)
+		}
+	}
+	e.s.dry = e.s.dry[:0]
+	return dry
+}
+
+// takeClaims pops ready nodes up to each resource group's free slots and
+// takes their cycles; a node whose cycle runs elsewhere (the schedule or
+// another backfill) waits for it.
+func (e *Engine) takeClaims(taken map[*node]bool) []*node {
+	s := e.s
 	var claims []*node
 	for rg, q := range s.queues {
 		for s.free[rg] > 0 && q.Len() > 0 && len(claims) < claimBatch {
 			n := heap.Pop(q).(*node)
 			n.unqueue()
-			if n.state != store.InstanceWaiting || n.pending > 0 || (n.bf != nil && n.bf.stopped) {
-				continue
-			}
-			if taken[n] {
+			if !dispatchable(n, taken) {
 				continue
 			}
 			if holder := s.busy[n.key()]; holder != nil {
-				// The same task and business time is running elsewhere
-				// (the schedule or another backfill): wait for it.
 				n.queued = true
 				if n.bf != nil {
 					n.bf.queued++
@@ -68,55 +117,22 @@ func (e *Engine) dispatch(ctx context.Context) {
 			claims = append(claims, n)
 		}
 	}
-	if len(dry) == 0 && len(claims) == 0 {
-		return
+	return claims
+}
+
+// claim starts n's next attempt in memory and returns what to run. A
+// template that cannot render fails the attempt without running anything;
+// the error says what to fix.
+func (e *Engine) claim(ctx context.Context, n *node, now time.Time) runner.Spec {
+	spec, rendered, err := e.prepare(ctx, n)
+	n.attempt++
+	n.run = &running{}
+	n.rendered, n.tag, n.errText = rendered, spec.Tag, ""
+	n.startedAt = &now
+	if err != nil {
+		spec.Type, spec.Script = "invalid", err.Error()
 	}
-	specs := make([]runner.Spec, len(claims))
-	for i, n := range claims {
-		spec, rendered, err := e.prepare(ctx, n)
-		n.attempt++
-		n.run = &running{}
-		n.rendered, n.tag, n.errText = rendered, spec.Tag, ""
-		specs[i] = spec
-		if err != nil {
-			// A template that cannot render fails the attempt without
-			// running anything; the error says what to fix.
-			specs[i].Type = "invalid"
-			specs[i].Script = err.Error()
-		}
-		c := record(n, store.InstanceRunning, "", now)
-		c.StartedAt = &now
-		n.startedAt = &now
-		changes = append(changes, c)
-	}
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
-		e.log.Error("record dispatched instances; retrying in a second", "err", err)
-		e.undoClaims(dry, claims)
-		return
-	}
-	// Claims first: a backfill whose last dry-run instance is released
-	// here must already count its claimed instances as running.
-	touched := map[*backfill]bool{}
-	for i, n := range claims {
-		n.state = store.InstanceRunning
-		if n.bf != nil {
-			n.bf.running++
-		}
-		e.publishInstance(n)
-		e.start(ctx, n, specs[i])
-	}
-	for _, n := range dry {
-		n.state = store.InstanceDryRun
-		e.publishInstance(n)
-		e.released(n)
-		e.forget(n)
-		if n.bf != nil {
-			touched[n.bf] = true
-		}
-	}
-	for bf := range touched {
-		e.checkDone(ctx, bf)
-	}
+	return spec
 }
 
 // undoClaims puts claimed nodes back after the store refused the claim.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func (v *env) until(what string, cond func() bool) {
 	v.t.Helper()
 	events, cancel := v.e.Subscribe()
 	defer cancel()
-	timeout := time.NewTimer(2 * time.Minute)
+	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -152,7 +153,7 @@ func (v *env) until(what string, cond func() bool) {
 		case <-events:
 		case <-tick.C:
 		case <-timeout.C:
-			v.t.Fatalf("timed out waiting for %s", what)
+			v.t.Fatalf("timed out waiting for %s (%v)", what, v.debug())
 		}
 	}
 }
@@ -177,4 +178,14 @@ func byTaskDate(ins []store.BatchInstance) map[string]store.BatchInstance {
 
 func rangeReq(task, from, to string) plan.Request {
 	return plan.Request{Task: task, Dates: plan.Dates{Mode: plan.DatesRange, From: day(from), To: day(to)}}
+}
+
+// debug summarises the store's backfills for a failure message.
+func (v *env) debug() string {
+	bfs, _ := v.st.ListBatchBackfills(context.Background(), store.BatchBackfillFilter{})
+	var out []string
+	for _, b := range bfs {
+		out = append(out, fmt.Sprintf("backfill %d %s %v %s", b.ID, b.State, b.States, b.Error))
+	}
+	return strings.Join(out, "; ")
 }

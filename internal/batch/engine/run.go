@@ -41,79 +41,27 @@ func (e *Engine) do(ctx context.Context, fn func(ctx context.Context) error) err
 // ends. On the way out it stops the attempts it started and records them
 // as waiting, so the next start runs them again.
 func (e *Engine) Run(ctx context.Context) error {
-	e.s = newState(e.opts.ResourceGroups)
-	if err := e.loadOpen(ctx); err != nil {
-		return fmt.Errorf("batch engine: load open instances: %w", err)
+	sched, err := e.startUp(ctx)
+	if err != nil {
+		return err
 	}
-	if err := e.recover(ctx); err != nil {
-		return fmt.Errorf("batch engine: recover interrupted instances: %w", err)
-	}
-	sched := newScheduler(e)
-	if e.opts.Schedule {
-		if err := sched.init(ctx); err != nil {
-			return fmt.Errorf("batch engine: start the recurring schedule: %w", err)
-		}
-	}
-	for _, bf := range e.s.bfs {
-		for _, n := range bf.nodes {
-			e.consider(n)
-		}
-	}
-	for _, n := range e.s.nodes {
-		if n.bf == nil {
-			e.consider(n)
-		}
-	}
-	// A daemon can die between an instance's end and its backfill's.
-	e.checkAll(ctx)
 	close(e.ready)
 	e.log.Info("batch engine running", "tasks", len(e.graph.Tasks()), "open_backfills", len(e.s.bfs))
-
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		var wake time.Time
-		if e.opts.Schedule {
-			wake = earliest(wake, sched.tick(ctx))
+		wake, ended := e.step(ctx, sched)
+		if ended || len(e.s.dry) > 0 || e.anyReady() {
+			continue // ends may have readied or timed more: look again at once
 		}
-		wake = earliest(wake, e.startDue(ctx))
-		wake = earliest(wake, e.wakeTimers())
-		e.dispatch(ctx)
-		if len(e.s.localEnds) > 0 {
-			ends := e.s.localEnds
-			e.s.localEnds = nil
-			e.finish(ctx, ends, false)
-			continue
-		}
-		if len(e.s.dry) > 0 || e.anyReady() {
-			continue
-		}
-		d := time.Hour
-		if !wake.IsZero() {
-			d = max(time.Until(wake), time.Millisecond)
-			// Under a fake clock time.Until is meaningless; poll briefly.
-			if e.fakeClock && d > 50*time.Millisecond {
-				d = 50 * time.Millisecond
-			}
-		}
-		timer.Reset(d)
+		timer.Reset(e.sleepFor(wake))
 		select {
 		case <-ctx.Done():
 			return e.shutdown()
 		case c := <-e.cmds:
 			c.done <- c.fn(ctx)
 		case end := <-e.ends:
-			ends := []ending{end}
-			for len(ends) < claimBatch {
-				select {
-				case more := <-e.ends:
-					ends = append(ends, more)
-					continue
-				default:
-				}
-				break
-			}
-			e.finish(ctx, ends, false)
+			e.finish(ctx, e.drainEnds(end), false)
 		case <-timer.C:
 			e.checkAll(ctx) // ends a backfill whose end could not be written before
 		}
@@ -124,6 +72,76 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// startUp loads what is open, ends what a killed daemon left running and
+// queues what is ready, before anything is dispatched.
+func (e *Engine) startUp(ctx context.Context) (*scheduler, error) {
+	e.s = newState(e.opts.ResourceGroups)
+	if err := e.loadOpen(ctx); err != nil {
+		return nil, fmt.Errorf("batch engine: load open instances: %w", err)
+	}
+	if err := e.recover(ctx); err != nil {
+		return nil, fmt.Errorf("batch engine: recover interrupted instances: %w", err)
+	}
+	sched := newScheduler(e)
+	if e.opts.Schedule {
+		if err := sched.init(ctx); err != nil {
+			return nil, fmt.Errorf("batch engine: start the recurring schedule: %w", err)
+		}
+	}
+	for _, n := range e.s.nodes {
+		e.consider(n)
+	}
+	// A daemon can die between an instance's end and its backfill's.
+	e.checkAll(ctx)
+	return sched, nil
+}
+
+// step creates due scheduled instances, starts due backfills, wakes timed
+// nodes, dispatches, and records no-op ends; it returns the next time
+// something is due (zero when nothing is) and whether it recorded ends.
+func (e *Engine) step(ctx context.Context, sched *scheduler) (wake time.Time, ended bool) {
+	if e.opts.Schedule {
+		wake = earliest(wake, sched.tick(ctx))
+	}
+	wake = earliest(wake, e.startDue(ctx))
+	wake = earliest(wake, e.wakeTimers())
+	e.dispatch(ctx)
+	if len(e.s.localEnds) == 0 {
+		return wake, false
+	}
+	ends := e.s.localEnds
+	e.s.localEnds = nil
+	e.finish(ctx, ends, false)
+	return wake, true
+}
+
+// sleepFor is how long the loop may wait for outside events before wake.
+func (e *Engine) sleepFor(wake time.Time) time.Duration {
+	if wake.IsZero() {
+		return time.Hour
+	}
+	d := max(time.Until(wake), time.Millisecond)
+	// Under a fake clock time.Until is meaningless; poll briefly.
+	if e.fakeClock && d > 50*time.Millisecond {
+		d = 50 * time.Millisecond
+	}
+	return d
+}
+
+// drainEnds collects the ends already waiting, up to a batch.
+func (e *Engine) drainEnds(first ending) []ending {
+	ends := []ending{first}
+	for len(ends) < claimBatch {
+		select {
+		case more := <-e.ends:
+			ends = append(ends, more)
+		default:
+			return ends
+		}
+	}
+	return ends
 }
 
 // checkAll ends every running backfill in which nothing more can happen.
