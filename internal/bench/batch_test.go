@@ -66,12 +66,16 @@ func BenchmarkBatch(b *testing.B) {
 		{"sqlite", "sqlite://" + filepath.Join(b.TempDir(), "meta.db")},
 		{"postgres", pgURL},
 	} {
+		peak, canReset := "peak RSS unknown", resetPeak() == nil
 		r, err := runBatch(ctx, meta.url, graph, req, 64)
 		if err != nil {
 			b.Fatalf("%s: %v", meta.name, err)
 		}
-		fmt.Printf("batch no-op on %s metadata: recorded in %.1f s; %d instances dispatched in %.1f s = %.0f instances/s (%.0f µs each)\n",
-			meta.name, r.recorded.Seconds(), r.instances, r.ran.Seconds(), r.rate(), 1e6/r.rate())
+		if hwm, err := procStatus("VmHWM"); err == nil && canReset {
+			peak = fmt.Sprintf("peak RSS %d MiB", hwm>>20)
+		}
+		fmt.Printf("batch no-op on %s metadata: recorded in %.1f s; %d instances dispatched in %.1f s = %.0f instances/s (%.0f µs each); %s\n",
+			meta.name, r.recorded.Seconds(), r.instances, r.ran.Seconds(), r.rate(), 1e6/r.rate(), peak)
 	}
 
 	shell := generatedDAG(20, dag.TypeShell, "true")
