@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -90,12 +91,11 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, _ string) err
 		return err
 	}
 	g := e.Graph()
-	out := []TaskView{}
+	var out []TaskView
 	for _, t := range g.Tasks() {
 		out = append(out, taskView(g, t))
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return writeList(w, out)
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -314,23 +314,33 @@ func (s *Server) listBatch(w http.ResponseWriter, r *http.Request, _ string) err
 	if err != nil {
 		return err
 	}
-	if recs == nil {
-		recs = []store.BatchBackfill{}
-	}
-	writeJSON(w, http.StatusOK, recs)
-	return nil
+	return writeList(w, recs)
 }
 
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request, _ string) error {
-	id, err := pathID(r, "backfill")
+	return writeByID(w, r, "backfill", s.st.GetBatchBackfill)
+}
+
+// writeList answers 200 with a JSON array, [] when empty.
+func writeList[T any](w http.ResponseWriter, list []T) error {
+	if list == nil {
+		list = []T{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// writeByID answers 200 with the record the path's {id} names.
+func writeByID[T any](w http.ResponseWriter, r *http.Request, what string, get func(context.Context, int64) (T, error)) error {
+	id, err := pathID(r, what)
 	if err != nil {
 		return err
 	}
-	rec, err := s.st.GetBatchBackfill(r.Context(), id)
+	v, err := get(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
@@ -405,24 +415,11 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string)
 	if err != nil {
 		return err
 	}
-	if out == nil {
-		out = []store.BatchInstance{}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return writeList(w, out)
 }
 
 func (s *Server) getInstance(w http.ResponseWriter, r *http.Request, _ string) error {
-	id, err := pathID(r, "instance")
-	if err != nil {
-		return err
-	}
-	in, err := s.st.GetBatchInstance(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, in)
-	return nil
+	return writeByID(w, r, "instance", s.st.GetBatchInstance)
 }
 
 // LogView is an attempt's log.

@@ -53,13 +53,7 @@ tasks:
 	}
 	defer st.Close()
 
-	c.waitFor("the API", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	c.waitAPI()
 	id := submitBatch(t, addr, `{"task": "load", "dates": {"from": "2025-01-01", "to": "2025-01-30"}, "scope": {"mode": "list", "downstream": 1}, "groups": 3}`)
 	for kill := 1; kill <= 3; kill++ {
 		var groups []int
@@ -116,6 +110,18 @@ tasks:
 			t.Errorf("date %s never ran to its end; journal:\n%s", day, data)
 		}
 	}
+}
+
+// waitAPI waits until the daemon answers.
+func (c *crashEnv) waitAPI() {
+	c.t.Helper()
+	c.waitFor("the API", func() bool {
+		resp, err := http.Get("http://" + c.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
 }
 
 // submitBatch submits a backfill through the API and returns its id.

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,13 +54,7 @@ tasks:
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c.waitFor("the API", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	c.waitAPI()
 	id := submitBatch(t, addr, `{"task": "mark", "dates": {"from": "2025-02-01", "to": "2025-02-01"}}`)
 	var tag string
 	c.waitFor("the SQL to run", func() bool {
