@@ -32,8 +32,47 @@ type Graph struct {
 // own previous cycle is the SelfDependent flag, not an edge. New copies the
 // tasks; repeated upstream IDs count once.
 func New(tasks []Task) (*Graph, error) {
-	n := len(tasks)
-	ids := make(map[string]int, n) // ID → position in tasks
+	ids, err := indexIDs(tasks)
+	if err != nil {
+		return nil, err
+	}
+	up, down, err := edges(tasks, ids)
+	if err != nil {
+		return nil, err
+	}
+	order, err := topoOrder(tasks, up, down)
+	if err != nil {
+		return nil, err
+	}
+	pos := make([]int, len(tasks)) // input position → topological position
+	for p, i := range order {
+		pos[i] = p
+	}
+	g := &Graph{
+		tasks:  make([]*Task, len(tasks)),
+		index:  make(map[string]int, len(tasks)),
+		byName: make(map[string][]int),
+		up:     make([][]int, len(tasks)),
+		down:   make([][]int, len(tasks)),
+	}
+	for p, i := range order {
+		t := tasks[i] // copy
+		t.Upstream = slices.Clone(t.Upstream)
+		t.Params = slices.Clone(t.Params)
+		t.Outputs = slices.Clone(t.Outputs)
+		g.tasks[p] = &t
+		g.index[t.ID] = p
+		g.byName[t.Name] = append(g.byName[t.Name], p)
+		g.up[p] = remap(up[i], pos)
+		g.down[p] = remap(down[i], pos)
+	}
+	return g, nil
+}
+
+// indexIDs maps each task's ID to its input position, refusing empty and
+// duplicate IDs.
+func indexIDs(tasks []Task) (map[string]int, error) {
+	ids := make(map[string]int, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
 		if t.ID == "" {
@@ -44,18 +83,23 @@ func New(tasks []Task) (*Graph, error) {
 		}
 		ids[t.ID] = i
 	}
-	// Edges on input positions.
-	up := make([][]int, n)
-	down := make([][]int, n)
+	return ids, nil
+}
+
+// edges returns each task's direct upstream and downstream tasks as input
+// positions, in the order the tasks list them, each once.
+func edges(tasks []Task, ids map[string]int) (up, down [][]int, err error) {
+	up = make([][]int, len(tasks))
+	down = make([][]int, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
 		for _, u := range t.Upstream {
 			j, ok := ids[u]
 			if !ok {
-				return nil, fmt.Errorf("task %q: upstream %q is not a task%s", t.ID, u, suggest(u, ids))
+				return nil, nil, fmt.Errorf("task %q: upstream %q is not a task%s", t.ID, u, suggest(u, ids))
 			}
 			if j == i {
-				return nil, fmt.Errorf("task %q lists itself upstream; a dependency on its own previous cycle is self_dependent", t.ID)
+				return nil, nil, fmt.Errorf("task %q lists itself upstream; a dependency on its own previous cycle is self_dependent", t.ID)
 			}
 			if slices.Contains(up[i], j) {
 				continue
@@ -64,8 +108,14 @@ func New(tasks []Task) (*Graph, error) {
 			down[j] = append(down[j], i)
 		}
 	}
+	return up, down, nil
+}
 
-	// Kahn's algorithm, smallest ID first among the ready tasks.
+// topoOrder returns the input positions in topological order by Kahn's
+// algorithm, smallest ID first among the ready tasks, or an error naming a
+// cycle.
+func topoOrder(tasks []Task, up, down [][]int) ([]int, error) {
+	n := len(tasks)
 	indeg := make([]int, n)
 	for i := range up {
 		indeg[i] = len(up[i])
@@ -91,30 +141,7 @@ func New(tasks []Task) (*Graph, error) {
 	if len(order) < n {
 		return nil, fmt.Errorf("the tasks' dependencies form a cycle: %s", cycleText(tasks, up, indeg))
 	}
-
-	pos := make([]int, n) // input position → topological position
-	for p, i := range order {
-		pos[i] = p
-	}
-	g := &Graph{
-		tasks:  make([]*Task, n),
-		index:  make(map[string]int, n),
-		byName: make(map[string][]int),
-		up:     make([][]int, n),
-		down:   make([][]int, n),
-	}
-	for p, i := range order {
-		t := tasks[i] // copy
-		t.Upstream = slices.Clone(t.Upstream)
-		t.Params = slices.Clone(t.Params)
-		t.Outputs = slices.Clone(t.Outputs)
-		g.tasks[p] = &t
-		g.index[t.ID] = p
-		g.byName[t.Name] = append(g.byName[t.Name], p)
-		g.up[p] = remap(up[i], pos)
-		g.down[p] = remap(down[i], pos)
-	}
-	return g, nil
+	return order, nil
 }
 
 func remap(in []int, pos []int) []int {

@@ -20,100 +20,146 @@ import (
 // the dependencies and the steps wait for each other (an upstream cycle on
 // a date that runs in a later step of the same group).
 func (b *builder) order(insts []Instance) ([]Instance, error) {
-	forward := false
-	for i := range insts {
-		if d := insts[i].Deps; len(d) > 0 && d[len(d)-1] >= i {
-			forward = true
-			break
-		}
-	}
-	if !forward {
+	if !hasForwardDep(insts) {
 		return insts, nil
 	}
+	sorted, ok := b.dispatchOrder(insts)
+	if !ok {
+		return nil, b.deadlock(insts)
+	}
+	return reorder(insts, sorted), nil
+}
 
-	n := len(insts)
-	steps := len(b.dates)
-	step := func(in *Instance) int { return b.starts[in.Group-1] + in.Seq }
-	lastOfLane := make([]bool, steps)
-	for g := range b.nGroups {
-		lastOfLane[b.starts[g+1]-1] = true
-	}
-
-	// Instances per step (CSR), and dependents per instance (CSR).
-	stepOff := make([]int32, steps+1)
+// hasForwardDep reports whether some instance depends on itself or a later
+// one.
+func hasForwardDep(insts []Instance) bool {
 	for i := range insts {
-		stepOff[step(&insts[i])+1]++
-	}
-	for p := range steps {
-		stepOff[p+1] += stepOff[p]
-	}
-	stepLeft := make([]int32, steps)
-	members := make([]int32, n)
-	fill := slices.Clone(stepOff[:steps])
-	for i := range insts {
-		p := step(&insts[i])
-		members[fill[p]] = int32(i)
-		fill[p]++
-		stepLeft[p]++
-	}
-	depOff := make([]int32, n+1)
-	for i := range insts {
-		for _, d := range insts[i].Deps {
-			depOff[d+1]++
+		if d := insts[i].Deps; len(d) > 0 && d[len(d)-1] >= i {
+			return true
 		}
 	}
-	for i := range n {
-		depOff[i+1] += depOff[i]
-	}
-	dependents := make([]int32, depOff[n])
-	dfill := slices.Clone(depOff[:n])
+	return false
+}
+
+// dispatchOrder sorts the instances topologically over their dependencies
+// and the groups' steps, always picking the earliest ready instance. It
+// reports false when some instances can never become ready.
+func (b *builder) dispatchOrder(insts []Instance) ([]int32, bool) {
+	n := len(insts)
+	steps := b.newStepGate(insts)
+	depOff, dependents := dependentsOf(insts)
 	indeg := make([]int32, n)
 	for i := range insts {
 		in := &insts[i]
 		indeg[i] = int32(len(in.Deps))
-		for _, d := range in.Deps {
-			dependents[dfill[d]] = int32(i)
-			dfill[d]++
-		}
 		// An empty previous step is finished from the start.
-		if p := step(in); in.Seq > 0 && stepLeft[p-1] > 0 {
+		if p := b.stepOf(in); in.Seq > 0 && steps.left[p-1] > 0 {
 			indeg[i]++
 		}
 	}
-
 	ready := &minHeap{}
 	for i := range n {
 		if indeg[i] == 0 {
 			ready.push(int32(i))
 		}
 	}
-	out := make([]int32, 0, n)
-	for ready.len() > 0 {
-		i := ready.pop()
-		out = append(out, i)
-		for _, r := range dependents[depOff[i]:depOff[i+1]] {
+	release := func(waiting []int32) {
+		for _, r := range waiting {
 			if indeg[r]--; indeg[r] == 0 {
 				ready.push(r)
 			}
 		}
-		p := step(&insts[i])
-		if stepLeft[p]--; stepLeft[p] == 0 && !lastOfLane[p] {
-			for _, m := range members[stepOff[p+1]:stepOff[p+2]] {
-				if indeg[m]--; indeg[m] == 0 {
-					ready.push(m)
-				}
-			}
+	}
+	out := make([]int32, 0, n)
+	for ready.len() > 0 {
+		i := ready.pop()
+		out = append(out, i)
+		release(dependents[depOff[i]:depOff[i+1]])
+		release(steps.finish(b.stepOf(&insts[i])))
+	}
+	return out, len(out) == n
+}
+
+// stepOf returns the run position of the instance's date (its step).
+func (b *builder) stepOf(in *Instance) int { return b.starts[in.Group-1] + in.Seq }
+
+// stepGate counts, per step, the instances still to finish: the next step
+// of a lane starts when its previous one is done.
+type stepGate struct {
+	off     []int32 // the instances of step p are members[off[p]:off[p+1]]
+	members []int32
+	left    []int32 // per step, instances not finished yet
+	last    []bool  // per step, whether it ends its lane
+}
+
+func (b *builder) newStepGate(insts []Instance) *stepGate {
+	steps := len(b.dates)
+	sg := &stepGate{
+		off:     make([]int32, steps+1),
+		members: make([]int32, len(insts)),
+		left:    make([]int32, steps),
+		last:    make([]bool, steps),
+	}
+	for g := range b.nGroups {
+		sg.last[b.starts[g+1]-1] = true
+	}
+	for i := range insts {
+		sg.off[b.stepOf(&insts[i])+1]++
+	}
+	for p := range steps {
+		sg.off[p+1] += sg.off[p]
+	}
+	fill := slices.Clone(sg.off[:steps])
+	for i := range insts {
+		p := b.stepOf(&insts[i])
+		sg.members[fill[p]] = int32(i)
+		fill[p]++
+		sg.left[p]++
+	}
+	return sg
+}
+
+// finish records that an instance of step p finished and returns the
+// instances of the next step when that was the last one of p.
+func (sg *stepGate) finish(p int) []int32 {
+	if sg.left[p]--; sg.left[p] > 0 || sg.last[p] {
+		return nil
+	}
+	return sg.members[sg.off[p+1]:sg.off[p+2]]
+}
+
+// dependentsOf returns, per instance i, the instances that depend on it:
+// dependents[off[i]:off[i+1]].
+func dependentsOf(insts []Instance) (off, dependents []int32) {
+	n := len(insts)
+	off = make([]int32, n+1)
+	for i := range insts {
+		for _, d := range insts[i].Deps {
+			off[d+1]++
 		}
 	}
-	if len(out) < n {
-		return nil, b.deadlock(insts)
+	for i := range n {
+		off[i+1] += off[i]
 	}
+	dependents = make([]int32, off[n])
+	fill := slices.Clone(off[:n])
+	for i := range insts {
+		for _, d := range insts[i].Deps {
+			dependents[fill[d]] = int32(i)
+			fill[d]++
+		}
+	}
+	return off, dependents
+}
 
-	pos := make([]int, n)
-	for k, i := range out {
+// reorder puts the instances in the sorted order, renumbering Order and
+// Deps.
+func reorder(insts []Instance, sorted []int32) []Instance {
+	pos := make([]int, len(insts))
+	for k, i := range sorted {
 		pos[i] = k
 	}
-	sorted := make([]Instance, n)
+	out := make([]Instance, len(insts))
 	for i := range insts {
 		in := insts[i]
 		in.Order = pos[i]
@@ -121,9 +167,9 @@ func (b *builder) order(insts []Instance) ([]Instance, error) {
 			in.Deps[k] = pos[d]
 		}
 		slices.Sort(in.Deps)
-		sorted[pos[i]] = in
+		out[pos[i]] = in
 	}
-	return sorted, nil
+	return out
 }
 
 // deadlock explains why the dependencies and the groups' steps wait for
@@ -178,39 +224,6 @@ func (tp *taskPlan) cycleText(in *Instance) string {
 		return "single instance " + f(in.BizTime) + " to " + f(in.BizEnd)
 	}
 	return "cycle " + f(in.BizTime)
-}
-
-// assemble fills the plan around the ordered instances.
-func (b *builder) assemble(insts []Instance) *Plan {
-	root := b.g.At(b.root)
-	p := &Plan{
-		Name:      b.req.Name,
-		Task:      root.ID,
-		RunAt:     b.runAt,
-		Instances: insts,
-		Skipped:   b.skipped,
-		Warnings:  b.warnings,
-	}
-	if p.Name == "" {
-		p.Name = fmt.Sprintf("%s_%s_%d", root.Name, b.in.Now.UTC().Format("20060102"), max(b.in.Sequence, 1))
-	}
-	n := len(b.dates)
-	p.Dates = make([]calendar.Date, n)
-	for k := range n {
-		p.Dates[k] = b.dates[k]
-		if b.req.Order == OrderDesc {
-			p.Dates[k] = b.dates[n-1-k]
-		}
-	}
-	for g := range b.nGroups {
-		p.Groups = append(p.Groups, p.Dates[b.starts[g]:b.starts[g+1]:b.starts[g+1]])
-	}
-	for _, tp := range b.plans {
-		if slices.ContainsFunc(tp.idx, func(x int32) bool { return x >= 0 }) {
-			p.Tasks = append(p.Tasks, tp.t.ID)
-		}
-	}
-	return p
 }
 
 type minHeap struct{ a []int32 }
