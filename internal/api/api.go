@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +36,9 @@ type Server struct {
 	tokens  []config.Token
 	log     *slog.Logger
 	mux     *http.ServeMux
-	now     func() time.Time
+	// patterns of the registered routes
+	patterns []string
+	now      func() time.Time
 }
 
 // New builds the API over the daemon's streams, batch engine (nil when no
@@ -52,7 +55,7 @@ func New(streams []*stream.Stream, batch *engine.Engine, st *store.Store, tokens
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	s.route("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.handle("GET /api/v1/streams", s.listStreams)
@@ -100,9 +103,19 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, who string) error
 
+// route registers an unauthenticated route.
+func (s *Server) route(pattern string, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.HandleFunc(pattern, h)
+}
+
+// Routes returns the patterns of every route ("GET /api/v1/streams"), in
+// registration order: the OpenAPI document must describe exactly these.
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
+
 // handle wraps a handler with authentication and error rendering.
 func (s *Server) handle(pattern string, h handlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.route(pattern, func(w http.ResponseWriter, r *http.Request) {
 		who, err := s.authenticate(r)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
