@@ -247,6 +247,7 @@ func batchCmd(g *globals) *cobra.Command {
 func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 	var f requestFlags
 	var limit int
+	var wait bool
 	use, short := "backfill TASK", "Submit a backfill of TASK (and, with the scope flags, its upstream or downstream)"
 	if preview {
 		use, short = "preview TASK", "Show the plan of a backfill — every instance, group, order and wait — without running anything"
@@ -277,21 +278,36 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 				}
 				return printPlan(g, out)
 			}
+			var es *eventStream
+			if wait {
+				// Subscribed first, so that no event of the backfill is missed.
+				if es, err = g.client().subscribe(c.Context()); err != nil {
+					return err
+				}
+				defer es.Close()
+			}
 			var out api.SubmitResponse
 			if err := g.client().do(c.Context(), "POST", "/api/v1/batch/backfills?"+q.Encode(), req, &out); err != nil {
 				return err
 			}
-			if g.json {
+			if g.json && !wait {
 				return g.printJSON(out)
 			}
-			fmt.Fprintf(g.stdout, "backfill %d %q: %d instance(s) of %d task(s) over %d date(s) in %d group(s); %s\n",
-				out.Backfill.ID, out.Backfill.Name, out.Plan.Count, len(out.Plan.Tasks), len(out.Plan.Dates), len(out.Plan.Groups), out.Backfill.State)
+			if !g.json {
+				fmt.Fprintf(g.stdout, "backfill %d %q: %d instance(s) of %d task(s) over %d date(s) in %d group(s); %s\n",
+					out.Backfill.ID, out.Backfill.Name, out.Plan.Count, len(out.Plan.Tasks), len(out.Plan.Dates), len(out.Plan.Groups), out.Backfill.State)
+			}
+			if wait {
+				return g.followBatch(c.Context(), es, out.Backfill)
+			}
 			return nil
 		},
 	}
 	f.register(c)
 	if preview {
 		c.Flags().IntVar(&limit, "limit", 200, "instances to show")
+	} else {
+		c.Flags().BoolVar(&wait, "wait", false, "follow the backfill's progress until it ends; exit 1 unless it succeeded")
 	}
 	return c
 }

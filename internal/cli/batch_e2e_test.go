@@ -25,6 +25,7 @@ api: {listen: "127.0.0.1:%d"}
 tasks:
   - {name: extract, project: sales, owner: ann, type: shell, schedule: daily, command: "echo extracting ${bizdate}"}
   - {name: load, project: sales, type: shell, schedule: "daily 02:00", depends_on: [extract], command: "echo loading ${bizdate-1}"}
+  - {name: broken, project: sales, type: shell, schedule: daily, command: "exit 3"}
 `, filepath.Join(dir, "meta.db"), port), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +73,16 @@ tasks:
 	}
 	if r := cli("batch", "export", "1"); !strings.HasPrefix(r.stdout, "id,name,project,owner") || !strings.Contains(r.stdout, "sales.extract,extract,sales,ann") {
 		t.Errorf("export: %s", r)
+	}
+
+	// --wait follows pushed events to the end; the exit code says how it ended.
+	r = cli("batch", "backfill", "load", "--from", "2025-02-01", "--to", "2025-02-03", "--wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "backfill 2 succeeded") || strings.Count(r.stdout, "sales.load: succeeded") != 3 {
+		t.Errorf("backfill --wait: %s", r)
+	}
+	r = cli("batch", "backfill", "broken", "--from", "2025-02-01", "--wait")
+	if r.code != 1 || !strings.Contains(r.stdout, "sales.broken: failed") || !strings.Contains(r.stderr, "backfill 3 failed") {
+		t.Errorf("backfill --wait of a failing task: %s", r)
 	}
 
 	expect(t, 2, []string{"time_range.from", "HH:MM"}, append(addr, "batch", "preview", "extract", "--from", "2025-01-01", "--time-range", "8-9")...)
