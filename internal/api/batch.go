@@ -466,12 +466,14 @@ func (s *Server) instanceAction(w http.ResponseWriter, r *http.Request, who stri
 		err = e.StopInstance(r.Context(), id, who)
 	case "rerun":
 		if in.BackfillID == 0 {
-			return &Error{Status: http.StatusConflict, Code: "refused", Message: "instances of the recurring schedule are re-run by a backfill of their task and date"}
+			err = e.RerunScheduled(r.Context(), id, who)
+			break
 		}
 		_, err = e.Rerun(r.Context(), in.BackfillID, []int64{id}, who)
 	default:
 		if in.BackfillID == 0 {
-			return &Error{Status: http.StatusConflict, Code: "refused", Message: "instances of the recurring schedule cannot be marked succeeded; run a dry-run backfill of their task and date"}
+			err = e.MarkScheduledSucceeded(r.Context(), id, who)
+			break
 		}
 		err = e.MarkSucceeded(r.Context(), in.BackfillID, id, who)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -33,9 +34,12 @@ func tasksCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "TASK\tTYPE\tSCHEDULE\tTIME ZONE\tUPSTREAM\tFLAGS")
 			for _, t := range out {
 				var flags []string
-				for name, on := range map[string]bool{"paused": t.Paused, "dry-run": t.DryRun, "self-dependent": t.SelfDependent} {
-					if on {
-						flags = append(flags, name)
+				for _, f := range []struct {
+					name string
+					on   bool
+				}{{"paused", t.Paused}, {"dry-run", t.DryRun}, {"self-dependent", t.SelfDependent}} {
+					if f.on {
+						flags = append(flags, f.name)
 					}
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Schedule, t.Timezone, dash(strings.Join(t.Upstream, ",")), dash(strings.Join(flags, ",")))
@@ -70,10 +74,10 @@ func (f *requestFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.runAt, "run-at", "", "start at this future time (RFC 3339) instead of now")
 	fl.StringVar(&f.from, "from", "", "first data timestamp, YYYY-MM-DD")
 	fl.StringVar(&f.to, "to", "", "last data timestamp, YYYY-MM-DD (default: --from)")
-	fl.StringVar(&f.dates, "dates", "", "custom data timestamps, comma-separated YYYY-MM-DD (instead of --from/--to)")
+	fl.StringVar(&f.dates, "dates", "", "custom data timestamps, comma-separated YYYY-MM-DD (instead of --from/--to/--weekdays/--month-days)")
 	fl.StringVar(&f.weekdays, "weekdays", "", "by cycle: weekdays within --from/--to, e.g. mon,fri")
 	fl.StringVar(&f.monthDays, "month-days", "", "by cycle: month days within --from/--to, e.g. 1,15,L (L = month end)")
-	fl.StringVar(&f.timeRange, "time-range", "", "hourly and minute tasks: cycles within HH:MM-HH:MM of each date")
+	fl.StringVar(&f.timeRange, "time-range", "", "minute, hourly and cron tasks: cycles within HH:MM-HH:MM of each date")
 	fl.StringVar(&f.downstream, "downstream", "", "also downstream tasks: 1-10 levels or all")
 	fl.StringVar(&f.upstream, "upstream", "", "also upstream tasks: 1-10 levels or all")
 	fl.StringVar(&f.coverage, "coverage", "", "mass selection: projects, outputs, descendants, children, end_points, start_points, names, ids, ancestors, ancestors_descendants")
@@ -94,7 +98,7 @@ func (f *requestFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.running, "running", "", "dates with a run in progress: wait (default) or skip")
 	fl.BoolVar(&f.stopOnFailure, "stop-on-failure", false, "stop the whole backfill at the first failure")
 	fl.BoolVar(&f.confirm, "confirm", false, "accept a plan over the confirmation threshold")
-	fl.StringVar(&f.userTZ, "tz", "", "show times also in this time zone (default: local)")
+	fl.StringVar(&f.userTZ, "tz", "", "show scheduled times also in this time zone (default: $TZ or the system's zone)")
 }
 
 // request builds the API request for task.
@@ -240,7 +244,8 @@ func batchCmd(g *globals) *cobra.Command {
 		batchActionCmd(g, "stop", "Stop a backfill: running instances are ended, the rest will not run", "/stop"),
 		batchRerunCmd(g),
 		instanceActionCmd(g, "stop-instance", "Stop one instance (its process group ends, its SQL is cancelled)", "stop"),
-		instanceActionCmd(g, "mark-succeeded", "Mark an instance succeeded so what waits for it proceeds", "mark-succeeded"))
+		instanceActionCmd(g, "mark-succeeded", "Mark an instance (of a backfill or the recurring schedule) succeeded so what waits for it proceeds", "mark-succeeded"),
+		instanceActionCmd(g, "rerun-instance", "Re-run one failed or stopped instance (or a blocked one of the recurring schedule)", "rerun"))
 	return c
 }
 
@@ -312,11 +317,16 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 	return c
 }
 
-// localZoneName is the IANA name of the local zone when the environment
-// names it.
+// localZoneName is the IANA name of the local time zone: $TZ, else the
+// zone /etc/localtime links to; "" when neither names one (UTC is shown).
 func localZoneName() string {
-	if tz := time.Local.String(); tz != "Local" {
-		return tz
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
+			return name
+		}
 	}
 	return ""
 }

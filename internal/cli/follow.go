@@ -89,7 +89,26 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 			n[store.InstanceSucceeded]+n[store.InstanceDryRun]+n[store.InstanceFailed]+n[store.InstanceStopped], rec.Instances,
 			n[store.InstanceSucceeded], n[store.InstanceDryRun], n[store.InstanceRunning], n[store.InstanceFailed], n[store.InstanceStopped])
 	}
-	for ev := range es.events {
+	// Events are pushed, but a subscriber that falls behind misses some:
+	// a slow look at the record makes sure the end is seen.
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		var ev engine.Event
+		select {
+		case e, open := <-es.events:
+			if !open {
+				if es.err != nil {
+					return fmt.Errorf("the event stream ended: %w", es.err)
+				}
+				return fmt.Errorf("the event stream ended before backfill %d did (did the daemon stop?)", rec.ID)
+			}
+			ev = e
+		case <-tick.C:
+			ev = engine.Event{Kind: "check", BackfillID: rec.ID}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		if ev.BackfillID != rec.ID {
 			continue
 		}
@@ -106,12 +125,15 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 		if ev.State == store.BatchWaiting || ev.State == store.BatchRunning {
 			continue
 		}
-		if tty {
-			fmt.Fprintln(g.stdout)
-		}
 		var b store.BatchBackfill
 		if err := g.client().do(ctx, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d", rec.ID), nil, &b); err != nil {
 			return err
+		}
+		if b.State == store.BatchWaiting || b.State == store.BatchRunning {
+			continue
+		}
+		if tty {
+			fmt.Fprintln(g.stdout)
 		}
 		fmt.Fprintf(g.stdout, "backfill %d %s: %s\n", b.ID, b.State, stateCounts(b))
 		if b.State != store.BatchSucceeded {
@@ -119,8 +141,4 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 		}
 		return nil
 	}
-	if es.err != nil {
-		return fmt.Errorf("the event stream ended: %w", es.err)
-	}
-	return fmt.Errorf("the event stream ended before backfill %d did (did the daemon stop?)", rec.ID)
 }

@@ -43,15 +43,21 @@ func (e *Engine) Preview(ctx context.Context, req plan.Request) (*plan.Plan, err
 		seq = n + 1
 	}
 	in := plan.Input{Graph: e.graph, Request: req, Now: now, Sequence: seq, ConfirmAbove: e.opts.ConfirmAbove}
-	p, err := plan.Build(in)
-	if err != nil || !needsHistory(req) || len(p.Instances) == 0 {
-		return p, err
+	if !needsHistory(req) {
+		return plan.Build(in)
 	}
 	// The policies for dates already run need their history: plan once to
-	// learn the tasks and times, read it, and plan again.
-	from, to := p.Instances[0].BizTime, p.Instances[0].BizTime
+	// learn the tasks and times (without the size check, which counts only
+	// what is kept), read it, and plan again.
+	first := in
+	first.Request.Confirm = true
+	p, err := plan.Build(first)
+	if err != nil || len(p.Instances) == 0 {
+		return p, err
+	}
+	from, to := p.Instances[0].BizTime, p.Instances[0].BizEnd
 	for _, in := range p.Instances {
-		from, to = minTime(from, in.BizTime), maxTime(to, in.BizTime)
+		from, to = minTime(from, in.BizTime), maxTime(to, maxTime(in.BizTime, in.BizEnd))
 	}
 	states, err := e.st.TaskRunStates(ctx, p.Tasks, from, to)
 	if err != nil {
@@ -170,17 +176,10 @@ func (e *Engine) stopBackfill(ctx context.Context, bf *backfill, reason string) 
 	if bf.rec.State == store.BatchWaiting {
 		bf.rec.State = store.BatchRunning // so that checkDone ends it
 	}
-	bf.queued = 0
-	e.unqueueBackfill(bf)
-	e.checkDone(ctx, bf)
-}
-
-// unqueueBackfill forgets a stopped backfill's queued nodes: the queues
-// skip nodes that are no longer waiting.
-func (e *Engine) unqueueBackfill(bf *backfill) {
 	for _, n := range bf.nodes {
-		n.queued = false
+		n.unqueue() // their entries go stale
 	}
+	e.checkDone(ctx, bf)
 }
 
 // StopInstance stops one instance (ending its process or SQL if it runs).

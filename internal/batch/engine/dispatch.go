@@ -73,13 +73,18 @@ func (e *Engine) dispatch(ctx context.Context) {
 
 // dispatchable reports whether a node taken off a queue may still run.
 func dispatchable(n *node, taken map[*node]bool) bool {
-	return n.state == store.InstanceWaiting && n.pending == 0 && (n.bf == nil || !n.bf.stopped) && !taken[n]
+	return n.state == store.InstanceWaiting && n.pending == 0 && !taken[n] &&
+		(n.bf == nil || (!n.bf.stopped && n.bf.rec.State == store.BatchRunning))
 }
 
 // takeDry empties the dry-run queue.
 func (e *Engine) takeDry(taken map[*node]bool) []*node {
 	var dry []*node
-	for _, n := range e.s.dry {
+	for _, en := range e.s.dry {
+		if !en.live() {
+			continue
+		}
+		n := en.n
 		n.unqueue()
 		if dispatchable(n, taken) {
 			taken[n] = true
@@ -98,17 +103,17 @@ func (e *Engine) takeClaims(taken map[*node]bool) []*node {
 	var claims []*node
 	for rg, q := range s.queues {
 		for s.free[rg] > 0 && q.Len() > 0 && len(claims) < claimBatch {
-			n := heap.Pop(q).(*node)
+			en := heap.Pop(q).(entry)
+			if !en.live() {
+				continue
+			}
+			n := en.n
 			n.unqueue()
 			if !dispatchable(n, taken) {
 				continue
 			}
 			if holder := s.busy[n.key()]; holder != nil {
-				n.queued = true
-				if n.bf != nil {
-					n.bf.queued++
-				}
-				s.busyWait[n.key()] = append(s.busyWait[n.key()], n)
+				s.busyWait[n.key()] = append(s.busyWait[n.key()], n.enqueue())
 				continue
 			}
 			taken[n] = true
@@ -178,7 +183,7 @@ func (e *Engine) start(ctx context.Context, n *node, spec runner.Spec) {
 		return
 	case "invalid":
 		e.s.localEnds = append(e.s.localEnds, ending{n: n, attempt: n.attempt,
-			res: runner.Result{Err: fmt.Errorf("%s", spec.Script)}})
+			res: runner.Result{Err: fmt.Errorf("%w: %s", errNotRunnable, spec.Script)}})
 		return
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -58,9 +58,10 @@ type Engine struct {
 	// know, so it polls.
 	fakeClock bool
 
-	cmds  chan command
-	ends  chan ending
-	ready chan struct{} // closed when recovery is done and the loop runs
+	cmds   chan command
+	ends   chan ending
+	ready  chan struct{} // closed when recovery is done and the loop runs
+	exited chan struct{} // closed when Run returns
 
 	mu   sync.Mutex
 	subs map[chan Event]struct{}
@@ -112,15 +113,16 @@ func New(opts Options) (*Engine, error) {
 		}
 	}
 	return &Engine{
-		opts:  opts,
-		st:    opts.Store,
-		graph: opts.Graph,
-		log:   opts.Logger.With("component", "batch"),
-		now:   opts.Now,
-		cmds:  make(chan command),
-		ends:  make(chan ending, 1024),
-		ready: make(chan struct{}),
-		subs:  map[chan Event]struct{}{},
+		opts:   opts,
+		st:     opts.Store,
+		graph:  opts.Graph,
+		log:    opts.Logger.With("component", "batch"),
+		now:    opts.Now,
+		cmds:   make(chan command),
+		ends:   make(chan ending, 1024),
+		ready:  make(chan struct{}),
+		exited: make(chan struct{}),
+		subs:   map[chan Event]struct{}{},
 
 		fakeClock: fake,
 	}, nil

@@ -123,11 +123,7 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	}
 	used := n.attempt - n.retryBase
 	if used <= n.task.Retries && !errors.Is(end.res.Err, errNotRunnable) {
-		backoff := n.task.RetryBackoff
-		if backoff <= 0 {
-			backoff = 10 * time.Second
-		}
-		delay := backoff << min(used-1, 20)
+		delay := max(n.task.RetryBackoff, 0) << min(used-1, 20) // 0: retry at once
 		n.nextTry = now.Add(delay)
 		return store.InstanceWaiting, fmt.Sprintf("attempt %d failed (%v); retry %d of %d at %s",
 			n.attempt, end.res.Err, used, n.task.Retries, n.nextTry.Format(time.RFC3339))
@@ -135,8 +131,9 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	return store.InstanceFailed, ""
 }
 
-// errNotRunnable marks failures that a retry cannot fix.
-var errNotRunnable = errors.New("not runnable")
+// errNotRunnable marks failures that a retry cannot fix (the code does not
+// render, the task or its connection is gone from the configuration).
+var errNotRunnable = errors.New("cannot run")
 
 // releaseCycle frees n's slot and cycle and wakes what waited for them.
 func (e *Engine) releaseCycle(n *node) {
@@ -149,8 +146,10 @@ func (e *Engine) releaseCycle(n *node) {
 	waiting := s.busyWait[k]
 	delete(s.busyWait, k)
 	for _, w := range waiting {
-		w.unqueue()
-		e.consider(w)
+		if w.live() {
+			w.n.unqueue()
+			e.consider(w.n)
+		}
 	}
 }
 
@@ -179,15 +178,15 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 		final, msg = store.BatchStopped, bf.rec.Error
 	case counts[store.InstanceFailed] > 0:
 		final = store.BatchFailed
-		msg = fmt.Sprintf("%d instance(s) failed; what depends on them and the later dates of their groups did not run — re-run the failed instances or mark them succeeded", counts[store.InstanceFailed])
+		msg = fmt.Sprintf("%d instance(s) failed; what depends on them and the later dates of their groups did not run — `tidemark batch rerun %d` runs them again, or mark them succeeded", counts[store.InstanceFailed], bf.rec.ID)
 	case counts[store.InstanceBlocked] > 0:
 		final = store.BatchBlocked
 		msg = fmt.Sprintf("%d instance(s) of paused tasks block the rest (paused policy \"block\"); mark them succeeded or re-submit with paused \"dry_run\" or \"run\"", counts[store.InstanceBlocked])
 	case counts[store.InstanceStopped] > 0:
-		final, msg = store.BatchStopped, fmt.Sprintf("%d instance(s) were stopped", counts[store.InstanceStopped])
+		final, msg = store.BatchStopped, fmt.Sprintf("%d instance(s) were stopped; `tidemark batch rerun %d` runs them again", counts[store.InstanceStopped], bf.rec.ID)
 	case counts[store.InstanceWaiting] > 0:
 		final = store.BatchFailed
-		msg = fmt.Sprintf("%d instance(s) cannot run: what they wait for did not succeed", counts[store.InstanceWaiting])
+		msg = fmt.Sprintf("%d instance(s) cannot run: what they wait for did not succeed; see `tidemark batch instances %d`", counts[store.InstanceWaiting], bf.rec.ID)
 	}
 	finished := e.now().UTC()
 	if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, final, msg, nil, &finished); err != nil {

@@ -26,7 +26,7 @@ func (e *Engine) prepare(ctx context.Context, n *node) (runner.Spec, string, err
 		return spec, "", nil
 	case dag.TypeShell, dag.TypeSQL:
 	default:
-		return spec, "", fmt.Errorf("task %s is no longer configured (or has type %q): remove the instance's backfill or restore the task", t.ID, t.Type)
+		return spec, "", fmt.Errorf("task %s is no longer configured (or has type %q): restore the task, or stop the backfill", t.ID, t.Type)
 	}
 	env, err := e.exprEnv(ctx, n)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -164,4 +165,94 @@ func (e *Engine) resume(ctx context.Context, bf *backfill) {
 		e.consider(n)
 	}
 	e.checkDone(ctx, bf)
+}
+
+// RerunScheduled runs a failed, stopped or blocked instance of the
+// recurring schedule again; what waits for it proceeds once it succeeds.
+func (e *Engine) RerunScheduled(ctx context.Context, id int64, by string) error {
+	return e.do(ctx, func(ctx context.Context) error {
+		n, err := e.scheduledNode(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch n.state {
+		case store.InstanceFailed, store.InstanceStopped, store.InstanceBlocked:
+		default:
+			return fmt.Errorf("instance %d is %s; only failed, stopped and blocked instances can be re-run: %w", id, n.state, ErrConflict)
+		}
+		n.nextTry = time.Time{}
+		c := record(n, store.InstanceWaiting, "re-run by "+by, e.now().UTC())
+		c.FinishedAt = nil
+		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{c}); err != nil {
+			return err
+		}
+		n.state, n.reason, n.retryBase = store.InstanceWaiting, c.Reason, n.attempt
+		if n.mode == plan.ModeBlocked {
+			n.mode = plan.ModeRun // blocked by a pause: run it as asked
+		}
+		e.publishInstance(n)
+		e.consider(n)
+		return nil
+	})
+}
+
+// MarkScheduledSucceeded records an instance of the recurring schedule as
+// succeeded without running it.
+func (e *Engine) MarkScheduledSucceeded(ctx context.Context, id int64, by string) error {
+	return e.do(ctx, func(ctx context.Context) error {
+		n, err := e.scheduledNode(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n.run != nil || ok(n.state) {
+			return fmt.Errorf("instance %d is %s; stop it first or leave it: %w", id, n.state, ErrConflict)
+		}
+		c := record(n, store.InstanceSucceeded, "marked succeeded by "+by, e.now().UTC())
+		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{c}); err != nil {
+			return err
+		}
+		n.state, n.reason = store.InstanceSucceeded, c.Reason
+		n.unqueue()
+		e.publishInstance(n)
+		e.released(n)
+		e.forget(n)
+		return nil
+	})
+}
+
+// scheduledNode returns an instance of the recurring schedule in memory,
+// loading it (and relinking what waits for it) when it ended before the
+// daemon started.
+func (e *Engine) scheduledNode(ctx context.Context, id int64) (*node, error) {
+	if n := e.s.nodes[id]; n != nil {
+		if n.bf != nil {
+			return nil, fmt.Errorf("instance %d belongs to backfill %d: %w", id, n.bf.rec.ID, ErrConflict)
+		}
+		return n, nil
+	}
+	in, err := e.st.GetBatchInstance(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("instance %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if in.BackfillID != 0 {
+		return nil, fmt.Errorf("instance %d belongs to backfill %d: %w", id, in.BackfillID, ErrConflict)
+	}
+	n := e.newNode(in, nil)
+	e.s.nodes[id] = n
+	e.link(n, func(dep int64) string {
+		d, err := e.st.GetBatchInstance(ctx, dep)
+		if err != nil {
+			return ""
+		}
+		return d.State
+	})
+	for _, d := range e.s.nodes {
+		if d.bf == nil && slices.Contains(d.deps, id) {
+			n.down = append(n.down, d)
+		}
+	}
+	return n, nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,12 +23,16 @@ func (e *Engine) do(ctx context.Context, fn func(ctx context.Context) error) err
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-e.exited:
+		return errStopped
 	case <-e.ready:
 	}
 	select {
 	case e.cmds <- c:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-e.exited:
+		return errStopped
 	}
 	select {
 	case err := <-c.done:
@@ -37,10 +42,14 @@ func (e *Engine) do(ctx context.Context, fn func(ctx context.Context) error) err
 	}
 }
 
+// errStopped answers commands once the loop has ended.
+var errStopped = errors.New("the batch engine has stopped")
+
 // Run recovers what a previous run left and then dispatches until ctx
 // ends. On the way out it stops the attempts it started and records them
 // as waiting, so the next start runs them again.
 func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.exited)
 	sched, err := e.startUp(ctx)
 	if err != nil {
 		return err

@@ -49,14 +49,17 @@ func (sc *scheduler) init(ctx context.Context) error {
 		}
 		if !found {
 			last = latestDue(t, now)
-			start = t.Schedule.Next(last)
-			if err := sc.e.st.PutScheduleCursor(ctx, t.ID, last); err != nil {
-				return err
-			}
-			hasStart = false
 		}
 		if !hasStart {
+			// The first cycle tidemark schedules; written before the
+			// progress, and derived from it if a crash came in between.
+			start = t.Schedule.Next(last)
 			if err := sc.e.st.PutScheduleCursor(ctx, startCursorPrefix+t.ID, start); err != nil {
+				return err
+			}
+		}
+		if !found {
+			if err := sc.e.st.PutScheduleCursor(ctx, t.ID, last); err != nil {
 				return err
 			}
 		}
@@ -111,6 +114,14 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 	k := cycleKey{t.ID, biz.UnixNano()}
 	if id, ok := sc.ids[k]; ok {
 		return id, nil
+	}
+	// Look before walking upstream: after a restart the cache is empty, and
+	// a self-dependent task would otherwise walk back through every cycle.
+	if id, _, found, err := sc.e.st.ScheduledInstance(ctx, t.ID, biz); err != nil || found {
+		if found {
+			sc.ids[k] = id
+		}
+		return id, err
 	}
 	var deps []int64
 	for _, uid := range t.Upstream {

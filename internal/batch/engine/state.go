@@ -41,7 +41,11 @@ type node struct {
 	// later transitions (the store rewrites every column).
 	rendered, tag, errText string
 
-	queued  bool // in a queue, the timer heap or waiting for a busy cycle
+	queued bool // in a queue, the timer heap or waiting for a busy cycle
+	// gen tells the node's live queue entry from stale ones: entries carry
+	// the gen they were made at, and taking a node off its queues (a stop)
+	// moves it on.
+	gen     uint32
 	run     *running
 	outputs map[string]string
 }
@@ -103,12 +107,12 @@ type state struct {
 	// queues hold ready nodes per resource group; dry holds ready dry-run
 	// nodes, which need no slot.
 	queues map[string]*nodeHeap
-	dry    []*node
+	dry    []entry
 	free   map[string]int
 	timed  timerHeap
 	busy   map[cycleKey]*node
 	// waiting for a busy cycle to end
-	busyWait map[cycleKey][]*node
+	busyWait map[cycleKey][]entry
 	// ends of attempts that finished inside the loop (no-op tasks)
 	localEnds []ending
 }
@@ -120,7 +124,7 @@ func newState(groups map[string]int) *state {
 		queues:   map[string]*nodeHeap{},
 		free:     map[string]int{},
 		busy:     map[cycleKey]*node{},
-		busyWait: map[cycleKey][]*node{},
+		busyWait: map[cycleKey][]entry{},
 	}
 	for name, n := range groups {
 		s.free[name] = n
@@ -129,13 +133,22 @@ func newState(groups map[string]int) *state {
 	return s
 }
 
+// entry is a node in a queue as it was when queued.
+type entry struct {
+	n   *node
+	gen uint32
+}
+
+// live reports whether the entry is the node's current place in a queue.
+func (e entry) live() bool { return e.n.queued && e.gen == e.n.gen }
+
 // nodeHeap orders ready nodes: the recurring schedule before backfills (by
 // scheduled time), then backfills oldest first in plan order.
-type nodeHeap []*node
+type nodeHeap []entry
 
 func (h nodeHeap) Len() int { return len(h) }
 func (h nodeHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
+	a, b := h[i].n, h[j].n
 	if (a.bf == nil) != (b.bf == nil) {
 		return a.bf == nil
 	}
@@ -154,20 +167,20 @@ func (h nodeHeap) Less(i, j int) bool {
 	return a.id < b.id
 }
 func (h nodeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(*node)) }
+func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(entry)) }
 func (h *nodeHeap) Pop() any {
 	old := *h
-	n := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	old[len(old)-1] = entry{}
 	*h = old[:len(old)-1]
-	return n
+	return e
 }
 
 // timerHeap holds nodes that wait for a time (retry backoff, scheduled
 // time, the backfill's run time).
 type timed struct {
 	at time.Time
-	n  *node
+	e  entry
 }
 
 type timerHeap []timed
@@ -204,16 +217,13 @@ func (e *Engine) consider(n *node) {
 	if (n.bf == nil || n.bf.req.WaitScheduled) && n.scheduled.After(wake) {
 		wake = n.scheduled
 	}
-	n.queued = true
-	if n.bf != nil {
-		n.bf.queued++
-	}
+	en := n.enqueue()
 	if wake.After(e.now()) {
-		heap.Push(&s.timed, timed{wake, n})
+		heap.Push(&s.timed, timed{wake, en})
 		return
 	}
 	if n.mode == plan.ModeDryRun {
-		s.dry = append(s.dry, n)
+		s.dry = append(s.dry, en)
 		return
 	}
 	q := s.queues[n.rg]
@@ -221,7 +231,16 @@ func (e *Engine) consider(n *node) {
 		q = s.queues["default"]
 		n.rg = "default"
 	}
-	heap.Push(q, n)
+	heap.Push(q, en)
+}
+
+// enqueue marks n queued and returns its live entry.
+func (n *node) enqueue() entry {
+	n.queued = true
+	if n.bf != nil {
+		n.bf.queued++
+	}
+	return entry{n, n.gen}
 }
 
 // unqueue undoes the queued mark of a node taken off a queue.
@@ -230,6 +249,7 @@ func (n *node) unqueue() {
 		return // stopped while queued: already uncounted
 	}
 	n.queued = false
+	n.gen++ // whatever entries remain are stale
 	if n.bf != nil {
 		n.bf.queued--
 	}
@@ -246,9 +266,11 @@ func (e *Engine) wakeTimers() time.Time {
 			return t.at
 		}
 		heap.Pop(&s.timed)
-		t.n.unqueue()
-		// consider checks again: the node may have been stopped meanwhile.
-		e.consider(t.n)
+		if !t.e.live() {
+			continue
+		}
+		t.e.n.unqueue()
+		e.consider(t.e.n)
 	}
 	return time.Time{}
 }
