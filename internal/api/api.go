@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -36,6 +37,7 @@ type Server struct {
 	tokens  []config.Token
 	log     *slog.Logger
 	mux     *http.ServeMux
+	metrics *metrics.Registry
 	// patterns of the registered routes
 	patterns []string
 	now      func() time.Time
@@ -43,8 +45,14 @@ type Server struct {
 
 // New builds the API over the daemon's streams, batch engine (nil when no
 // tasks are configured) and store.
-func New(streams []*stream.Stream, batch *engine.Engine, st *store.Store, tokens []config.Token, log *slog.Logger) *Server {
+func New(streams []*stream.Stream, batch *engine.Engine, st *store.Store, tokens []config.Token, log *slog.Logger, opts ...Option) *Server {
 	s := &Server{streams: map[string]*stream.Stream{}, batch: batch, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New(log)
+	}
 	for _, str := range streams {
 		s.streams[str.Name()] = str
 		s.names = append(s.names, str.Name())
@@ -58,6 +66,9 @@ func (s *Server) routes() {
 	s.route("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	s.route("GET /readyz", s.readyz)
+	s.route("GET /metrics", s.metrics.Handler().ServeHTTP)
+	s.route("GET /api/v1/openapi.yaml", s.serveOpenAPI)
 	s.handle("GET /api/v1/streams", s.listStreams)
 	s.handle("GET /api/v1/streams/{stream}", s.streamAction(http.StatusOK, nil))
 	s.handle("POST /api/v1/streams/{stream}/pause", s.streamAction(http.StatusAccepted, (*stream.Stream).Pause))
@@ -106,7 +117,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who string) error
 // route registers an unauthenticated route.
 func (s *Server) route(pattern string, h http.HandlerFunc) {
 	s.patterns = append(s.patterns, pattern)
-	s.mux.HandleFunc(pattern, h)
+	s.mux.HandleFunc(pattern, s.timed(pattern, h))
 }
 
 // Routes returns the patterns of every route ("GET /api/v1/streams"), in

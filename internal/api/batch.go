@@ -300,6 +300,9 @@ func pathID(r *http.Request, what string) (int64, error) {
 func (s *Server) listBatch(w http.ResponseWriter, r *http.Request, _ string) error {
 	q := r.URL.Query()
 	f := store.BatchBackfillFilter{Task: q.Get("task"), State: q.Get("state"), StartedBy: q.Get("started_by")}
+	if f.State != "" && !store.ValidBatchState(f.State) {
+		return badRequest("state %q: use waiting, running, succeeded, failed, stopped or blocked", f.State)
+	}
 	var err error
 	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
 		return err
@@ -388,6 +391,9 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string)
 	q := r.URL.Query()
 	f := store.BatchInstanceFilter{Task: q.Get("task"), Scheduled: q.Get("scheduled") == "true"}
 	if r.PathValue("id") != "" {
+		if f.Scheduled {
+			return badRequest("scheduled=true lists the recurring schedule's instances: use GET /api/v1/batch/instances?scheduled=true")
+		}
 		id, err := pathID(r, "backfill")
 		if err != nil {
 			return err
@@ -398,6 +404,9 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string)
 		f.BackfillID = id
 	}
 	if st := q.Get("state"); st != "" {
+		if !store.ValidInstanceState(st) {
+			return badRequest("state %q: use waiting, running, succeeded, failed, stopped, dry_run or blocked", st)
+		}
 		f.States = []string{st}
 	}
 	if a := q.Get("after"); a != "" {

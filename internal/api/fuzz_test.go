@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -65,7 +66,11 @@ streams:
 			}
 		}
 	}
-	return api.New(streams, idleEngine(f, st, log), st, nil, log)
+	reg := metrics.New(log)
+	if err := reg.Register(metrics.NewCollector(metrics.Sources{Streams: streams, Store: st, Batch: true})); err != nil {
+		f.Fatal(err)
+	}
+	return api.New(streams, idleEngine(f, st, log), st, nil, log, api.WithMetrics(reg))
 }
 
 // idleEngine runs a batch engine over three no-op tasks until the fuzz
@@ -117,6 +122,8 @@ func FuzzAPIRequests(f *testing.F) {
 	}
 	for _, seed := range []struct{ method, path, body string }{
 		{"GET", "/healthz", ""},
+		{"GET", "/readyz", ""},
+		{"GET", "/metrics", ""},
 		{"GET", "/api/v1/streams", ""},
 		{"GET", "/api/v1/streams/alpha", ""},
 		{"GET", "/api/v1/streams/nope", ""},
@@ -191,11 +198,17 @@ func FuzzAPIRequests(f *testing.F) {
 		defer cancel()
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder(), flushed: cancel}
 		srv.ServeHTTP(rec, req.WithContext(ctx))
-		if rec.Code >= 500 {
+		// The streams never run, so the daemon is not ready: /readyz says
+		// so with a 503.
+		notReady := req.URL.Path == "/readyz" && rec.Code == http.StatusServiceUnavailable
+		if rec.Code >= 500 && !notReady {
 			t.Fatalf("%s %q %q: HTTP %d %s", method, path, body, rec.Code, rec.Body)
 		}
 		ct := rec.Header().Get("Content-Type")
 		if (ct == "text/event-stream" || strings.HasPrefix(ct, "text/csv")) && rec.Code == http.StatusOK {
+			return
+		}
+		if req.URL.Path == "/metrics" && strings.HasPrefix(ct, "text/plain") && rec.Code == http.StatusOK {
 			return
 		}
 		if ct != "application/json" || !json.Valid(rec.Body.Bytes()) {

@@ -123,7 +123,7 @@ func freePort(t *testing.T) int {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "tasks ", "batch ", "--addr", "--json", "--token"}, "--help")
+	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "tasks ", "batch ", "doctor ", "--addr", "--json", "--token"}, "--help")
 	expect(t, 0, []string{"preview ", "backfill ", "list ", "show ", "instances ", "log ", "export ", "stop ", "rerun ", "stop-instance ", "mark-succeeded "}, "batch", "--help")
 	expect(t, 0, []string{"--groups", "--downstream", "--coverage", "--paused", "--succeeded", "--run-at", "--time-range", "--confirm"}, "batch", "backfill", "--help")
 	expect(t, 0, []string{"initiate ", "stop ", "list "}, "backfill", "--help")

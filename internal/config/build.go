@@ -32,6 +32,7 @@ const (
 	defaultBatchMaxDelay    = 200 * time.Millisecond
 	defaultRetryInitial     = time.Second
 	defaultRetryMax         = time.Minute
+	defaultLagWarn          = 5 * time.Minute
 
 	defaultTimezone           = "UTC"
 	defaultOutputLookbackDays = 15
@@ -261,6 +262,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			Initial: b.duration(p+".retry.initial", r.Retry.Initial, defaultRetryInitial),
 			Max:     b.duration(p+".retry.max", r.Retry.Max, defaultRetryMax),
 		},
+		LagWarn: b.duration(p+".lag_warn", r.LagWarn, defaultLagWarn),
 	}
 }
 

@@ -155,6 +155,10 @@ type Stream struct {
 	Backfill Backfill
 	Batch    Batch
 	Retry    Retry
+	// LagWarn: when the destination falls further behind the source than
+	// this, the stream warns once (a log line and an event) until it
+	// catches up again; 0 never warns.
+	LagWarn time.Duration
 }
 
 // Source is the database a stream reads the change log of.

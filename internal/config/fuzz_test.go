@@ -35,6 +35,7 @@ streams:
     backfill: {mode: manual, exclude: [public.audit_log], max_concurrent: 4, chunk_size: 500}
     batch: {max_changes: 100, max_delay: 1s}
     retry: {initial: 500ms, max: 30s}
+    lag_warn: 2m
   - <<: *base
     name: shop2
     source: {dsn: "postgres://db/other"}

@@ -72,6 +72,7 @@ func TestDefaults(t *testing.T) {
 		{"batch.max_delay", s.Batch.MaxDelay, 200 * time.Millisecond},
 		{"retry.initial", s.Retry.Initial, time.Second},
 		{"retry.max", s.Retry.Max, time.Minute},
+		{"lag_warn", s.LagWarn, 5 * time.Minute},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s = %v, want %v", tc.key, tc.got, tc.want)
@@ -141,6 +142,7 @@ streams:
       window_max_changes: 5000
     batch: {max_changes: 100, max_delay: 1s}
     retry: {initial: 500ms, max: 30s}
+    lag_warn: 90s
 `, map[string]string{"CI_TOKEN": "ci-secret", "PGPASSWORD": "pw"})
 	s := cfg.Streams[0]
 	want := Stream{
@@ -157,8 +159,9 @@ streams:
 		},
 		Backfill: Backfill{Mode: "manual", Exclude: []Pattern{mustPattern(t, "public.audit_log")},
 			MaxConcurrent: 4, ChunkSize: 500, RowsPerSecond: 1000, WindowMaxChanges: 5000},
-		Batch: Batch{MaxChanges: 100, MaxDelay: time.Second},
-		Retry: Retry{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		Batch:   Batch{MaxChanges: 100, MaxDelay: time.Second},
+		Retry:   Retry{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		LagWarn: 90 * time.Second,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("stream\n got %+v\nwant %+v", s, want)

@@ -55,6 +55,7 @@ type rawStream struct {
 	Backfill            rawBackfill    `yaml:"backfill"`
 	Batch               rawBatch       `yaml:"batch"`
 	Retry               rawRetry       `yaml:"retry"`
+	LagWarn             scalar         `yaml:"lag_warn"`
 }
 
 type rawSource struct {

@@ -118,6 +118,8 @@ var validationCases = []problemCase{
 		"0s is out of range: use a duration above 0, e.g. 10s"}}},
 	{"wal warn bytes", streams(kv{"source": `{dsn: "postgres://db/x", wal_warn_bytes: -1}`}), []Problem{{"streams[0].source.wal_warn_bytes",
 		"-1 is out of range: use 0 (never warn) or more"}}},
+	{"lag warn", streams(kv{"lag_warn": "-1s"}), []Problem{{"streams[0].lag_warn",
+		"-1s is out of range: use 0 (never warn) or a duration above 0, e.g. 5m"}}},
 	{"shared slot", streams(kv{"source": `{dsn: "postgres://db/x", slot: s}`},
 		kv{"name": "other", "source": `{dsn: "postgres://db/x", slot: s}`},
 		kv{"name": "elsewhere", "source": `{dsn: "postgres://db/y", slot: s}`}),
@@ -241,7 +243,7 @@ log: {colour: true}
 		{"log.colour", "unknown key (line 3): use one of level, format"}}},
 	{"unknown key in a later stream", streams(nil, kv{"name": "two", "chunk_size": "5"}), []Problem{
 		{"streams[1].chunk_size", "unknown key (line 1): use one of name, source, destination, include, exclude, " +
-			"include_future_tables, keys, backfill, batch, retry"}}},
+			"include_future_tables, keys, backfill, batch, retry, lag_warn"}}},
 	{"key twice", `
 streams:
   - name: first

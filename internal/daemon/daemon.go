@@ -1,5 +1,6 @@
 // Package daemon wires a configuration into a running tidemark: the
-// metadata store, one stream per configured stream, and the HTTP API.
+// metadata store, one stream per configured stream, the batch engine, the
+// metrics registry and the HTTP API.
 package daemon
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -29,6 +31,7 @@ type Daemon struct {
 	log     *slog.Logger
 	streams []*stream.Stream
 	batch   *engine.Engine
+	metrics *metrics.Registry
 	api     *api.Server
 	// Ready is closed once the API listens; Addr is then its address.
 	Ready chan struct{}
@@ -44,7 +47,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 	if err != nil {
 		return nil, fmt.Errorf("open metadata store: %w", err)
 	}
-	d := &Daemon{cfg: cfg, st: st, log: log, Ready: make(chan struct{})}
+	d := &Daemon{cfg: cfg, st: st, log: log, metrics: metrics.New(log), Ready: make(chan struct{})}
+	st.Observe(d.metrics.ObserveStore)
 	for _, sc := range cfg.Streams {
 		s := stream.New(sc, st, log, opts)
 		if err := s.MarkNotStarted(ctx); err != nil {
@@ -59,7 +63,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 			return nil, err
 		}
 	}
-	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log)
+	err = d.metrics.Register(metrics.NewCollector(metrics.Sources{Streams: d.streams, Store: st, Batch: d.batch != nil}))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, api.WithMetrics(d.metrics))
 	return d, nil
 }
 
@@ -112,6 +121,9 @@ func checkListen(a config.API) error {
 
 // Streams returns the daemon's streams.
 func (d *Daemon) Streams() []*stream.Stream { return d.streams }
+
+// Metrics returns the daemon's metrics registry, which /metrics serves.
+func (d *Daemon) Metrics() *metrics.Registry { return d.metrics }
 
 // Store returns the metadata store.
 func (d *Daemon) Store() *store.Store { return d.st }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -61,6 +62,7 @@ func batchBusyErr(err error) error {
 // takes the lock that serialises inserts into "batch_instances" (PostgreSQL;
 // on SQLite the transaction already holds the database write lock).
 func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) (err error) {
+	defer s.timed("tx batch_write", time.Now())
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -83,6 +85,7 @@ func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sq
 
 // batchReadTx runs f in a read-only transaction that sees one snapshot.
 func (s *Store) batchReadTx(ctx context.Context, f func(*sql.Tx) error) (err error) {
+	defer s.timed("tx batch_read", time.Now())
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d.name == dialectPostgres {
 		opts.Isolation = sql.LevelRepeatableRead

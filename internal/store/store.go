@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -60,8 +61,9 @@ const acceptedURLs = `accepted forms: "sqlite:///abs/path.db", "sqlite://relativ
 
 // Store is the metadata store. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
-	d  *dialect
+	db  *sql.DB
+	d   *dialect
+	obs atomic.Pointer[Observer]
 }
 
 // Open opens (creating if needed) the store at url and brings its schema up to
@@ -229,14 +231,17 @@ func redact(url string) string {
 // Small wrappers that rebind ? placeholders for the dialect.
 
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	defer s.timedQuery(q, time.Now())
 	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	defer s.timedQuery(q, time.Now())
 	return s.db.QueryContext(ctx, s.d.rebind(q), args...)
 }
 
 func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	defer s.timedQuery(q, time.Now())
 	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
 }
 

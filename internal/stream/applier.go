@@ -112,6 +112,7 @@ type applier struct {
 	events   <-chan change.Event
 	requests chan applierRequest
 	out      chan<- *outBatch
+	lag      *lagClock // told each batch's first transaction; may be nil
 
 	skipUpTo change.LSN // transactions ending at or below it are replays
 	position change.LSN
@@ -135,6 +136,8 @@ type appliedTxn struct {
 type outBatch struct {
 	sink.Batch
 	changes  int
+	events   int  // changes of the source's transactions (not chunk rows)
+	timed    bool // its first transaction was told to the lag clock
 	counters map[change.TableID]*objectCounts
 	chunks   []committedChunk
 	done     chan struct{} // closed once committed, when someone waits
@@ -266,6 +269,11 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 			cnt.bytes += int64(c.Bytes)
 		}
 		a.batch.changes += len(txn.Changes)
+		a.batch.events += len(txn.Changes)
+		if !a.batch.timed {
+			a.batch.timed = true
+			a.lag.received(txn.EndLSN, txn.CommitTime)
+		}
 		if txn.EndLSN > a.position {
 			a.position = txn.EndLSN
 		}

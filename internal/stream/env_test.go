@@ -135,7 +135,7 @@ func (e *env) start() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: level}))
-	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond})
+	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})
 	if err := e.s.MarkNotStarted(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}

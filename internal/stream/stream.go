@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +39,8 @@ type Options struct {
 	RaceHorizon time.Duration
 	// SlotCheckInterval is how often the slot's retained WAL is checked.
 	SlotCheckInterval time.Duration
+	// LagCheckInterval is how often the lag is compared with lag_warn.
+	LagCheckInterval time.Duration
 }
 
 // Stream is one configured stream and its lifecycle.
@@ -47,6 +50,10 @@ type Stream struct {
 	st   *store.Store
 	log  *slog.Logger
 	bf   *backfills
+
+	lag     *lagClock
+	lagOver atomic.Bool
+	events  atomic.Int64 // changes committed to the destination
 
 	mu        sync.Mutex
 	state     store.StreamState
@@ -63,11 +70,13 @@ type Stream struct {
 }
 
 // Event is pushed to listeners when a backfill record or the stream state
-// changes.
+// changes, or the lag crosses lag_warn: one of Backfill, State and Lag is
+// set.
 type Event struct {
 	Stream   string             `json:"stream"`
 	Backfill *store.Backfill    `json:"backfill,omitempty"`
 	State    *store.StreamState `json:"state,omitempty"`
+	Lag      *LagAlert          `json:"lag,omitempty"`
 }
 
 // New builds a stream; Run starts it.
@@ -75,7 +84,8 @@ func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *St
 	opts.ProbeInterval = cmpOr(opts.ProbeInterval, 10*time.Millisecond)
 	opts.RaceHorizon = cmpOr(opts.RaceHorizon, time.Minute)
 	opts.SlotCheckInterval = cmpOr(opts.SlotCheckInterval, 30*time.Second)
-	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With("stream", cfg.Name),
+	opts.LagCheckInterval = cmpOr(opts.LagCheckInterval, time.Second)
+	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With("stream", cfg.Name), lag: &lagClock{},
 		wake: make(chan struct{}, 1), listeners: map[chan Event]struct{}{}}
 	s.state = store.StreamState{Name: cfg.Name, State: store.StateNotStarted}
 	s.bf = newBackfills(cfg.Name, st, s.log, BackfillConfig{
@@ -192,6 +202,13 @@ func (s *Stream) Resume() {
 // retried with exponential backoff (state "retrying", with the reason);
 // failures that need a person leave it "failed" until Resume.
 func (s *Stream) Run(ctx context.Context) error {
+	lagCtx, stopLag := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.watchLag(lagCtx) })
+	defer func() {
+		stopLag()
+		wg.Wait()
+	}()
 	delay := s.cfg.Retry.Initial
 	for {
 		if s.isPaused() {
@@ -244,6 +261,9 @@ func (s *Stream) resetPending() bool {
 	defer s.mu.Unlock()
 	return s.reset
 }
+
+// Paused reports whether a pause was requested and not resumed since.
+func (s *Stream) Paused() bool { return s.isPaused() }
 
 func (s *Stream) isPaused() bool {
 	s.mu.Lock()
@@ -387,6 +407,10 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
 	}, s.cfg.Name, src, snk, s.log, events, batches, cp.Position)
+	if resetAll {
+		s.lag.reset()
+	}
+	app.lag = s.lag
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
 		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth}
 	src.Confirm(cp.Position)
@@ -430,6 +454,8 @@ func (s *Stream) destinationHealth(err error) {
 
 // committed runs after each destination commit.
 func (s *Stream) committed(ctx context.Context, b *outBatch) {
+	s.events.Add(int64(b.events))
+	s.lag.committed(b.Position)
 	s.bf.committed(ctx, b)
 	for _, c := range b.chunks {
 		cnt := b.counters[c.table]

@@ -58,6 +58,6 @@ type Task struct {
 
 // Param is a named value.
 type Param struct {
-	Name  string
-	Value string
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }

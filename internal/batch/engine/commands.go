@@ -95,7 +95,7 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string)
 		return store.BatchBackfill{}, nil, fmt.Errorf("encode request: %w", err)
 	}
 	rec := store.BatchBackfill{Name: p.Name, Task: p.Task, StartedBy: startedBy, Request: reqJSON,
-		State: store.BatchWaiting, RunAt: p.RunAt.UTC()}
+		State: store.BatchWaiting, RunAt: p.RunAt.UTC().Truncate(time.Microsecond)}
 	insts := make([]store.BatchInstance, len(p.Instances))
 	deps := make([][]int, len(p.Instances))
 	for i, pi := range p.Instances {

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
+		{"Summaries", testSummaries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

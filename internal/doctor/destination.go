@@ -1,0 +1,172 @@
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+)
+
+// The destinations keep each stream's checkpoint in these tables (see the
+// sink packages); the doctor reads them without creating anything.
+const (
+	pgCheckpointSQL     = `SELECT "position" FROM "_tidemark"."checkpoint" WHERE "stream" = $1`
+	sqliteCheckpointSQL = `SELECT "position" FROM "_tidemark_checkpoint" WHERE "stream" = ?`
+	sqliteHasCheckpoint = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_tidemark_checkpoint'`
+)
+
+// checkDestination checks streams[i]'s destination and reads the position
+// it committed for the stream.
+func checkDestination(ctx context.Context, i int, s *config.Stream) ([]Check, checkpoint) {
+	name := "stream " + s.Name + ": destination"
+	key := fmt.Sprintf("streams[%d].destination", i)
+	switch s.Destination.Type {
+	case config.TypePostgres:
+		c, cp := postgresDestination(ctx, name, key, s.Name, s.Destination.DSN)
+		return []Check{c}, cp
+	case config.TypeSQLite:
+		return sqliteDestination(ctx, name, key, s.Name, s.Destination.Path)
+	}
+	return []Check{fail(name, fmt.Sprintf("destination type %q is not supported", s.Destination.Type), "set "+key+".type to postgres or sqlite")}, checkpoint{}
+}
+
+func postgresDestination(ctx context.Context, name, key, stream, dsn string) (Check, checkpoint) {
+	conn, err := connect(ctx, dsn)
+	if err != nil {
+		return fail(name, errText(err), connectFix(err, key+".dsn")), checkpoint{}
+	}
+	defer closeConn(conn)
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	var version, db, user string
+	var schema, canCreate bool
+	err = conn.QueryRow(ctx, `
+		SELECT current_setting('server_version'), current_database()::text, current_user::text,
+		       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '_tidemark'),
+		       has_database_privilege(current_database(), 'CREATE')`).Scan(&version, &db, &user, &schema, &canCreate)
+	if err != nil {
+		return fail(name, "connected, but cannot query: "+errText(err), connectFix(err, key+".dsn")), checkpoint{}
+	}
+	at := fmt.Sprintf("%s (PostgreSQL %s)", where(conn.Config()), version)
+	if !schema && !canCreate {
+		return fail(name, fmt.Sprintf("%s: %s lacks CREATE on database %s, which creating tidemark's schema _tidemark needs", at, user, db),
+			fmt.Sprintf("GRANT CREATE ON DATABASE %s TO %s;", ident(db), ident(user))), checkpoint{known: true}
+	}
+	cp := checkpoint{known: true}
+	var pos int64
+	err = conn.QueryRow(ctx, pgCheckpointSQL, stream).Scan(&pos)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		cp.position = change.LSN(uint64(pos))
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
+	default:
+		return fail(name, fmt.Sprintf("%s: cannot read the stream's checkpoint: %s", at, errText(err)), ""), checkpoint{}
+	}
+	return ok(name, "connected to "+at+"; "+positionText(cp.position)), cp
+}
+
+func positionText(pos change.LSN) string {
+	if pos == 0 {
+		return "no checkpoint of the stream yet"
+	}
+	return "the stream's checkpoint is at " + pos.String()
+}
+
+func sqliteDestination(ctx context.Context, name, key, stream, path string) ([]Check, checkpoint) {
+	dir := filepath.Dir(path)
+	if c, good := writableDir(name, key+".path", dir); !good {
+		// Without its directory the destination holds nothing: to the
+		// stream that is a first start.
+		_, err := os.Stat(dir)
+		return []Check{c}, checkpoint{known: errors.Is(err, os.ErrNotExist)}
+	}
+	disk := diskSpace("stream "+stream+": destination disk", dir)
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return []Check{ok(name, fmt.Sprintf("%s does not exist yet: tidemark creates it (directory %s is writable)", path, dir)), disk}, checkpoint{known: true}
+	case err != nil:
+		return []Check{fail(name, errText(err), "")}, checkpoint{}
+	case !info.Mode().IsRegular():
+		return []Check{fail(name, path+" is not a regular file", "correct "+key+".path")}, checkpoint{}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return []Check{fail(name, fmt.Sprintf("%s is not writable: %s", path, errText(err)),
+			"make the file writable by the user tidemark runs as (chown, chmod)")}, checkpoint{}
+	}
+	f.Close()
+	cp, err := sqlitePosition(ctx, path, stream)
+	if err != nil {
+		return []Check{fail(name, fmt.Sprintf("%s: %s", path, errText(err)), "correct "+key+".path: it must be a SQLite database, or a path where one can be created")}, checkpoint{}
+	}
+	return []Check{ok(name, fmt.Sprintf("%s is a writable SQLite database; %s", path, positionText(cp.position))), disk}, cp
+}
+
+// sqlitePosition reads the stream's checkpoint from a SQLite destination.
+func sqlitePosition(ctx context.Context, path, stream string) (checkpoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	db, err := openSQLite(path)
+	if err != nil {
+		return checkpoint{}, err
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, sqliteHasCheckpoint).Scan(&n); err != nil {
+		return checkpoint{}, err
+	}
+	cp := checkpoint{known: true}
+	if n == 0 {
+		return cp, nil
+	}
+	var pos int64
+	err = db.QueryRowContext(ctx, sqliteCheckpointSQL, stream).Scan(&pos)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return checkpoint{}, err
+	}
+	cp.position = change.LSN(uint64(pos))
+	return cp, nil
+}
+
+// openSQLite opens an existing SQLite file for reading.
+func openSQLite(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// writableDir checks that dir exists and that a file can be created in
+// it; key is the configuration key of the path.
+func writableDir(name, key, dir string) (Check, bool) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fail(name, fmt.Sprintf("directory %s does not exist", dir), fmt.Sprintf("mkdir -p %s  (or correct %s)", dir, key)), false
+	case err != nil:
+		return fail(name, errText(err), "correct "+key), false
+	case !info.IsDir():
+		return fail(name, dir+" is not a directory", "correct "+key), false
+	}
+	f, err := os.CreateTemp(dir, ".tidemark-doctor-*")
+	if err != nil {
+		return fail(name, fmt.Sprintf("directory %s is not writable: %s", dir, errText(err)),
+			fmt.Sprintf("make %s writable by the user tidemark runs as (chown, chmod), or correct %s", dir, key)), false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return Check{}, true
+}
