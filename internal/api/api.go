@@ -81,6 +81,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/backfills", s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
 	s.handle("GET /api/v1/events", s.events)
+	s.handle("GET /api/v1/audit", s.audit)
 	s.batchRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: the routes are in docs/api.md", r.Method, r.URL.Path)})

@@ -71,6 +71,7 @@ type envOptions struct {
 	setup    string // SQL run on the source before the daemon starts
 	backfill string // the stream's backfill key, flow style
 	api      string // the api key, flow style; listen is always 127.0.0.1:0
+	tasks    string // recurring tasks, the items of the tasks key (block style, indented 2)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -114,7 +115,7 @@ streams:
     backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 200ms}
-`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, e.dest, o.backfill), nil)
+%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, e.dest, o.backfill, tasksYAML(o.tasks)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,18 @@ streams:
 	}
 	e.base = "http://" + e.d.Addr
 	e.waitFor("stream running", func() bool { return e.d.Streams()[0].State().State == "running" })
+	if o.tasks != "" {
+		<-e.d.Batch().Ready()
+	}
 	return e
+}
+
+// tasksYAML is the tasks key holding tasks, or nothing.
+func tasksYAML(tasks string) string {
+	if tasks == "" {
+		return ""
+	}
+	return "tasks:\n" + tasks
 }
 
 // dropSlot drops a replication slot of the database conn is connected to,

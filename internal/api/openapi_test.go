@@ -498,6 +498,9 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"BatchInstance", store.BatchInstance{}, true},
 		{"LogView", api.LogView{}, true},
 		{"RerunRequest", api.RerunRequest{}, false},
+		{"AuditRecord", api.AuditRecord{}, true},
+		{"StreamFigures", api.StreamFigures{}, true},
+		{"BatchFigures", api.BatchFigures{}, true},
 	} {
 		rt, ok := c.typ.(reflect.Type)
 		if !ok {
@@ -658,6 +661,18 @@ func TestOpenAPIDescribesResponses(t *testing.T) {
 	do("POST", "/api/v1/batch/backfills/"+bf+"/rerun", "")
 	do("POST", "/api/v1/batch/backfills/"+bf+"/rerun", `{"instances": [999999]}`)
 	do("GET", "/api/v1/batch/backfills/"+bf, "")
+
+	// Both kinds exist now: the stopped and pending stream backfills of
+	// alpha and the batch backfill.
+	trail, _ := do("GET", "/api/v1/audit", "").([]any)
+	if len(trail) != 3 {
+		t.Errorf("audit trail of %d records, want 3: %v", len(trail), trail)
+	}
+	do("GET", "/api/v1/audit?kind=stream&stream=alpha&object=public.a&state=stopped&started_by=api&limit=5", "")
+	do("GET", "/api/v1/audit?task=p.a&since=2020-01-01T00:00:00Z&until=2100-01-01T00:00:00Z", "")
+	do("GET", "/api/v1/audit?format=csv", "")
+	do("GET", "/api/v1/audit?kind=batch&state=active", "")
+	do("GET", "/api/v1/audit?kind=nope", "")
 }
 
 // matchOperation finds the operation whose path template matches path,

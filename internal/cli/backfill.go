@@ -12,25 +12,7 @@ import (
 
 func backfillCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "backfill", Short: "Initiate, stop and list backfills"}
-	c.AddCommand(&cobra.Command{
-		Use:   "initiate STREAM OBJECT...",
-		Short: "Initiate backfills of objects (schema.table); refused for Pending or Active objects",
-		Args:  usageArgs(2, -1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var out []store.Backfill
-			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills", api.ObjectsRequest{Objects: args[1:]}, &out)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(out)
-			}
-			for _, b := range out {
-				fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s\n", b.ID, b.Schema, b.Table, b.Status)
-			}
-			return nil
-		},
-	}, &cobra.Command{
+	c.AddCommand(backfillInitiateCmd(g), &cobra.Command{
 		Use:   "stop STREAM OBJECT...",
 		Short: "Stop the backfills of objects; refused for Completed, Stopped or Failed objects",
 		Args:  usageArgs(2, -1),
@@ -45,6 +27,51 @@ func backfillCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}, backfillListCmd(g))
+	return c
+}
+
+func backfillInitiateCmd(g *globals) *cobra.Command {
+	var wait bool
+	c := &cobra.Command{
+		Use:   "initiate STREAM OBJECT...",
+		Short: "Initiate backfills of objects (schema.table); refused for Pending or Active objects",
+		Long: `Initiate backfills of objects (schema.table); refused for Pending or Active objects.
+
+With --wait, follow the backfills until each has ended (completed and
+loaded, stopped or failed): on a terminal a line per object redrawn in place
+with rows, chunks, rate and status; otherwise a line per status change and
+about every 10 seconds of progress; with --json the backfill record as one
+JSON line at each change. The exit code is then 1 if any backfill failed or
+was stopped.`,
+		Args: usageArgs(2, -1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var es *eventStream
+			if wait {
+				// Subscribed first, so that no event of the backfills is missed.
+				var err error
+				if es, err = g.client().subscribe(c.Context(), args[0]); err != nil {
+					return err
+				}
+				defer es.Close()
+			}
+			var out []store.Backfill
+			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills", api.ObjectsRequest{Objects: args[1:]}, &out)
+			if err != nil {
+				return err
+			}
+			if wait {
+				return g.followBackfills(c.Context(), es, out)
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			for _, b := range out {
+				fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s\n", b.ID, b.Schema, b.Table, b.Status)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&wait, "wait", false, "follow the backfills' progress until each ends; exit 1 if any failed or was stopped")
 	return c
 }
 

@@ -286,7 +286,7 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 			var es *eventStream
 			if wait {
 				// Subscribed first, so that no event of the backfill is missed.
-				if es, err = g.client().subscribe(c.Context()); err != nil {
+				if es, err = g.client().subscribe(c.Context(), ""); err != nil {
 					return err
 				}
 				defer es.Close()
@@ -312,7 +312,7 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 	if preview {
 		c.Flags().IntVar(&limit, "limit", 200, "instances to show")
 	} else {
-		c.Flags().BoolVar(&wait, "wait", false, "follow the backfill's progress until it ends; exit 1 unless it succeeded")
+		c.Flags().BoolVar(&wait, "wait", false, "follow the backfill's progress until it ends (a bar per group on a terminal, a line per instance end otherwise, a JSON line per event with --json); exit 1 unless it succeeded")
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -83,6 +84,31 @@ tasks:
 	r = cli("batch", "backfill", "broken", "--from", "2025-02-01", "--wait")
 	if r.code != 1 || !strings.Contains(r.stdout, "sales.broken: failed") || !strings.Contains(r.stderr, "backfill 3 failed") {
 		t.Errorf("backfill --wait of a failing task: %s", r)
+	}
+
+	// With --json, each event of the backfill is a JSON line, the last one
+	// its end.
+	r = cli("batch", "backfill", "extract", "--from", "2025-03-01", "--to", "2025-03-02", "--wait", "--json")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) < 3 {
+		t.Fatalf("backfill --wait --json: %s", r)
+	}
+	succeeded := 0
+	var ev engine.Event
+	for i, line := range lines {
+		ev = engine.Event{}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("backfill --wait --json line %d: %v in %q", i, err, line)
+		}
+		if ev.BackfillID != 4 || (ev.Kind != "instance" && ev.Kind != "backfill") {
+			t.Errorf("backfill --wait --json line %d: %+v", i, ev)
+		}
+		if ev.Kind == "instance" && ev.State == store.InstanceSucceeded {
+			succeeded++
+		}
+	}
+	if ev.Kind != "backfill" || ev.State != store.BatchSucceeded || succeeded != 2 {
+		t.Errorf("backfill --wait --json: %d instance(s) succeeded, ends with %+v:\n%s", succeeded, ev, r.stdout)
 	}
 
 	expect(t, 2, []string{"time_range.from", "HH:MM"}, append(addr, "batch", "preview", "extract", "--from", "2025-01-01", "--time-range", "8-9")...)

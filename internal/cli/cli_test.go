@@ -123,10 +123,11 @@ func freePort(t *testing.T) int {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "tasks ", "batch ", "doctor ", "--addr", "--json", "--token"}, "--help")
+	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "tasks ", "batch ", "doctor ", "audit ", "--addr", "--json", "--token"}, "--help")
 	expect(t, 0, []string{"preview ", "backfill ", "list ", "show ", "instances ", "log ", "export ", "stop ", "rerun ", "stop-instance ", "mark-succeeded "}, "batch", "--help")
 	expect(t, 0, []string{"--groups", "--downstream", "--coverage", "--paused", "--succeeded", "--run-at", "--time-range", "--confirm"}, "batch", "backfill", "--help")
 	expect(t, 0, []string{"initiate ", "stop ", "list "}, "backfill", "--help")
+	expect(t, 0, []string{"--wait", "completed and"}, "backfill", "initiate", "--help")
 	expect(t, 0, []string{"pause ", "resume ", "reset "}, "stream", "--help")
 	expect(t, 0, []string{"SIGTERM", "--config"}, "run", "--help")
 }
@@ -179,7 +180,10 @@ func TestDaemonNotRunning(t *testing.T) {
 		{"streams"},
 		{"objects", "s"},
 		{"backfill", "initiate", "s", "public.t"},
+		{"backfill", "initiate", "s", "public.t", "--wait"},
 		{"verify", "s"},
+		{"audit"},
+		{"audit", "--format", "csv"},
 	} {
 		expect(t, 1, []string{"cannot reach tidemark at " + addr, "`tidemark run`"}, append([]string{"--addr", addr}, args...)...)
 	}

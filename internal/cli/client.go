@@ -66,11 +66,7 @@ func (c *client) call(ctx context.Context, method, path string, body any) ([]byt
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		var netErr interface{ Timeout() bool }
-		if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
-			return nil, fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
-		}
-		return nil, fmt.Errorf("call %s %s: %w", method, path, err)
+		return nil, c.unreachable(method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -78,20 +74,36 @@ func (c *client) call(ctx context.Context, method, path string, body any) ([]byt
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var ae apiError
-		if json.Unmarshal(data, &ae) != nil || ae.Error.Code == "" {
-			return nil, fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
-		}
-		err := fmt.Errorf("%s", ae.Error.Message)
-		if ae.Error.Code == "refused" {
-			return nil, &exitError{code: ExitRefused, err: err}
-		}
-		if ae.Error.Code == "bad_request" || ae.Error.Code == "confirm" {
-			return nil, &exitError{code: ExitUsage, err: err}
-		}
-		return nil, err
+		return nil, responseError(method, path, resp.StatusCode, data)
 	}
 	return data, nil
+}
+
+// unreachable says that the daemon could not be reached, when that is why
+// a request failed.
+func (c *client) unreachable(method, path string, err error) error {
+	var netErr interface{ Timeout() bool }
+	if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
+	}
+	return fmt.Errorf("call %s %s: %w", method, path, err)
+}
+
+// responseError is the error of an API response with status >= 300: the
+// API's message, with the exit code its error code calls for.
+func responseError(method, path string, status int, data []byte) error {
+	var ae apiError
+	if json.Unmarshal(data, &ae) != nil || ae.Error.Code == "" {
+		return fmt.Errorf("%s %s: HTTP %d", method, path, status)
+	}
+	err := fmt.Errorf("%s", ae.Error.Message)
+	if ae.Error.Code == "refused" {
+		return &exitError{code: ExitRefused, err: err}
+	}
+	if ae.Error.Code == "bad_request" || ae.Error.Code == "confirm" {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	return err
 }
 
 func ago(t *time.Time) string {

@@ -206,6 +206,51 @@ streams:
 		t.Errorf("verify after a destination row was deleted: %s", r)
 	}
 
+	// --wait follows a backfill until it is completed and loaded, with a
+	// line per status change off a terminal.
+	r = expect(t, 0, []string{"backfill 2 of public.t: pending", "backfill 2 of public.t: active",
+		"backfill 2 of public.t: completed, 30 rows written, 30 read, "}, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
+	if strings.Contains(r.stdout, "\033") {
+		t.Errorf("escape sequences off a terminal: %q", r.stdout)
+	}
+	// With --json: the record as a JSON line at each change, the last one
+	// completed.
+	r = cli("backfill", "initiate", "s", "public.t", "--wait", "--json")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) < 2 {
+		t.Fatalf("initiate --wait --json: %s", r)
+	}
+	var last store.Backfill
+	for i, line := range lines {
+		last = store.Backfill{}
+		if err := json.Unmarshal([]byte(line), &last); err != nil {
+			t.Fatalf("initiate --wait --json line %d: %v in %q", i, err, line)
+		}
+		if last.ID != 3 || (i == 0 && last.Status != stream.StatusPending) {
+			t.Errorf("initiate --wait --json line %d: %+v", i, last)
+		}
+	}
+	if last.Status != stream.StatusCompleted || last.LoadedAt == nil || last.RowsRead != 30 {
+		t.Errorf("initiate --wait --json ends with %+v", last)
+	}
+	// A backfill stopped while followed: exit 1, saying which.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	wait := exec.CommandContext(ctx, bin, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
+	wait.Env = environ()
+	var waitOut, waitErr strings.Builder
+	wait.Stdout, wait.Stderr = &waitOut, &waitErr
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, d, "backfill 4 initiated", func() bool { return object().BackfillID == 4 })
+	expect(t, 0, []string{"stopped 1 object(s)"}, append(addr, "backfill", "stop", "s", "public.t")...)
+	err = wait.Wait()
+	if code := wait.ProcessState.ExitCode(); code != 1 || !strings.Contains(waitErr.String(), "backfill 4 of public.t stopped") ||
+		!strings.Contains(waitOut.String(), "backfill 4 of public.t: stopped") {
+		t.Errorf("initiate --wait of a stopped backfill: %v, exit %d, stdout %q, stderr %q", err, code, waitOut.String(), waitErr.String())
+	}
+
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func Execute(ctx context.Context, stopSignals func(), args []string, stdout, std
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(runCmd(g), streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), demoCmd(g),
 		tasksCmd(g), batchCmd(g))
-	root.AddCommand(doctorCmd(g))
+	root.AddCommand(doctorCmd(g), auditCmd(g))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})

@@ -1,0 +1,326 @@
+package api
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Audit record kinds.
+const (
+	AuditStream = "stream" // a backfill of a stream's table (store.Backfill)
+	AuditBatch  = "batch"  // a backfill of recurring tasks (store.BatchBackfill)
+)
+
+// AuditRecord is one backfill of either kind as the audit trail shows it.
+type AuditRecord struct {
+	Kind string `json:"kind"` // AuditStream or AuditBatch
+	ID   int64  `json:"id"`   // the id among the backfills of its kind
+	// Name is the batch backfill's name, or "stream/schema.table".
+	Name   string `json:"name"`
+	Object string `json:"object,omitempty"` // schema.table; stream backfills only
+	Stream string `json:"stream,omitempty"` // stream backfills only
+	Task   string `json:"task,omitempty"`   // the start task; batch backfills only
+	// State is a stream backfill's status or a batch backfill's state.
+	State      string     `json:"state"`
+	StartedBy  string     `json:"started_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	// Options are a stream backfill's options or a batch backfill's
+	// request, as compact JSON; left out when there are none.
+	Options json.RawMessage `json:"options,omitempty"`
+	// Figures are StreamFigures or BatchFigures, by Kind.
+	Figures any `json:"figures"`
+}
+
+// StreamFigures are the progress counters of a stream backfill.
+type StreamFigures struct {
+	RowsRead    int64 `json:"rows_read"`
+	RowsWritten int64 `json:"rows_written"`
+	Bytes       int64 `json:"bytes"`
+	Chunks      int64 `json:"chunks"`
+}
+
+// BatchFigures are a batch backfill's instance count and its instances
+// counted by state.
+type BatchFigures struct {
+	Instances int            `json:"instances"`
+	States    map[string]int `json:"states"`
+}
+
+func streamAudit(b store.Backfill) AuditRecord {
+	obj := b.Schema + "." + b.Table
+	rec := AuditRecord{Kind: AuditStream, ID: b.ID, Name: b.Stream + "/" + obj, Object: obj, Stream: b.Stream,
+		State: b.Status, StartedBy: b.StartedBy, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+		Error: b.Error, Figures: StreamFigures{RowsRead: b.RowsRead, RowsWritten: b.RowsWritten, Bytes: b.Bytes, Chunks: b.Chunks}}
+	if len(b.Options) > 0 {
+		// Decoded from JSON, the options encode again.
+		rec.Options, _ = json.Marshal(b.Options)
+	}
+	return rec
+}
+
+func batchAudit(b store.BatchBackfill) AuditRecord {
+	states := b.States
+	if states == nil {
+		states = map[string]int{}
+	}
+	rec := AuditRecord{Kind: AuditBatch, ID: b.ID, Name: b.Name, Task: b.Task, State: b.State, StartedBy: b.StartedBy,
+		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt, Error: b.Error,
+		Figures: BatchFigures{Instances: b.Instances, States: states}}
+	var buf bytes.Buffer
+	if len(b.Request) > 0 && json.Compact(&buf, b.Request) == nil && buf.String() != "null" {
+		rec.Options = buf.Bytes()
+	}
+	return rec
+}
+
+// newerAudit reports whether x comes before y in the audit trail: created
+// later, or at the same time with a higher id.
+func newerAudit(x, y AuditRecord) bool {
+	if !x.CreatedAt.Equal(y.CreatedAt) {
+		return x.CreatedAt.After(y.CreatedAt)
+	}
+	return x.ID > y.ID
+}
+
+// mergeAudit merges a and b, each ordered newest first, into one list
+// newest first (by created_at, then id; a's record first on a full tie),
+// of at most limit records when limit > 0. It never returns nil.
+func mergeAudit(a, b []AuditRecord, limit int) []AuditRecord {
+	n := len(a) + len(b)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	out := make([]AuditRecord, 0, n)
+	i, j := 0, 0
+	for len(out) < n {
+		if j == len(b) || (i < len(a) && !newerAudit(b[j], a[i])) {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+// The audit trail's stream statuses and batch states, as listed in messages.
+const (
+	auditStreamStates = "pending, active, completed, stopped or failed"
+	auditBatchStates  = "waiting, running, succeeded, failed, stopped or blocked"
+)
+
+// auditParams are the query parameters GET /api/v1/audit accepts.
+var auditParams = []string{"kind", "stream", "object", "task", "state", "started_by", "since", "until", "limit", "format"}
+
+// auditQuery is a validated audit request.
+type auditQuery struct {
+	streams, batches bool // which kinds to list
+	stream           store.BackfillFilter
+	batch            store.BatchBackfillFilter
+	limit            int
+	csv              bool
+}
+
+// parseAuditQuery validates every parameter of an audit request.
+func parseAuditQuery(r *http.Request) (auditQuery, error) {
+	q := r.URL.Query()
+	for name, vs := range q {
+		if !slices.Contains(auditParams, name) {
+			return auditQuery{}, badRequest("unknown parameter %q: the audit trail accepts %s", name, strings.Join(auditParams, ", "))
+		}
+		if len(vs) > 1 {
+			return auditQuery{}, badRequest("parameter %q is given %d times: give it once", name, len(vs))
+		}
+	}
+	var a auditQuery
+	kind, state := q.Get("kind"), q.Get("state")
+	streamName, object, task := q.Get("stream"), q.Get("object"), q.Get("task")
+	switch kind {
+	case "":
+		a.streams, a.batches = true, true
+	case AuditStream:
+		a.streams = true
+	case AuditBatch:
+		a.batches = true
+	default:
+		return a, badRequest("kind %q: use stream or batch (or leave it out for both)", kind)
+	}
+	if streamName != "" || object != "" {
+		if kind == AuditBatch {
+			return a, badRequest("stream and object select stream backfills: leave them out with kind=batch")
+		}
+		if task != "" {
+			return a, badRequest("task selects batch backfills, stream and object stream backfills: give one or the other")
+		}
+		a.batches = false
+	}
+	if task != "" {
+		if kind == AuditStream {
+			return a, badRequest("task selects batch backfills: leave it out with kind=stream")
+		}
+		a.streams = false
+	}
+	if state != "" {
+		streamOK, batchOK := a.streams && store.ValidStatus(state), a.batches && store.ValidBatchState(state)
+		switch {
+		case streamOK || batchOK:
+			// A state of one kind only (active, succeeded) lists that kind.
+			a.streams, a.batches = streamOK, batchOK
+		case a.streams && a.batches:
+			return a, badRequest("state %q: use %s (stream backfills) or %s (batch backfills)", state, auditStreamStates, auditBatchStates)
+		case a.streams:
+			return a, badRequest("state %q is not a stream backfill status: use %s", state, auditStreamStates)
+		default:
+			return a, badRequest("state %q is not a batch backfill state: use %s", state, auditBatchStates)
+		}
+	}
+	a.stream = store.BackfillFilter{Stream: streamName, Status: state, StartedBy: q.Get("started_by")}
+	a.batch = store.BatchBackfillFilter{Task: task, State: state, StartedBy: q.Get("started_by")}
+	if object != "" {
+		ids, err := parseObjects([]string{object})
+		if err != nil {
+			return a, err
+		}
+		a.stream.Schema, a.stream.Table = ids[0].Schema, ids[0].Name
+	}
+	since, err := parseTime("since", q.Get("since"))
+	if err != nil {
+		return a, err
+	}
+	until, err := parseTime("until", q.Get("until"))
+	if err != nil {
+		return a, err
+	}
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return a, badRequest("until %s is not after since %s: nothing could match", q.Get("until"), q.Get("since"))
+	}
+	a.stream.Since, a.stream.Until, a.batch.Since, a.batch.Until = since, until, since, until
+	if a.limit, err = intParam(r, "limit", store.DefaultBackfillLimit, 1, 100000); err != nil {
+		return a, err
+	}
+	a.stream.Limit, a.batch.Limit = a.limit, a.limit
+	switch f := q.Get("format"); f {
+	case "":
+		a.csv = acceptsCSV(r.Header.Values("Accept"))
+	case "json":
+	case "csv":
+		a.csv = true
+	default:
+		return a, badRequest("format %q: use json or csv", f)
+	}
+	return a, nil
+}
+
+// acceptsCSV reports whether the Accept header prefers text/csv to
+// application/json (no other type is answered): by quality, then by order.
+func acceptsCSV(accept []string) bool {
+	csvQ, jsonQ := -1.0, -1.0 // -1: not named
+	first := ""
+	for _, h := range accept {
+		for part := range strings.SplitSeq(h, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || (mt != "text/csv" && mt != "application/json") {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(v, 64); err != nil || q < 0 {
+					continue
+				}
+			}
+			if first == "" && q > 0 {
+				first = mt
+			}
+			if mt == "text/csv" {
+				csvQ = max(csvQ, q)
+			} else {
+				jsonQ = max(jsonQ, q)
+			}
+		}
+	}
+	return csvQ > 0 && (csvQ > jsonQ || (csvQ == jsonQ && first == "text/csv"))
+}
+
+// audit lists the backfills of both kinds, newest first.
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) error {
+	a, err := parseAuditQuery(r)
+	if err != nil {
+		return err
+	}
+	var streams, batches []AuditRecord
+	if a.streams {
+		recs, err := s.st.ListBackfills(r.Context(), a.stream)
+		if err != nil {
+			return err
+		}
+		for _, b := range recs {
+			streams = append(streams, streamAudit(b))
+		}
+	}
+	if a.batches {
+		recs, err := s.st.ListBatchBackfills(r.Context(), a.batch)
+		if err != nil {
+			return err
+		}
+		for _, b := range recs {
+			batches = append(batches, batchAudit(b))
+		}
+	}
+	out := mergeAudit(streams, batches, a.limit)
+	if !a.csv {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	return writeAuditCSV(w, out)
+}
+
+// AuditCSVHeader is the header row of the audit trail as CSV.
+var AuditCSVHeader = []string{"kind", "id", "name", "object", "stream", "task", "state", "started_by",
+	"created_at", "started_at", "finished_at", "error", "options", "figures"}
+
+// writeAuditCSV answers with recs as CSV, encoded in full first so that
+// an error is still an error response.
+func writeAuditCSV(w http.ResponseWriter, recs []AuditRecord) error {
+	var buf bytes.Buffer
+	cw := csv.NewWriter(&buf)
+	_ = cw.Write(AuditCSVHeader)
+	for _, rec := range recs {
+		figures, err := json.Marshal(rec.Figures)
+		if err != nil {
+			return fmt.Errorf("encode the figures of %s backfill %d: %w", rec.Kind, rec.ID, err)
+		}
+		_ = cw.Write([]string{rec.Kind, strconv.FormatInt(rec.ID, 10), rec.Name, rec.Object, rec.Stream, rec.Task, rec.State, rec.StartedBy,
+			csvTime(&rec.CreatedAt), csvTime(rec.StartedAt), csvTime(rec.FinishedAt), rec.Error, string(rec.Options), string(figures)})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("encode the audit trail as CSV: %w", err)
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="tidemark-audit.csv"`)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes()) // a client that went away gets nothing more
+	return nil
+}
+
+// csvTime is t in RFC 3339 (UTC, with its fraction), or "" for none.
+func csvTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
