@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,20 +136,64 @@ type auditQuery struct {
 	csv              bool
 }
 
-// parseAuditQuery validates every parameter of an audit request.
+// parseAuditQuery validates every parameter of an audit request. The
+// checks run in a fixed order, so that of two bad parameters the same one
+// is always named.
 func parseAuditQuery(r *http.Request) (auditQuery, error) {
 	q := r.URL.Query()
-	for name, vs := range q {
-		if !slices.Contains(auditParams, name) {
-			return auditQuery{}, badRequest("unknown parameter %q: the audit trail accepts %s", name, strings.Join(auditParams, ", "))
-		}
-		if len(vs) > 1 {
-			return auditQuery{}, badRequest("parameter %q is given %d times: give it once", name, len(vs))
-		}
+	if err := checkAuditParams(q); err != nil {
+		return auditQuery{}, err
 	}
 	var a auditQuery
-	kind, state := q.Get("kind"), q.Get("state")
-	streamName, object, task := q.Get("stream"), q.Get("object"), q.Get("task")
+	state, startedBy := q.Get("state"), q.Get("started_by")
+	if err := a.selectKinds(q.Get("kind"), q.Get("stream") != "" || q.Get("object") != "", q.Get("task") != ""); err != nil {
+		return a, err
+	}
+	if err := a.selectKindsByState(state); err != nil {
+		return a, err
+	}
+	a.stream = store.BackfillFilter{Stream: q.Get("stream"), Status: state, StartedBy: startedBy}
+	a.batch = store.BatchBackfillFilter{Task: q.Get("task"), State: state, StartedBy: startedBy}
+	if object := q.Get("object"); object != "" {
+		ids, err := parseObjects([]string{object})
+		if err != nil {
+			return a, err
+		}
+		a.stream.Schema, a.stream.Table = ids[0].Schema, ids[0].Name
+	}
+	since, until, err := parseAuditPeriod(q.Get("since"), q.Get("until"))
+	if err != nil {
+		return a, err
+	}
+	a.stream.Since, a.stream.Until, a.batch.Since, a.batch.Until = since, until, since, until
+	if a.limit, err = intParam(r, "limit", store.DefaultBackfillLimit, 1, 100000); err != nil {
+		return a, err
+	}
+	a.stream.Limit, a.batch.Limit = a.limit, a.limit
+	if a.csv, err = auditAsCSV(q.Get("format"), r.Header.Values("Accept")); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// checkAuditParams refuses a parameter the audit trail does not know, or
+// one given more than once.
+func checkAuditParams(q url.Values) error {
+	for name, vs := range q {
+		if !slices.Contains(auditParams, name) {
+			return badRequest("unknown parameter %q: the audit trail accepts %s", name, strings.Join(auditParams, ", "))
+		}
+		if len(vs) > 1 {
+			return badRequest("parameter %q is given %d times: give it once", name, len(vs))
+		}
+	}
+	return nil
+}
+
+// selectKinds chooses the kinds to list from the kind parameter and from
+// the filters of one kind: stream and object (streamFilter) select stream
+// backfills, task (taskFilter) batch backfills.
+func (a *auditQuery) selectKinds(kind string, streamFilter, taskFilter bool) error {
 	switch kind {
 	case "":
 		a.streams, a.batches = true, true
@@ -157,72 +202,74 @@ func parseAuditQuery(r *http.Request) (auditQuery, error) {
 	case AuditBatch:
 		a.batches = true
 	default:
-		return a, badRequest("kind %q: use stream or batch (or leave it out for both)", kind)
+		return badRequest("kind %q: use stream or batch (or leave it out for both)", kind)
 	}
-	if streamName != "" || object != "" {
+	if streamFilter {
 		if kind == AuditBatch {
-			return a, badRequest("stream and object select stream backfills: leave them out with kind=batch")
+			return badRequest("stream and object select stream backfills: leave them out with kind=batch")
 		}
-		if task != "" {
-			return a, badRequest("task selects batch backfills, stream and object stream backfills: give one or the other")
+		if taskFilter {
+			return badRequest("task selects batch backfills, stream and object stream backfills: give one or the other")
 		}
 		a.batches = false
 	}
-	if task != "" {
+	if taskFilter {
 		if kind == AuditStream {
-			return a, badRequest("task selects batch backfills: leave it out with kind=stream")
+			return badRequest("task selects batch backfills: leave it out with kind=stream")
 		}
 		a.streams = false
 	}
-	if state != "" {
-		streamOK, batchOK := a.streams && store.ValidStatus(state), a.batches && store.ValidBatchState(state)
-		switch {
-		case streamOK || batchOK:
-			// A state of one kind only (active, succeeded) lists that kind.
-			a.streams, a.batches = streamOK, batchOK
-		case a.streams && a.batches:
-			return a, badRequest("state %q: use %s (stream backfills) or %s (batch backfills)", state, auditStreamStates, auditBatchStates)
-		case a.streams:
-			return a, badRequest("state %q is not a stream backfill status: use %s", state, auditStreamStates)
-		default:
-			return a, badRequest("state %q is not a batch backfill state: use %s", state, auditBatchStates)
-		}
+	return nil
+}
+
+// selectKindsByState narrows the kinds selected to those state is a state
+// of, and refuses a state of none of them.
+func (a *auditQuery) selectKindsByState(state string) error {
+	if state == "" {
+		return nil
 	}
-	a.stream = store.BackfillFilter{Stream: streamName, Status: state, StartedBy: q.Get("started_by")}
-	a.batch = store.BatchBackfillFilter{Task: task, State: state, StartedBy: q.Get("started_by")}
-	if object != "" {
-		ids, err := parseObjects([]string{object})
-		if err != nil {
-			return a, err
-		}
-		a.stream.Schema, a.stream.Table = ids[0].Schema, ids[0].Name
+	streamOK, batchOK := a.streams && store.ValidStatus(state), a.batches && store.ValidBatchState(state)
+	switch {
+	case streamOK || batchOK:
+		// A state of one kind only (active, succeeded) lists that kind.
+		a.streams, a.batches = streamOK, batchOK
+		return nil
+	case a.streams && a.batches:
+		return badRequest("state %q: use %s (stream backfills) or %s (batch backfills)", state, auditStreamStates, auditBatchStates)
+	case a.streams:
+		return badRequest("state %q is not a stream backfill status: use %s", state, auditStreamStates)
+	default:
+		return badRequest("state %q is not a batch backfill state: use %s", state, auditBatchStates)
 	}
-	since, err := parseTime("since", q.Get("since"))
-	if err != nil {
-		return a, err
+}
+
+// parseAuditPeriod parses the since and until parameters (either may be
+// empty, for no bound) and refuses a period nothing could match.
+func parseAuditPeriod(sinceParam, untilParam string) (since, until time.Time, err error) {
+	if since, err = parseTime("since", sinceParam); err != nil {
+		return since, until, err
 	}
-	until, err := parseTime("until", q.Get("until"))
-	if err != nil {
-		return a, err
+	if until, err = parseTime("until", untilParam); err != nil {
+		return since, until, err
 	}
 	if !since.IsZero() && !until.IsZero() && !until.After(since) {
-		return a, badRequest("until %s is not after since %s: nothing could match", q.Get("until"), q.Get("since"))
+		return since, until, badRequest("until %s is not after since %s: nothing could match", untilParam, sinceParam)
 	}
-	a.stream.Since, a.stream.Until, a.batch.Since, a.batch.Until = since, until, since, until
-	if a.limit, err = intParam(r, "limit", store.DefaultBackfillLimit, 1, 100000); err != nil {
-		return a, err
-	}
-	a.stream.Limit, a.batch.Limit = a.limit, a.limit
-	switch f := q.Get("format"); f {
+	return since, until, nil
+}
+
+// auditAsCSV reports whether the audit trail is answered as CSV: as the
+// format parameter says, or without one as the Accept header prefers.
+func auditAsCSV(format string, accept []string) (bool, error) {
+	switch format {
 	case "":
-		a.csv = acceptsCSV(r.Header.Values("Accept"))
+		return acceptsCSV(accept), nil
 	case "json":
+		return false, nil
 	case "csv":
-		a.csv = true
-	default:
-		return a, badRequest("format %q: use json or csv", f)
+		return true, nil
 	}
-	return a, nil
+	return false, badRequest("format %q: use json or csv", format)
 }
 
 // acceptsCSV reports whether the Accept header prefers text/csv to
