@@ -294,13 +294,3 @@ func (e *Engine) released(n *node) {
 		}
 	}
 }
-
-// unreleased undoes released when a succeeded instance must run again.
-func (e *Engine) unreleased(n *node) {
-	for _, d := range n.down {
-		d.pending++
-	}
-	if bf := n.bf; bf != nil {
-		bf.groups[n.group].left[n.seq]++
-	}
-}
