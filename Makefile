@@ -1,4 +1,4 @@
-.PHONY: demo test bench build
+.PHONY: demo test bench build soak
 
 build:
 	go build -o bin/tidemark ./cmd/tidemark
@@ -15,3 +15,11 @@ test:
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
+
+# Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
+# 20) at random moments while four tables are written to and backfilled into
+# PostgreSQL and SQLite, then check both converge to the source. The seed is
+# printed; TIDEMARK_SOAK_SEED=N repeats its choices (see docs/soak.md).
+soak:
+	./scripts/setup.sh
+	go test -tags soak -race -count=1 -run '^TestSoak$$' -timeout 60m -v ./internal/daemon

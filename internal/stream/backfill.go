@@ -260,6 +260,22 @@ func (m *backfills) loadLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A run's loaded time and its object's loaded flag are two writes: a
+	// daemon killed between them left the object behind. The newest run of
+	// each object says what the object should show.
+	newest := map[change.TableID]bool{}
+	for _, rec := range recs { // newest first
+		id := change.TableID{Schema: rec.Schema, Name: rec.Table}
+		if newest[id] {
+			continue
+		}
+		newest[id] = true
+		if rec.Status == StatusCompleted && rec.LoadedAt != nil {
+			if err := m.markLoaded(ctx, rec); err != nil {
+				return err
+			}
+		}
+	}
 	for i := len(recs) - 1; i >= 0; i-- { // oldest first
 		rec := recs[i]
 		id := change.TableID{Schema: rec.Schema, Name: rec.Table}

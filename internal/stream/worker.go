@@ -172,7 +172,7 @@ func (m *backfills) markLoaded(ctx context.Context, rec store.Backfill) error {
 	if err != nil {
 		return err
 	}
-	if o.BackfillID == rec.ID {
+	if o.BackfillID == rec.ID && !o.Loaded {
 		o.Loaded = true
 		return m.st.PutObject(ctx, o)
 	}
