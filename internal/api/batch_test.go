@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"context"
 	"encoding/csv"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,50 +10,21 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/api"
-	"github.com/tidemark/tidemark/internal/config"
-	"github.com/tidemark/tidemark/internal/daemon"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // newBatchEnv runs a daemon with recurring tasks and no stream.
 func newBatchEnv(t *testing.T, tasks string) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	cfg, err := config.Parse(fmt.Appendf(nil, `
+	e := startDaemon(t, fmt.Sprintf(`
 metadata: "sqlite://%s"
 api: {listen: "127.0.0.1:0"}
 log: {level: warn}
 resource_groups: [{name: default, concurrency: 4}, {name: big, concurrency: 2}]
 tasks:
-%s`, filepath.Join(dir, "meta.db"), tasks), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
-	d, err := daemon.New(ctx, cfg, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})), stream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("daemon stopped with %v", err)
-		}
-	})
-	select {
-	case <-d.Ready:
-	case err := <-done:
-		t.Fatalf("daemon ended before it listened: %v", err)
-	}
-	<-d.Batch().Ready()
-	return &env{t: t, ctx: ctx, base: "http://" + d.Addr, d: d, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+%s`, filepath.Join(t.TempDir(), "meta.db"), tasks))
+	<-e.d.Batch().Ready()
+	return e
 }
 
 const batchTasks = `

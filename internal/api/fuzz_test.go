@@ -25,11 +25,12 @@ import (
 
 // idleServer is an API over two streams that never run (their source is
 // unreachable and Run is never called), with objects recorded as a first
-// start in manual mode would, so initiate and stop reach the store.
-func idleServer(f *testing.F) *api.Server {
-	f.Helper()
+// start in manual mode would, so initiate and stop reach the store, and a
+// running batch engine over three no-op tasks, with metrics.
+func idleServer(tb testing.TB, tokens []config.Token) *api.Server {
+	tb.Helper()
 	ctx := context.Background()
-	dir := f.TempDir()
+	dir := tb.TempDir()
 	cfg, err := config.Parse(fmt.Appendf(nil, `
 streams:
   - name: alpha
@@ -41,63 +42,58 @@ streams:
     source: {dsn: "postgres://nobody@127.0.0.1:1/none"}
     destination: {type: sqlite, path: "%s"}
     include: ["*.*"]
+tasks:
+  - {name: a, project: p, owner: ann, output: p.out, type: noop, schedule: daily, outputs: {rows: "0"}}
+  - {name: b, project: p, type: noop, schedule: hourly, depends_on: [a]}
+  - {name: c, project: q, type: noop, schedule: "weekly mon", depends_on: [p.b], paused: true}
 `, filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")), nil)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "meta.db"))
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Cleanup(func() { st.Close() })
+	tb.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	var streams []*stream.Stream
 	for _, sc := range cfg.Streams {
 		s := stream.New(sc, st, log, stream.Options{})
 		if err := s.MarkNotStarted(ctx); err != nil {
-			f.Fatal(err)
+			tb.Fatal(err)
 		}
 		streams = append(streams, s)
 		for _, obj := range [][2]string{{"public", "a"}, {"public", "b"}, {"my.schema", "T x"}} {
 			o := store.Object{Stream: sc.Name, Schema: obj[0], Table: obj[1], Reason: stream.ReasonManual,
 				Columns: []store.ColumnInfo{{Name: "id", Type: "integer", Key: true}}}
 			if err := st.PutObject(ctx, o); err != nil {
-				f.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 	}
 	reg := metrics.New(log)
 	if err := reg.Register(metrics.NewCollector(metrics.Sources{Streams: streams, Store: st, Batch: true})); err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	return api.New(streams, idleEngine(f, st, log), st, nil, log, api.WithMetrics(reg))
+	return api.New(streams, idleEngine(tb, cfg, st, log), st, tokens, log, api.WithMetrics(reg))
 }
 
-// idleEngine runs a batch engine over three no-op tasks until the fuzz
+// idleEngine runs a batch engine over the configuration's tasks until the
 // test ends.
-func idleEngine(f *testing.F, st *store.Store, log *slog.Logger) *engine.Engine {
-	f.Helper()
-	cfg, err := config.Parse([]byte(`
-tasks:
-  - {name: a, project: p, type: noop, schedule: daily}
-  - {name: b, project: p, type: noop, schedule: hourly, depends_on: [a]}
-  - {name: c, project: q, type: noop, schedule: "weekly mon", depends_on: [p.b], paused: true}
-`), nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+func idleEngine(tb testing.TB, cfg *config.Config, st *store.Store, log *slog.Logger) *engine.Engine {
+	tb.Helper()
 	g, err := dag.New(cfg.Tasks)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	e, err := engine.New(engine.Options{Store: st, Graph: g, Logger: log})
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	f.Cleanup(func() { cancel(); <-done })
+	tb.Cleanup(func() { cancel(); <-done })
 	<-e.Ready()
 	return e
 }
@@ -115,7 +111,7 @@ func (r *flushRecorder) Flush() {
 }
 
 func FuzzAPIRequests(f *testing.F) {
-	srv := idleServer(f)
+	srv := idleServer(f, nil)
 	objects := func(names ...string) string {
 		b, _ := json.Marshal(api.ObjectsRequest{Objects: names})
 		return string(b)

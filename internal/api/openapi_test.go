@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -32,70 +31,6 @@ import (
 
 // openRoutes are the operations that never ask for a token.
 var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /metrics": true, "GET /api/v1/openapi.yaml": true}
-
-// openapiServer is idleServer (fuzz_test.go) for a *testing.T, which
-// idleServer cannot take: an API over two streams that never run, with
-// objects recorded as a first start in manual mode would, and a running
-// batch engine over three no-op tasks; tokens may be configured.
-func openapiServer(t *testing.T, tokens []config.Token) *api.Server {
-	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-streams:
-  - name: alpha
-    source: {dsn: "postgres://nobody@127.0.0.1:1/none"}
-    destination: {type: sqlite, path: "%s"}
-    include: ["public.*"]
-    backfill: {mode: manual}
-  - name: beta
-    source: {dsn: "postgres://nobody@127.0.0.1:1/none"}
-    destination: {type: sqlite, path: "%s"}
-    include: ["*.*"]
-tasks:
-  - {name: a, project: p, owner: ann, output: p.out, type: noop, schedule: daily, outputs: {rows: "0"}}
-  - {name: b, project: p, type: noop, schedule: hourly, depends_on: [a]}
-  - {name: c, project: q, type: noop, schedule: "weekly mon", depends_on: [p.b], paused: true}
-`, filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.DiscardHandler)
-	var streams []*stream.Stream
-	for _, sc := range cfg.Streams {
-		s := stream.New(sc, st, log, stream.Options{})
-		if err := s.MarkNotStarted(ctx); err != nil {
-			t.Fatal(err)
-		}
-		streams = append(streams, s)
-		for _, obj := range [][2]string{{"public", "a"}, {"public", "b"}, {"my.schema", "T x"}} {
-			o := store.Object{Stream: sc.Name, Schema: obj[0], Table: obj[1], Reason: stream.ReasonManual,
-				Columns: []store.ColumnInfo{{Name: "id", Type: "integer", Key: true}}}
-			if err := st.PutObject(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	g, err := dag.New(cfg.Tasks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Options{Store: st, Graph: g, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-e.Ready()
-	return api.New(streams, e, st, tokens, log)
-}
 
 // oapi is the parsed OpenAPI document.
 type oapi struct {
@@ -207,7 +142,7 @@ func pathParams(path string) []string {
 // tokens, that exactly the operations documented as open answer without
 // 401.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
-	srv := openapiServer(t, []config.Token{{Name: "ci", Token: "s3cret"}})
+	srv := idleServer(t, []config.Token{{Name: "ci", Token: "s3cret"}})
 	d := openapiDoc(t)
 	ops := d.operations()
 	routed := map[string]bool{}
@@ -551,7 +486,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 // fits the documented schema (every key a property, the required ones
 // present, the types, nulls and enumerations as documented).
 func TestOpenAPIDescribesResponses(t *testing.T) {
-	srv := openapiServer(t, nil)
+	srv := idleServer(t, nil)
 	d := openapiDoc(t)
 	ops := d.operations()
 	do := func(method, target, body string) any {
