@@ -289,6 +289,17 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
+// engineAndID is the batch engine and the path's {id}, for the routes that
+// act on one backfill or instance.
+func (s *Server) engineAndID(r *http.Request, what string) (*engine.Engine, int64, error) {
+	e, err := s.engine()
+	if err != nil {
+		return nil, 0, err
+	}
+	id, err := pathID(r, what)
+	return e, id, err
+}
+
 func pathID(r *http.Request, what string) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -348,11 +359,7 @@ func writeByID[T any](w http.ResponseWriter, r *http.Request, what string, get f
 }
 
 func (s *Server) stopBatch(w http.ResponseWriter, r *http.Request, who string) error {
-	e, err := s.engine()
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "backfill")
+	e, id, err := s.engineAndID(r, "backfill")
 	if err != nil {
 		return err
 	}
@@ -369,11 +376,7 @@ type RerunRequest struct {
 }
 
 func (s *Server) rerunBatch(w http.ResponseWriter, r *http.Request, who string) error {
-	e, err := s.engine()
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "backfill")
+	e, id, err := s.engineAndID(r, "backfill")
 	if err != nil {
 		return err
 	}
@@ -458,11 +461,7 @@ func (s *Server) instanceLog(w http.ResponseWriter, r *http.Request, _ string) e
 // instanceAction stops, re-runs or marks one instance succeeded, by the
 // last segment of the path.
 func (s *Server) instanceAction(w http.ResponseWriter, r *http.Request, who string) error {
-	e, err := s.engine()
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "instance")
+	e, id, err := s.engineAndID(r, "instance")
 	if err != nil {
 		return err
 	}
@@ -503,11 +502,7 @@ func lastSegment(p string) string {
 
 // exportNodes writes the backfill's selected task list as CSV.
 func (s *Server) exportNodes(w http.ResponseWriter, r *http.Request, _ string) error {
-	e, err := s.engine()
-	if err != nil {
-		return err
-	}
-	id, err := pathID(r, "backfill")
+	e, id, err := s.engineAndID(r, "backfill")
 	if err != nil {
 		return err
 	}
