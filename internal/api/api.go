@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/console"
 	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
@@ -83,6 +84,12 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/events", s.events)
 	s.handle("GET /api/v1/audit", s.audit)
 	s.batchRoutes()
+	// The console is not part of the API (nor of its OpenAPI document): it
+	// is static files calling the API like any client.
+	s.mux.Handle("GET "+console.Prefix, console.Handler())
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, console.Prefix, http.StatusFound)
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: the routes are in docs/api.md", r.Method, r.URL.Path)})
 	})

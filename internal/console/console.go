@@ -1,0 +1,42 @@
+// Package console is tidemark's web console: static files embedded in the
+// binary and served by the daemon under /ui/. The console is a client of
+// the API like the CLI is; it holds no state of its own and no secrets (a
+// token the user types stays in the browser tab's session storage).
+package console
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+)
+
+//go:embed static
+var files embed.FS
+
+// Prefix is where the console is served.
+const Prefix = "/ui/"
+
+// Files is the console's file tree, index.html at its root.
+func Files() fs.FS {
+	sub, err := fs.Sub(files, "static")
+	if err != nil {
+		panic(err) // the directory is embedded above
+	}
+	return sub
+}
+
+// Handler serves the console under Prefix. Every response forbids inline
+// script and framing: the pages build their DOM from API data with
+// textContent, never as markup.
+func Handler() http.Handler {
+	fsrv := http.StripPrefix(Prefix, http.FileServerFS(Files()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		// The files change with the binary; revalidation is cheap on loopback.
+		h.Set("Cache-Control", "no-cache")
+		fsrv.ServeHTTP(w, r)
+	})
+}

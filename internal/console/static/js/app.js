@@ -1,0 +1,85 @@
+// The console's shell: hash routes to pages, the live-event indicator and
+// the token prompt. Each page is render(main, params, ctx); ctx.onEvent
+// subscribes to pushed events until the user leaves the page, and
+// ctx.every runs a refresh on an interval until then.
+import { auth, bus, runEvents } from "./api.js";
+import { dialog, field, h, replace, userZone, errorBox } from "./ui.js";
+import { streamsPage, streamPage, objectPage } from "./streams.js";
+import { tasksPage, taskPage } from "./tasks.js";
+import { batchListPage, batchPage, instancePage } from "./batch.js";
+import { auditPage } from "./audit.js";
+
+const routes = [
+  [/^\/?$/, () => { location.hash = "#/streams"; }],
+  [/^\/streams$/, streamsPage, "streams"],
+  [/^\/streams\/([^/]+)$/, streamPage, "streams"],
+  [/^\/streams\/([^/]+)\/objects\/([^/]+)$/, objectPage, "streams"],
+  [/^\/tasks$/, tasksPage, "tasks"],
+  [/^\/tasks\/([^/]+)$/, taskPage, "tasks"],
+  [/^\/batch$/, batchListPage, "batch"],
+  [/^\/batch\/(\d+)$/, batchPage, "batch"],
+  [/^\/instances\/(\d+)$/, instancePage, "batch"],
+  [/^\/audit$/, auditPage, "audit"],
+];
+
+let leave = () => {};
+
+async function show() {
+  leave();
+  const cleanups = [];
+  leave = () => { cleanups.splice(0).forEach((f) => f()); };
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/";
+  const query = new URLSearchParams(location.hash.split("?")[1] || "");
+  const main = document.getElementById("main");
+  for (const [re, render, nav] of routes) {
+    const m = path.match(re);
+    if (!m) continue;
+    for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === nav);
+    let left = false;
+    cleanups.push(() => { left = true; });
+    const ctx = {
+      query,
+      onEvent(fn) { cleanups.push(bus.subscribe(fn)); },
+      every(ms, fn) { const t = setInterval(fn, ms); cleanups.push(() => clearInterval(t)); },
+      onLeave(fn) { cleanups.push(fn); },
+      // alive() is false once the user has left the page: late answers are dropped.
+      alive: () => !left,
+    };
+    try {
+      await render(main, m.slice(1).map(decodeURIComponent), ctx);
+    } catch (e) {
+      replace(main, h("h1", {}, "Something went wrong"), errorBox(e));
+    }
+    return;
+  }
+  replace(main, h("h1", {}, "Not found"), h("p", {}, "No page at " + path + ". ", h("a", { href: "#/streams" }, "Go to streams")));
+}
+
+// The token prompt, shown when the daemon answers 401.
+let asking = null;
+auth.askToken = () => {
+  if (!asking) {
+    const input = h("input", { type: "password", name: "token", autocomplete: "off", required: true });
+    asking = dialog({
+      title: "API token",
+      name: "token",
+      body: [h("p", {}, "This daemon requires an API token (api.tokens in its config). It is kept in this tab only."), field("Token", input)],
+      buttons: [{ label: "Cancel" }, { label: "Use token", value: "ok", kind: "primary" }],
+    }).then((v) => { asking = null; return v === "ok" && input.value ? input.value : null; });
+  }
+  return asking;
+};
+
+const live = document.getElementById("live");
+bus.onState = (s) => {
+  live.dataset.state = s;
+  live.textContent = { live: "live", reconnecting: "reconnecting…", locked: "token needed", connecting: "connecting" }[s] || s;
+};
+document.getElementById("tz").textContent = userZone;
+
+// Tests and the curious read the pushed events here.
+window.tidemark = { events: bus.history, bus };
+
+window.addEventListener("hashchange", show);
+show();
+runEvents();
