@@ -79,6 +79,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/streams/{stream}/backfills", s.initiate)
 	s.handle("POST /api/v1/streams/{stream}/backfills/stop", s.stop)
 	s.handle("POST /api/v1/streams/{stream}/verify", s.verify)
+	s.handle("GET /api/v1/streams/{stream}/estimate", s.estimate)
 	s.handle("GET /api/v1/backfills", s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
 	s.handle("GET /api/v1/events", s.events)

@@ -146,7 +146,6 @@ func (b *browser) waitJS(expr string) {
 	value(b, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(waitTimeout)))
 }
 
-
 // events returns every event the console received, oldest first.
 func (b *browser) events() []map[string]any {
 	b.t.Helper()

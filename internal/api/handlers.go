@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -143,6 +144,32 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"stopped": req.Objects})
+	return nil
+}
+
+// estimate sizes objects before a backfill: ?object= repeated, none for
+// every object of the stream.
+func (s *Server) estimate(w http.ResponseWriter, r *http.Request, _ string) error {
+	str, err := s.stream(r)
+	if err != nil {
+		return err
+	}
+	for k := range r.URL.Query() {
+		if k != "object" {
+			return badRequest("unknown parameter %q: name objects with object=schema.table, repeated", k)
+		}
+	}
+	var ids []change.TableID
+	if names := r.URL.Query()["object"]; len(names) > 0 {
+		if ids, err = parseObjects(names); err != nil {
+			return err
+		}
+	}
+	est, err := str.Estimate(r.Context(), ids)
+	if err != nil {
+		return &Error{Status: http.StatusBadGateway, Code: "source_unavailable", Message: err.Error() + ": check that the source is reachable (tidemark doctor)"}
+	}
+	writeJSON(w, http.StatusOK, est)
 	return nil
 }
 

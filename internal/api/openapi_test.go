@@ -416,6 +416,8 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"Backfill", store.Backfill{}, true},
 		{"VerifyRequest", api.VerifyRequest{}, false},
 		{"ObjectCheck", stream.ObjectCheck{}, true},
+		{"Estimate", stream.Estimate{}, true},
+		{"ObjectEstimate", stream.ObjectEstimate{}, true},
 		{"RangeCheck", stream.RangeCheck{}, true},
 		{"StreamEvent", stream.Event{}, true},
 		{"LagAlert", fieldType(stream.Event{}, "Lag"), true},

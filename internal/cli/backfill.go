@@ -3,11 +3,13 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
 )
 
 func backfillCmd(g *globals) *cobra.Command {
@@ -26,8 +28,65 @@ func backfillCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}, backfillListCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g))
 	return c
+}
+
+func backfillEstimateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "estimate STREAM [OBJECT...]",
+		Short: "Rows, bytes and expected duration of backfilling objects (all when none named), before starting",
+		Long: `Rows, bytes and expected duration of backfilling objects (every object of
+the stream when none is named), before starting. Rows are counted exactly up
+to 64 MB of table, else taken from the planner's statistics (run ANALYZE on
+a large table never analyzed). The duration assumes the rate this stream's
+recent completed backfills reached, capped by backfill.rows_per_second, with
+backfill.max_concurrent backfills at once; it is unknown before the stream's
+first completed backfill unless rows_per_second is set.`,
+		Args: usageArgs(1, -1),
+		RunE: func(c *cobra.Command, args []string) error {
+			q := url.Values{"object": args[1:]}
+			var est stream.Estimate
+			if err := g.client().do(c.Context(), "GET", "/api/v1/streams/"+url.PathEscape(args[0])+"/estimate?"+q.Encode(), nil, &est); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(est)
+			}
+			tw := g.table()
+			fmt.Fprintln(tw, "OBJECT\tROWS\tBYTES\tDURATION\tNOTE")
+			for _, o := range est.Objects {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Object, estimateRows(o.Rows, o.RowsExact), bytesText(o.Bytes), seconds(o.Seconds), o.Error)
+			}
+			fmt.Fprintf(tw, "total\t%s\t%s\t%s\t\n", thousands(est.Rows), bytesText(est.Bytes), seconds(est.Seconds))
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if est.RowsPerSecond > 0 {
+				_, err := fmt.Fprintf(g.stdout, "rate: %s rows/s per backfill (%s)\n", thousands(int64(est.RowsPerSecond)), est.Basis)
+				return err
+			}
+			_, err := fmt.Fprintf(g.stdout, "rate: %s\n", est.Basis)
+			return err
+		},
+	}
+}
+
+func estimateRows(n int64, exact bool) string {
+	switch {
+	case n < 0:
+		return "unknown"
+	case exact:
+		return thousands(n)
+	}
+	return "~" + thousands(n)
+}
+
+func seconds(s float64) string {
+	if s <= 0 {
+		return "unknown"
+	}
+	return durationText(time.Duration(s * float64(time.Second)))
 }
 
 func backfillInitiateCmd(g *globals) *cobra.Command {

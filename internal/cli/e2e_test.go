@@ -192,6 +192,8 @@ streams:
 		t.Errorf("backfill list: %+v", recs)
 	}
 	expect(t, 0, []string{"public.t", "ok", "30"}, append(addr, "verify", "s")...)
+	// The estimate counts the rows and measures the rate from the run above.
+	expect(t, 0, []string{"public.t  30 ", "rate: ", "measured"}, append(addr, "backfill", "estimate", "s", "public.t")...)
 
 	db, err := sql.Open("sqlite", "file:"+dest+"?_pragma=busy_timeout(20000)")
 	if err != nil {
@@ -209,7 +211,7 @@ streams:
 	// --wait follows a backfill until it is completed and loaded, with a
 	// line per status change off a terminal.
 	r = expect(t, 0, []string{"backfill 2 of public.t: pending", "backfill 2 of public.t: active",
-		"backfill 2 of public.t: completed, 30 rows written, 30 read, "}, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
+		"backfill 2 of public.t: completed, 30/30 rows read (100%), 30 written, "}, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
 	if strings.Contains(r.stdout, "\033") {
 		t.Errorf("escape sequences off a terminal: %q", r.stdout)
 	}

@@ -221,13 +221,20 @@ func backfillItem(b store.Backfill) progressItem {
 	if b.Error != "" {
 		status += ": " + b.Error
 	}
+	// The bar counts rows read against the source's estimate: a populated
+	// destination is written only where it differs.
+	total := b.RowsEstimate
+	if total > 0 && b.RowsRead > total {
+		total = b.RowsRead // the table grew since the estimate
+	}
 	return progressItem{
 		Key:    fmt.Sprint(b.ID),
 		Label:  fmt.Sprintf("backfill %d of %s.%s", b.ID, b.Schema, b.Table),
-		Done:   b.RowsWritten,
-		Unit:   "rows written",
+		Done:   b.RowsRead,
+		Total:  total,
+		Unit:   "rows read",
 		Rate:   "rows",
-		Detail: []string{thousands(b.RowsRead) + " read", thousands(b.Chunks) + " chunks"},
+		Detail: []string{thousands(b.RowsWritten) + " written", thousands(b.Chunks) + " chunks"},
 		Status: status,
 		Ended:  backfillEnded(b),
 	}

@@ -124,8 +124,8 @@ func TestFollowBackfills(t *testing.T) {
 				t.Errorf("error: %v", err)
 			}
 			if !asJSON {
-				for _, want := range []string{"backfill 1 of public.t: pending, 0 rows written", "backfill 2 of public.u: failed: boom",
-					"backfill 1 of public.t: completed, 30 rows written, 30 read, 6 chunks\n"} {
+				for _, want := range []string{"backfill 1 of public.t: pending, 0 rows read", "backfill 2 of public.u: failed: boom",
+					"backfill 1 of public.t: completed, 30 rows read, 30 written, 6 chunks\n"} {
 					if !strings.Contains(out.String(), want) {
 						t.Errorf("output lacks %q:\n%s", want, out.String())
 					}

@@ -250,8 +250,17 @@ func TestBackfillRecords(t *testing.T) {
 	}
 
 	it := backfillItem(completed)
-	if it.Status != "completed, loading" || it.Ended || it.Label != "backfill 3 of public.t" || it.Done != 5 || it.Total != 0 {
+	if it.Status != "completed, loading" || it.Ended || it.Label != "backfill 3 of public.t" || it.Done != completed.RowsRead || it.Total != 0 {
 		t.Errorf("completed, not loaded: %+v", it)
+	}
+	// The bar's total is the source's row estimate, or the rows read when
+	// the table grew past it.
+	for _, c := range []struct{ estimate, total int64 }{{100, 100}, {completed.RowsRead - 1, completed.RowsRead}} {
+		withEstimate := completed
+		withEstimate.RowsEstimate = c.estimate
+		if it := backfillItem(withEstimate); it.Total != c.total {
+			t.Errorf("estimate %d: total %d, want %d", c.estimate, it.Total, c.total)
+		}
 	}
 	if it := backfillItem(failed); it.Status != "failed: no key" || !it.Ended {
 		t.Errorf("failed: %+v", it)

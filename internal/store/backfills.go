@@ -37,6 +37,9 @@ type Backfill struct {
 	Chunks          int64 `json:"chunks"`
 	WindowConflicts int64 `json:"window_conflicts"`
 	Retries         int64 `json:"retries"`
+	// RowsEstimate is the source's estimate, when the run became active,
+	// of the rows it reads (0: unknown): the total of progress bars.
+	RowsEstimate int64 `json:"rows_estimate"`
 }
 
 func (b *Backfill) validate() error {
@@ -79,10 +82,10 @@ func (s *Store) CreateBackfill(ctx context.Context, b *Backfill) error {
 	created := now()
 	var id int64
 	err = s.queryRow(ctx, `INSERT INTO "backfills" (`+backfillInsertCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`,
 		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
 		s.d.timeArg(created), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
-		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries,
+		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
 	).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("create backfill for %s/%s.%s: %w", b.Stream, b.Schema, b.Table, err)
@@ -104,11 +107,11 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) error {
 	res, err := s.exec(ctx, `UPDATE "backfills" SET
 		"stream" = ?, "schema_name" = ?, "table_name" = ?, "started_by" = ?, "options" = ?, "status" = ?, "error" = ?,
 		"started_at" = ?, "finished_at" = ?, "loaded_at" = ?,
-		"rows_read" = ?, "rows_written" = ?, "rows_removed" = ?, "bytes" = ?, "chunks" = ?, "window_conflicts" = ?, "retries" = ?
+		"rows_read" = ?, "rows_written" = ?, "rows_removed" = ?, "bytes" = ?, "chunks" = ?, "window_conflicts" = ?, "retries" = ?, "rows_estimate" = ?
 		WHERE "id" = ?`,
 		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
 		s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
-		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries,
+		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
 		b.ID)
 	if err != nil {
 		return fmt.Errorf("update backfill %d: %w", b.ID, err)
@@ -125,7 +128,7 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) error {
 
 const backfillInsertCols = `"stream", "schema_name", "table_name", "started_by", "options", "status", "error",
 	"created_at", "started_at", "finished_at", "loaded_at",
-	"rows_read", "rows_written", "rows_removed", "bytes", "chunks", "window_conflicts", "retries"`
+	"rows_read", "rows_written", "rows_removed", "bytes", "chunks", "window_conflicts", "retries", "rows_estimate"`
 
 const backfillCols = `"id", ` + backfillInsertCols
 
@@ -135,7 +138,7 @@ func scanBackfill(sc interface{ Scan(...any) error }) (Backfill, error) {
 	var created, started, finished, loaded timeCol
 	if err := sc.Scan(&b.ID, &b.Stream, &b.Schema, &b.Table, &b.StartedBy, &opts, &b.Status, &b.Error,
 		&created, &started, &finished, &loaded,
-		&b.RowsRead, &b.RowsWritten, &b.RowsRemoved, &b.Bytes, &b.Chunks, &b.WindowConflicts, &b.Retries); err != nil {
+		&b.RowsRead, &b.RowsWritten, &b.RowsRemoved, &b.Bytes, &b.Chunks, &b.WindowConflicts, &b.Retries, &b.RowsEstimate); err != nil {
 		return Backfill{}, err
 	}
 	if err := json.Unmarshal(opts, &b.Options); err != nil {

@@ -45,6 +45,8 @@ type runtime struct {
 	tables  func(change.TableID) *change.Table
 	// why says why a table of the stream is not streamed ("" if it is).
 	why func(change.TableID) string
+	// size sizes a table on the source (nil: no estimates).
+	size func(context.Context, change.TableID) (pg.TableSize, error)
 }
 
 // backfills owns the object statuses of one stream: the queue of pending

@@ -418,7 +418,10 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	g.Go(func() error { return app.run(gctx) })
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
-	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed}
+	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed,
+		size: func(ctx context.Context, id change.TableID) (pg.TableSize, error) {
+			return pg.EstimateTable(ctx, src.Pool(), id)
+		}}
 	// Every goroutine is done before the caller closes the source and sink.
 	defer func() {
 		cancel()

@@ -27,6 +27,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	if !m.activate(ctx, r) {
 		return // stopped before it started
 	}
+	m.recordEstimate(ctx, rt, r)
 	start := time.Now()
 	var readThisRun int64
 	delay := m.cfg.Retry.Initial

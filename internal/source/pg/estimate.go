@@ -1,0 +1,83 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// ExactCountBytes is the size up to which a table's rows are counted rather
+// than taken from the planner's statistics: counting reads the whole table.
+const ExactCountBytes = 64 << 20
+
+// TableSize is what the source says of a table before a backfill reads it.
+type TableSize struct {
+	// Rows is the row count: exact when Exact, else the planner's estimate
+	// (pg_class.reltuples, as fresh as the last ANALYZE); -1 when unknown
+	// (a large table never analyzed).
+	Rows  int64
+	Exact bool
+	// Bytes is the table's size on disk with its TOAST data, without
+	// indexes, summed over the partitions of a partitioned table.
+	Bytes int64
+}
+
+// EstimateTable sizes a table, or a partitioned table with all its
+// partitions, as a backfill of it would read it.
+func EstimateTable(ctx context.Context, q queryer, id change.TableID) (TableSize, error) {
+	name := quoteTable(id)
+	var size TableSize
+	var exists bool
+	var unanalyzed bool
+	var rows float64
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+		return TableSize{}, fmt.Errorf("size %s: %w", id, err)
+	}
+	if !exists {
+		return TableSize{}, fmt.Errorf("size %s: %w", id, ErrNoTable)
+	}
+	// A plain table is its own leaf; a partitioned one is the sum of its
+	// leaf partitions (pg_partition_tree lists nothing for a plain table).
+	err := q.QueryRow(ctx, `SELECT coalesce(sum(greatest(c.reltuples, 0)), 0), coalesce(bool_or(c.reltuples < 0), false),
+			coalesce(sum(pg_table_size(c.oid)), 0)::bigint
+		FROM pg_class c
+		WHERE (c.oid = to_regclass($1) AND c.relkind <> 'p')
+		   OR c.oid IN (SELECT relid FROM pg_partition_tree(to_regclass($1)) WHERE isleaf)`, name).Scan(&rows, &unanalyzed, &size.Bytes)
+	if err != nil {
+		return TableSize{}, fmt.Errorf("size %s: %w", id, err)
+	}
+	switch {
+	case size.Bytes <= ExactCountBytes:
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&size.Rows); err != nil {
+			return TableSize{}, fmt.Errorf("count rows of %s: %w", id, err)
+		}
+		size.Exact = true
+	case unanalyzed:
+		size.Rows = -1
+	default:
+		size.Rows = int64(rows)
+	}
+	return size, nil
+}
+
+// ErrNoTable is a table the source does not have (or the role cannot see).
+var ErrNoTable = errors.New("no such table on the source")
+
+// ConnectForCatalog opens one short-lived connection for catalog reads
+// outside a running stream.
+func ConnectForCatalog(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("source DSN: %s", redactErr(err))
+	}
+	cfg.RuntimeParams["application_name"] = "tidemark_estimate"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the source: %w", err)
+	}
+	return conn, nil
+}

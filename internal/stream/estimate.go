@@ -1,0 +1,136 @@
+package stream
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// ObjectEstimate is what a backfill of one object would read, and for how
+// long.
+type ObjectEstimate struct {
+	Object    string  `json:"object"`
+	Rows      int64   `json:"rows"` // -1: unknown (a large table never analyzed)
+	RowsExact bool    `json:"rows_exact"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"` // 0: unknown
+	Error     string  `json:"error,omitempty"`
+}
+
+// Estimate is the cost of backfilling some objects of a stream, before
+// starting: rows and bytes from the source, the duration from the rate
+// this stream's earlier backfills reached (capped by rows_per_second).
+type Estimate struct {
+	Objects []ObjectEstimate `json:"objects"`
+	Rows    int64            `json:"rows"` // of the objects whose rows are known
+	Bytes   int64            `json:"bytes"`
+	// Seconds is the expected duration of backfilling them all, with
+	// backfill.max_concurrent of them at once; 0 when the rate is unknown.
+	Seconds float64 `json:"seconds"`
+	// RowsPerSecond is the rate of one backfill the duration assumes, and
+	// Basis says where it comes from.
+	RowsPerSecond float64 `json:"rows_per_second"`
+	Basis         string  `json:"basis"`
+}
+
+// recentRuns is how many completed backfills the measured rate averages.
+const recentRuns = 20
+
+// Estimate sizes the objects ids (none: every object of the stream) on the
+// source through a connection of its own, so that it works whether or not
+// the stream is running.
+func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, error) {
+	if len(ids) == 0 {
+		objs, err := s.st.ListObjects(ctx, s.cfg.Name)
+		if err != nil {
+			return Estimate{}, err
+		}
+		for _, o := range objs {
+			ids = append(ids, change.TableID{Schema: o.Schema, Name: o.Table})
+		}
+	}
+	rate, basis, err := s.backfillRate(ctx)
+	if err != nil {
+		return Estimate{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pg.ConnectForCatalog(ctx, s.cfg.Source.DSN)
+	if err != nil {
+		return Estimate{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	est := Estimate{Objects: []ObjectEstimate{}, RowsPerSecond: rate, Basis: basis}
+	var seconds float64
+	for _, id := range ids {
+		oe := ObjectEstimate{Object: id.String(), Rows: -1}
+		size, err := pg.EstimateTable(ctx, conn, id)
+		if err != nil {
+			oe.Error = err.Error()
+			est.Objects = append(est.Objects, oe)
+			continue
+		}
+		oe.Rows, oe.RowsExact, oe.Bytes = size.Rows, size.Exact, size.Bytes
+		est.Bytes += size.Bytes
+		if size.Rows >= 0 {
+			est.Rows += size.Rows
+			if rate > 0 {
+				oe.Seconds = float64(size.Rows) / rate
+				seconds += oe.Seconds
+			}
+		}
+		est.Objects = append(est.Objects, oe)
+	}
+	if rate > 0 {
+		// Backfills run max_concurrent at a time.
+		lanes := math.Min(float64(max(s.cfg.Backfill.MaxConcurrent, 1)), float64(max(len(ids), 1)))
+		est.Seconds = seconds / lanes
+	}
+	return est, nil
+}
+
+// backfillRate is the rows per second of one backfill of this stream: the
+// rate its recent completed backfills reached, capped by rows_per_second.
+func (s *Stream) backfillRate(ctx context.Context) (float64, string, error) {
+	runs, err := s.st.ListBackfills(ctx, store.BackfillFilter{Stream: s.cfg.Name, Status: StatusCompleted, Limit: recentRuns})
+	if err != nil {
+		return 0, "", err
+	}
+	var rows int64
+	var secs float64
+	for _, b := range runs {
+		if b.StartedAt == nil || b.FinishedAt == nil || b.RowsRead == 0 {
+			continue
+		}
+		if d := b.FinishedAt.Sub(*b.StartedAt).Seconds(); d > 0 {
+			rows += b.RowsRead
+			secs += d
+		}
+	}
+	limit := float64(s.cfg.Backfill.RowsPerSecond)
+	switch {
+	case secs > 0 && (limit <= 0 || float64(rows)/secs < limit):
+		return float64(rows) / secs, "measured: the rate of this stream's recent completed backfills", nil
+	case limit > 0:
+		return limit, "the stream's backfill.rows_per_second limit", nil
+	}
+	return 0, "unknown: this stream has no completed backfill to measure from yet", nil
+}
+
+// recordEstimate stores the source's row estimate on a run that became
+// active, for progress bars; a failure only leaves it unknown.
+func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run) {
+	if rt.size == nil {
+		return
+	}
+	size, err := rt.size(ctx, r.table.ID)
+	if err != nil || size.Rows < 0 {
+		m.log.Debug("no row estimate", "backfill_id", r.rec.ID, "err", err)
+		return
+	}
+	m.update(r, func(b *store.Backfill) { b.RowsEstimate = size.Rows })
+}
