@@ -82,6 +82,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/streams/{stream}/estimate", s.estimate)
 	s.handle("GET /api/v1/backfills", s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
+	s.handle("PATCH /api/v1/backfills/{id}", s.setRate)
 	s.handle("GET /api/v1/events", s.events)
 	s.handle("GET /api/v1/audit", s.audit)
 	s.batchRoutes()
@@ -177,9 +178,12 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 
 func classify(err error) *Error {
 	var refused *stream.RefusedError
+	var invalid *stream.InvalidError
 	switch {
 	case errors.As(err, &refused):
 		return &Error{Status: http.StatusConflict, Code: "refused", Message: refused.Msg}
+	case errors.As(err, &invalid):
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: invalid.Msg}
 	case errors.Is(err, store.ErrNotFound):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
 	case errors.Is(err, stream.ErrNotRunning):

@@ -106,12 +106,24 @@ type ObjectsRequest struct {
 	Objects []string `json:"objects"`
 }
 
+// InitiateRequest names objects to backfill, with the runs' options.
+type InitiateRequest struct {
+	Objects []string `json:"objects"`
+	// SampleRows reads only about the first N rows of each object in key
+	// order and leaves the rest of its destination table alone.
+	SampleRows int64 `json:"sample_rows,omitempty"`
+	// RunAt keeps the runs pending until then.
+	RunAt *time.Time `json:"run_at,omitempty"`
+	// RowsPerSecond limits each run's reads (0: the stream's limit).
+	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
+}
+
 func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) error {
 	str, err := s.stream(r)
 	if err != nil {
 		return err
 	}
-	var req ObjectsRequest
+	var req InitiateRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -119,7 +131,8 @@ func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) er
 	if err != nil {
 		return err
 	}
-	recs, err := str.Initiate(r.Context(), ids, who, nil)
+	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: req.RunAt, RowsPerSecond: req.RowsPerSecond}
+	recs, err := str.InitiateWith(r.Context(), ids, who, opts)
 	if err != nil {
 		return err
 	}
@@ -253,6 +266,40 @@ func parseTime(name, v string) (time.Time, error) {
 		return time.Time{}, badRequest("%s %q is not a time: use RFC 3339, e.g. 2026-01-02T15:04:05Z", name, v)
 	}
 	return t, nil
+}
+
+// RateRequest changes a pending or active run's read limit.
+type RateRequest struct {
+	// RowsPerSecond is the new limit; 0 goes back to the stream's.
+	RowsPerSecond *float64 `json:"rows_per_second"`
+}
+
+func (s *Server) setRate(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
+	}
+	var req RateRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.RowsPerSecond == nil {
+		return badRequest("send {\"rows_per_second\": N}: the new limit, or 0 for the stream's")
+	}
+	rec, err := s.st.GetBackfill(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	str, err := s.streamNamed(rec.Stream)
+	if err != nil {
+		return err
+	}
+	rec, err = str.SetRowsPerSecond(r.Context(), id, *req.RowsPerSecond)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
 }
 
 func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request, _ string) error {

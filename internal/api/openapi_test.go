@@ -413,6 +413,8 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"ColumnInfo", store.ColumnInfo{}, true},
 		{"ObjectView", api.ObjectView{}, true},
 		{"ObjectsRequest", api.ObjectsRequest{}, false},
+		{"InitiateRequest", api.InitiateRequest{}, false},
+		{"RateRequest", api.RateRequest{}, false},
 		{"Backfill", store.Backfill{}, true},
 		{"VerifyRequest", api.VerifyRequest{}, false},
 		{"ObjectCheck", stream.ObjectCheck{}, true},

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,7 @@ func backfillCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}, backfillListCmd(g), backfillEstimateCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g))
 	return c
 }
 
@@ -91,6 +92,8 @@ func seconds(s float64) string {
 
 func backfillInitiateCmd(g *globals) *cobra.Command {
 	var wait bool
+	var req api.InitiateRequest
+	var at string
 	c := &cobra.Command{
 		Use:   "initiate STREAM OBJECT...",
 		Short: "Initiate backfills of objects (schema.table); refused for Pending or Active objects",
@@ -101,9 +104,23 @@ loaded, stopped or failed): on a terminal a line per object redrawn in place
 with rows, chunks, rate and status; otherwise a line per status change and
 about every 10 seconds of progress; with --json the backfill record as one
 JSON line at each change. The exit code is then 1 if any backfill failed or
-was stopped.`,
+was stopped.
+
+--sample N copies only about the first N rows of each object in key order
+(whole chunks) and leaves the rest of its destination table alone: check a
+slice first. --at TIME (RFC 3339) keeps the backfills pending until then, for
+quiet hours. --rows-per-second limits each backfill's reads (change it while
+it runs with "tidemark backfill set-rate").`,
 		Args: usageArgs(2, -1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return &exitError{code: ExitUsage, err: fmt.Errorf("--at %q is not a time: use RFC 3339, e.g. 2026-12-01T02:00:00+01:00", at)}
+				}
+				req.RunAt = &t
+			}
+			req.Objects = args[1:]
 			var es *eventStream
 			if wait {
 				// Subscribed first, so that no event of the backfills is missed.
@@ -114,7 +131,7 @@ was stopped.`,
 				defer es.Close()
 			}
 			var out []store.Backfill
-			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills", api.ObjectsRequest{Objects: args[1:]}, &out)
+			err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/backfills", req, &out)
 			if err != nil {
 				return err
 			}
@@ -131,7 +148,40 @@ was stopped.`,
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "follow the backfills' progress until each ends; exit 1 if any failed or was stopped")
+	c.Flags().Int64Var(&req.SampleRows, "sample", 0, "copy only about the first N rows of each object in key order")
+	c.Flags().StringVar(&at, "at", "", "start at this RFC 3339 time (quiet hours) instead of now")
+	c.Flags().Float64Var(&req.RowsPerSecond, "rows-per-second", 0, "limit each backfill's reads (0: the stream's backfill.rows_per_second)")
 	return c
+}
+
+func backfillSetRateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-rate ID ROWS_PER_SECOND",
+		Short: "Change a pending or active backfill's rows/s limit without stopping it (0: the stream's limit)",
+		Args:  usageArgs(2, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			rate, err := strconv.ParseFloat(args[1], 64)
+			if err != nil || rate < 0 {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("ROWS_PER_SECOND %q: use a number of at least 0 (0: the stream's limit)", args[1])}
+			}
+			var out store.Backfill
+			if err := g.client().do(c.Context(), "PATCH", "/api/v1/backfills/"+url.PathEscape(args[0]), api.RateRequest{RowsPerSecond: &rate}, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			_, err = fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s, limit %s\n", out.ID, out.Schema, out.Table, out.Status, limitText(rate))
+			return err
+		},
+	}
+}
+
+func limitText(rate float64) string {
+	if rate == 0 {
+		return "the stream's"
+	}
+	return strconv.FormatFloat(rate, 'f', -1, 64) + " rows/s"
 }
 
 func backfillListCmd(g *globals) *cobra.Command {

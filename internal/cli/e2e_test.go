@@ -194,6 +194,20 @@ streams:
 	expect(t, 0, []string{"public.t", "ok", "30"}, append(addr, "verify", "s")...)
 	// The estimate counts the rows and measures the rate from the run above.
 	expect(t, 0, []string{"public.t  30 ", "rate: ", "measured"}, append(addr, "backfill", "estimate", "s", "public.t")...)
+	// A sample of 10 rows, and bad options refused with the usage code.
+	var sampled []store.Backfill
+	cliJSON(&sampled, "backfill", "initiate", "s", "public.t", "--sample", "10", "--rows-per-second", "1000")
+	if len(sampled) != 1 || sampled[0].Options["sample_rows"] != float64(10) || sampled[0].Options["rows_per_second"] != float64(1000) {
+		t.Errorf("initiate --sample: %+v", sampled)
+	}
+	poll(t, d, "sample completed", func() bool {
+		var runs []store.Backfill
+		cliJSON(&runs, "backfill", "list", "--stream", "s")
+		return len(runs) > 0 && runs[0].ID == sampled[0].ID && runs[0].LoadedAt != nil
+	})
+	expect(t, 2, []string{"--at \"soon\" is not a time"}, append(addr, "backfill", "initiate", "s", "public.t", "--at", "soon")...)
+	expect(t, 2, []string{"ROWS_PER_SECOND"}, append(addr, "backfill", "set-rate", "1", "fast")...)
+	expect(t, 4, []string{"cannot change the rate of backfill 1"}, append(addr, "backfill", "set-rate", "1", "5")...)
 
 	db, err := sql.Open("sqlite", "file:"+dest+"?_pragma=busy_timeout(20000)")
 	if err != nil {
@@ -210,8 +224,8 @@ streams:
 
 	// --wait follows a backfill until it is completed and loaded, with a
 	// line per status change off a terminal.
-	r = expect(t, 0, []string{"backfill 2 of public.t: pending", "backfill 2 of public.t: active",
-		"backfill 2 of public.t: completed, 30/30 rows read (100%), 30 written, "}, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
+	r = expect(t, 0, []string{"backfill 3 of public.t: pending", "backfill 3 of public.t: active",
+		"backfill 3 of public.t: completed, 30/30 rows read (100%), 30 written, "}, append(addr, "backfill", "initiate", "s", "public.t", "--wait")...)
 	if strings.Contains(r.stdout, "\033") {
 		t.Errorf("escape sequences off a terminal: %q", r.stdout)
 	}
@@ -228,7 +242,7 @@ streams:
 		if err := json.Unmarshal([]byte(line), &last); err != nil {
 			t.Fatalf("initiate --wait --json line %d: %v in %q", i, err, line)
 		}
-		if last.ID != 3 || (i == 0 && last.Status != stream.StatusPending) {
+		if last.ID != 4 || (i == 0 && last.Status != stream.StatusPending) {
 			t.Errorf("initiate --wait --json line %d: %+v", i, last)
 		}
 	}
@@ -245,11 +259,11 @@ streams:
 	if err := wait.Start(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, d, "backfill 4 initiated", func() bool { return object().BackfillID == 4 })
+	poll(t, d, "backfill 5 initiated", func() bool { return object().BackfillID == 5 })
 	expect(t, 0, []string{"stopped 1 object(s)"}, append(addr, "backfill", "stop", "s", "public.t")...)
 	err = wait.Wait()
-	if code := wait.ProcessState.ExitCode(); code != 1 || !strings.Contains(waitErr.String(), "backfill 4 of public.t stopped") ||
-		!strings.Contains(waitOut.String(), "backfill 4 of public.t: stopped") {
+	if code := wait.ProcessState.ExitCode(); code != 1 || !strings.Contains(waitErr.String(), "backfill 5 of public.t stopped") ||
+		!strings.Contains(waitOut.String(), "backfill 5 of public.t: stopped") {
 		t.Errorf("initiate --wait of a stopped backfill: %v, exit %d, stdout %q, stderr %q", err, code, waitOut.String(), waitErr.String())
 	}
 

@@ -69,6 +69,9 @@ type pendingChunk struct {
 	read       ChunkRead
 	low        change.Key
 	last       bool
+	// bounded marks a last chunk that ends at its last row (a sample)
+	// rather than at the end of the table.
+	bounded    bool
 	rowsBefore int64
 	verify     bool // compare with the destination instead of writing
 	window     []windowTxn
@@ -432,7 +435,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	}
 	t := pc.table
 	var high change.Key
-	if !pc.last && len(pc.read.Rows) > 0 {
+	if (!pc.last || pc.bounded) && len(pc.read.Rows) > 0 {
 		high = t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
 	}
 	var window []change.Change

@@ -34,6 +34,15 @@ type run struct {
 	rec    store.Backfill
 	table  *change.Table
 	cancel context.CancelFunc
+	// rate wakes a worker pacing its reads when the run's limit changed.
+	rate     chan struct{}
+	rateOnce sync.Once
+}
+
+// rateChanged is the channel SetRowsPerSecond signals.
+func (r *run) rateChanged() chan struct{} {
+	r.rateOnce.Do(func() { r.rate = make(chan struct{}, 1) })
+	return r.rate
 }
 
 // runtime is what a running stream lends the backfills: the applier and the
@@ -67,6 +76,9 @@ type backfills struct {
 	rt     *runtime
 	loaded bool // the store's unfinished runs were loaded
 	wg     sync.WaitGroup
+	// wake looks at the queue again at wakeAt, for runs with a start time.
+	wake   *time.Timer
+	wakeAt time.Time
 }
 
 func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg BackfillConfig, notify func(store.Backfill)) *backfills {
@@ -106,7 +118,7 @@ func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedB
 			return out, fmt.Errorf("record backfill of %s: %w", id, err)
 		}
 		o := objs[i]
-		o.Status, o.Reason, o.Loaded, o.BackfillID = StatusPending, "", false, rec.ID
+		o.Status, o.Reason, o.Loaded, o.BackfillID = StatusPending, pendingReason(rec), false, rec.ID
 		if err := m.st.PutObject(ctx, o); err != nil {
 			return out, err
 		}
@@ -317,11 +329,17 @@ func (m *backfills) scheduleLocked() {
 	if m.rt == nil {
 		return
 	}
+	now := time.Now()
 	for i := 0; i < len(m.queue) && len(m.active) < m.cfg.MaxConcurrent; {
 		r := m.queue[i]
 		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
 		if m.active[id] != nil {
 			i++ // one run per object at a time
+			continue
+		}
+		if ok, at := due(r, now); !ok {
+			m.wakeAtLocked(at)
+			i++ // waits for its start time; later runs may go first
 			continue
 		}
 		m.queue = append(m.queue[:i], m.queue[i+1:]...)

@@ -28,8 +28,10 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		return // stopped before it started
 	}
 	m.recordEstimate(ctx, rt, r)
-	start := time.Now()
-	var readThisRun int64
+	r.mu.Lock()
+	opts, sampled := optionsOf(r.rec), r.rec.RowsRead
+	r.mu.Unlock()
+	pace := pacer{start: time.Now(), rate: m.rate(r)}
 	delay := m.cfg.Retry.Initial
 	retries := 0 // chunk reads in a row that had to be read again
 	for {
@@ -37,7 +39,11 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		if err := rt.applier.register(ctx, pc); err != nil {
 			return
 		}
-		read, err := rt.src.ReadChunk(ctx, r.table, after, m.cfg.ChunkSize)
+		limit := m.cfg.ChunkSize
+		if opts.SampleRows > 0 {
+			limit = max(sampleLimit(opts, limit, sampled), 1)
+		}
+		read, err := rt.src.ReadChunk(ctx, r.table, after, limit)
 		if err != nil {
 			rt.applier.abandon(pc)
 			if ctx.Err() != nil {
@@ -56,7 +62,12 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			continue
 		}
 		delay = m.cfg.Retry.Initial
-		pc.read, pc.last = read, len(read.Rows) < m.cfg.ChunkSize
+		pc.read, pc.last = read, len(read.Rows) < limit
+		if opts.SampleRows > 0 && !pc.last && sampled+int64(len(read.Rows)) >= opts.SampleRows {
+			// The sample's last chunk: it ends at its last row, and the
+			// destination's rows past it are left alone.
+			pc.last, pc.bounded = true, true
+		}
 		res, err := rt.applier.submit(ctx, pc)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -79,13 +90,14 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			b.Bytes += read.Bytes
 			b.WindowConflicts += int64(res.Conflicts)
 		})
-		readThisRun += int64(len(read.Rows))
+		pace.rows += int64(len(read.Rows))
+		sampled += int64(len(read.Rows))
 		after, rowsBefore = res.High, rowsBefore+int64(res.Rows)
 		if pc.last {
 			m.allRead(ctx, r)
 			return
 		}
-		if !m.throttle(ctx, start, readThisRun) {
+		if !m.throttle(ctx, r, &pace) {
 			return
 		}
 	}
@@ -126,13 +138,39 @@ func (m *backfills) allRead(ctx context.Context, r *run) {
 	m.scheduleLocked()
 }
 
-// throttle keeps the read rate at or under the configured rows per second.
-func (m *backfills) throttle(ctx context.Context, start time.Time, rows int64) bool {
-	if m.cfg.RowsPerSecond <= 0 {
-		return true
+// pacer is a run's read pace: rows read since start at rate (0: no limit).
+type pacer struct {
+	start time.Time
+	rows  int64
+	rate  float64
+}
+
+// throttle waits until the rows read are within the run's rows per second;
+// a limit changed meanwhile (SetRowsPerSecond) takes effect at once and
+// paces from then on. It returns false when ctx ended.
+func (m *backfills) throttle(ctx context.Context, r *run, p *pacer) bool {
+	for {
+		if rate := m.rate(r); rate != p.rate {
+			*p = pacer{start: time.Now(), rate: rate}
+		}
+		if p.rate <= 0 {
+			return ctx.Err() == nil
+		}
+		wait := time.Until(p.start.Add(time.Duration(float64(p.rows) / p.rate * float64(time.Second))))
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+			return true
+		case <-r.rateChanged():
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
-	due := start.Add(time.Duration(float64(rows) / m.cfg.RowsPerSecond * float64(time.Second)))
-	return sleep(ctx, time.Until(due))
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

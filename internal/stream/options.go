@@ -1,0 +1,199 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// BackfillOptions are what an initiate may ask of its runs beyond the
+// stream's configuration. They are kept in each run's record (Options), so
+// that a restarted daemon runs them the same way.
+type BackfillOptions struct {
+	// SampleRows reads only about the first SampleRows rows in key order
+	// (whole chunks; rows inserted meanwhile in the range count too) and
+	// leaves the rest of the destination table alone; 0 reads them all.
+	SampleRows int64
+	// RunAt keeps the runs pending until then (quiet hours); nil starts
+	// them when their turn comes.
+	RunAt *time.Time
+	// RowsPerSecond limits each run's reads; 0 takes the stream's
+	// backfill.rows_per_second. A running run's limit can be changed.
+	RowsPerSecond float64
+}
+
+// Option keys in a run's record.
+const (
+	optSampleRows    = "sample_rows"
+	optRunAt         = "run_at"
+	optRowsPerSecond = "rows_per_second"
+)
+
+// Validate checks the options against now.
+func (o BackfillOptions) Validate(now time.Time) error {
+	switch {
+	case o.SampleRows < 0:
+		return fmt.Errorf("sample_rows %d: use a positive number of rows, or 0 for all", o.SampleRows)
+	case o.RowsPerSecond < 0:
+		return fmt.Errorf("rows_per_second %g: use a positive rate, or 0 for the stream's", o.RowsPerSecond)
+	case o.RunAt != nil && !o.RunAt.After(now):
+		return fmt.Errorf("run_at %s is not in the future: leave it out to start now", o.RunAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// record adds the options to a run's options map (which may be nil).
+func (o BackfillOptions) record(m map[string]any) map[string]any {
+	set := func(k string, v any) {
+		if m == nil {
+			m = map[string]any{}
+		}
+		m[k] = v
+	}
+	if o.SampleRows > 0 {
+		set(optSampleRows, float64(o.SampleRows)) // as JSON numbers decode
+	}
+	if o.RunAt != nil {
+		set(optRunAt, o.RunAt.UTC().Format(time.RFC3339Nano))
+	}
+	if o.RowsPerSecond > 0 {
+		set(optRowsPerSecond, o.RowsPerSecond)
+	}
+	return m
+}
+
+// optionsOf reads the options back from a run's record; values it cannot
+// read are left at their defaults.
+func optionsOf(b store.Backfill) BackfillOptions {
+	var o BackfillOptions
+	if v, ok := b.Options[optSampleRows].(float64); ok && v > 0 {
+		o.SampleRows = int64(v)
+	}
+	if v, ok := b.Options[optRunAt].(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			o.RunAt = &t
+		}
+	}
+	if v, ok := b.Options[optRowsPerSecond].(float64); ok && v > 0 {
+		o.RowsPerSecond = v
+	}
+	return o
+}
+
+// InitiateWith starts backfills of objects with options.
+func (s *Stream) InitiateWith(ctx context.Context, ids []change.TableID, startedBy string, o BackfillOptions) ([]store.Backfill, error) {
+	if err := o.Validate(time.Now()); err != nil {
+		return nil, &InvalidError{Msg: err.Error()}
+	}
+	return s.bf.initiate(ctx, ids, startedBy, o.record(nil))
+}
+
+// InvalidError is an initiate whose options are invalid.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// SetRowsPerSecond changes the read limit of a pending or active run
+// (0: the stream's); an active run applies it from its next chunk.
+func (s *Stream) SetRowsPerSecond(ctx context.Context, id int64, rate float64) (store.Backfill, error) {
+	if rate < 0 {
+		return store.Backfill{}, &InvalidError{Msg: fmt.Sprintf("rows_per_second %g: use a positive rate, or 0 for the stream's", rate)}
+	}
+	m := s.bf
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.byID[id]
+	if r == nil || (r.rec.Status != StatusPending && r.rec.Status != StatusActive) {
+		rec, err := m.st.GetBackfill(ctx, id)
+		if err != nil {
+			return store.Backfill{}, err
+		}
+		if rec.Stream != s.cfg.Name {
+			return store.Backfill{}, fmt.Errorf("backfill %d is not of stream %s: %w", id, s.cfg.Name, store.ErrNotFound)
+		}
+		return store.Backfill{}, &RefusedError{Msg: fmt.Sprintf("cannot change the rate of backfill %d: it is %s, not pending or active", id, rec.Status)}
+	}
+	m.update(r, func(b *store.Backfill) {
+		if b.Options == nil {
+			b.Options = map[string]any{}
+		}
+		if rate > 0 {
+			b.Options[optRowsPerSecond] = rate
+		} else {
+			delete(b.Options, optRowsPerSecond)
+		}
+	})
+	select {
+	case r.rateChanged() <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec, nil
+}
+
+// rate is the run's current read limit in rows per second (0: none).
+func (m *backfills) rate(r *run) float64 {
+	r.mu.Lock()
+	o := optionsOf(r.rec)
+	r.mu.Unlock()
+	if o.RowsPerSecond > 0 {
+		return o.RowsPerSecond
+	}
+	return m.cfg.RowsPerSecond
+}
+
+// due says whether a pending run may start now; when it may not, it also
+// returns when it may.
+func due(r *run, now time.Time) (bool, time.Time) {
+	r.mu.Lock()
+	o := optionsOf(r.rec)
+	r.mu.Unlock()
+	if o.RunAt != nil && o.RunAt.After(now) {
+		return false, *o.RunAt
+	}
+	return true, time.Time{}
+}
+
+// wakeAtLocked makes the scheduler look at the queue again at t, for runs
+// waiting for their start time; the earliest wake-up wins.
+func (m *backfills) wakeAtLocked(t time.Time) {
+	if m.wake != nil && !m.wakeAt.After(t) && m.wakeAt.After(time.Now()) {
+		return
+	}
+	if m.wake != nil {
+		m.wake.Stop()
+	}
+	m.wakeAt = t
+	m.wake = time.AfterFunc(time.Until(t), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.wake = nil
+		m.scheduleLocked()
+	})
+}
+
+// sampleLimit is how many rows the next chunk of a sampling run may read,
+// given the rows applied so far; 0 when the sample is complete.
+func sampleLimit(o BackfillOptions, chunk int, applied int64) int {
+	if o.SampleRows <= 0 {
+		return chunk
+	}
+	left := o.SampleRows - applied
+	if left <= 0 {
+		return 0
+	}
+	return int(min(int64(chunk), left))
+}
+
+// pendingReason is what a pending object shows: when it starts, if it
+// waits for a start time.
+func pendingReason(b store.Backfill) string {
+	if o := optionsOf(b); o.RunAt != nil {
+		return "scheduled to start at " + o.RunAt.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
