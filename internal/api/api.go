@@ -155,12 +155,14 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 	})
 }
 
-// authenticate returns who is calling: "api:<token name>", or "api"/"cli"
-// when no tokens are configured (the daemon then listens on loopback only).
+// authenticate returns who is calling: "api:<token name>" (or "cli:…",
+// "console:…" for the CLI and the console), or "api"/"cli"/"console" when no
+// tokens are configured (the daemon then listens on loopback only).
 func (s *Server) authenticate(r *http.Request) (string, error) {
 	client := "api"
-	if r.Header.Get("X-Tidemark-Client") == "cli" {
-		client = "cli"
+	switch h := r.Header.Get("X-Tidemark-Client"); h {
+	case "cli", "console":
+		client = h
 	}
 	if len(s.tokens) == 0 {
 		return client, nil

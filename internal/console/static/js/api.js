@@ -13,7 +13,8 @@ export class APIError extends Error {
 }
 
 function headers(extra = {}) {
-  const h = { Accept: "application/json", ...extra };
+  // The daemon records "console" (or "console:TOKEN NAME") as who started a backfill.
+  const h = { Accept: "application/json", "X-Tidemark-Client": "console", ...extra };
   const token = sessionStorage.getItem(tokenKey);
   if (token) h.Authorization = "Bearer " + token;
   return h;
