@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/console"
 	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
@@ -183,6 +184,10 @@ func FuzzAPIRequests(f *testing.F) {
 		{"GET", "/api/v1/batch/instances/1/log?attempt=2", ""},
 		{"POST", "/api/v1/batch/instances/1/mark-succeeded", ""},
 		{"POST", "/api/v1/batch/instances/1/stop", ""},
+		{"GET", "/ui/", ""},
+		{"GET", "/ui/js/app.js", ""},
+		{"GET", "/ui/../api/v1/streams", ""},
+		{"POST", "/ui/", "{}"},
 	} {
 		f.Add(seed.method, seed.path, []byte(seed.body))
 	}
@@ -209,6 +214,11 @@ func FuzzAPIRequests(f *testing.F) {
 			return
 		}
 		if req.URL.Path == "/metrics" && strings.HasPrefix(ct, "text/plain") && rec.Code == http.StatusOK {
+			return
+		}
+		// The console is static files and its redirect, not the API: any
+		// answer but a 5xx (checked above) is its own.
+		if req.URL.Path == "/" || strings.HasPrefix(req.URL.Path, console.Prefix) {
 			return
 		}
 		if ct != "application/json" || !json.Valid(rec.Body.Bytes()) {

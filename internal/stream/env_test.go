@@ -80,6 +80,8 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
+	// Registered before start registers the stream's stop, so it runs after it.
+	t.Cleanup(func() { dropSlots(t, srcDSN) })
 	if o.setup != "" {
 		if _, err := conn.Exec(ctx, o.setup); err != nil {
 			t.Fatalf("setup: %v", err)
@@ -114,6 +116,30 @@ streams:
 	}
 	t.Cleanup(func() { e.st.Close() })
 	return e
+}
+
+// dropSlots drops the replication slots of a test's source database when
+// the test ends: the package's tests share a server whose
+// max_replication_slots would otherwise run out. A walsender can hold its
+// slot a moment after the stream closed the connection, so it is ended
+// first, waiting (up to 10 s) until it has exited.
+func dropSlots(t *testing.T, dsn string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return // the server is gone, and its slots with it
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		"SELECT pg_terminate_backend(active_pid, 10000) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL",
+		"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Logf("drop the replication slots of the test's database: %v", err)
+			return
+		}
+	}
 }
 
 func indent(s string) string {

@@ -340,6 +340,13 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s is gone but the destination was at %s", s.cfg.Source.Slot, cp.Position),
 			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
 	}
+	// An invalidated slot is reported here, with the stream's name, as
+	// watchSlot reports it while running (EnsureSlot's own error cannot
+	// name the stream).
+	if slot.Exists && slot.Invalidated && !resetting {
+		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was invalidated (%s)", s.cfg.Source.Slot, slot.InvalidatedReason),
+			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
+	}
 	firstStart := !slot.Exists && cp.Position == 0
 	resetAll := resetting && !slot.Exists
 	if resetAll {

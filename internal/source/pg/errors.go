@@ -53,4 +53,6 @@ func classify(err error) error {
 	return err
 }
 
-const slotGoneHint = "the replication slot is gone or invalidated, so changes may have been missed: run `tidemark stream reset STREAM` to re-create the slot, then initiate a backfill of every object"
+// slotGoneHint: a reset re-creates the slot and backfills every object
+// itself (docs/statuses.md), so the hint does not ask for more.
+const slotGoneHint = "the replication slot is gone or invalidated, so changes may have been missed: run `tidemark stream reset STREAM` (the stream's name), which re-creates the slot and backfills every object"

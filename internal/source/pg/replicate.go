@@ -271,6 +271,9 @@ func (r *receiver) addRowChange(kind change.Kind, relID uint32, oldTuple, newTup
 	}
 	if oldTuple != nil {
 		old := rel.row(oldTuple)
+		if c.Row != nil {
+			fillFromOld(c.Row, old)
+		}
 		c.OldKey = t.RowKey(old)
 		if kind == change.Update && c.Row != nil && c.OldKey.Encode() == t.RowKey(c.Row).Encode() {
 			c.OldKey = nil
@@ -315,4 +318,20 @@ func escapeLiteral(s string) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// fillFromOld replaces the unchanged-TOAST markers of an update's new row
+// with the old tuple's values where the old tuple carries one: the marker
+// means the update did not touch the value, so it equals the old one.
+// pgoutput sends a value in the old tuple for every column under REPLICA
+// IDENTITY FULL, and for the key columns when the replica identity holds an
+// out-of-line value, even one the update left alone; the new row then has
+// the marker in the key. Without the value a sink could neither find the row
+// by its key nor insert it, and the merge would file it under a wrong key.
+func fillFromOld(row, old change.Row) {
+	for i, v := range row {
+		if v.Unchanged && !old[i].Null && !old[i].Unchanged {
+			row[i] = old[i]
+		}
+	}
 }
