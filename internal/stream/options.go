@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -117,14 +118,18 @@ func (s *Stream) SetRowsPerSecond(ctx context.Context, id int64, rate float64) (
 		return store.Backfill{}, &RefusedError{Msg: fmt.Sprintf("cannot change the rate of backfill %d: it is %s, not pending or active", id, rec.Status)}
 	}
 	m.update(r, func(b *store.Backfill) {
-		if b.Options == nil {
-			b.Options = map[string]any{}
+		// A copy: published events share the record's map, and subscribers
+		// may be encoding it right now.
+		opts := maps.Clone(b.Options)
+		if opts == nil {
+			opts = map[string]any{}
 		}
 		if rate > 0 {
-			b.Options[optRowsPerSecond] = rate
+			opts[optRowsPerSecond] = rate
 		} else {
-			delete(b.Options, optRowsPerSecond)
+			delete(opts, optRowsPerSecond)
 		}
+		b.Options = opts
 	})
 	select {
 	case r.rateChanged() <- struct{}{}:

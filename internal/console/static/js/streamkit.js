@@ -1,0 +1,316 @@
+// What the stream pages share: the rules of docs/statuses.md for what may be
+// initiated and stopped, the confirmation dialogs that act on objects, the
+// stream controls (pause, resume, reset) and a few cells. The rules only
+// pre-empt: the API stays the judge, and a refusal is shown as it says.
+import { enc, get, post } from "./api.js";
+import { ago, badge, bytes, dialog, errorBox, field, h, num, span, time, toast, userZone } from "./ui.js";
+
+// The statuses a backfill may be initiated from, and stopped from.
+const initiable = new Set(["-", "completed", "stopped", "failed"]);
+const stoppable = new Set(["pending", "active"]);
+
+export const streamHref = (stream) => "#/streams/" + enc(stream);
+export const objectHref = (stream, object) => streamHref(stream) + "/objects/" + enc(object);
+export const streamPath = (stream) => "/api/v1/streams/" + enc(stream);
+
+// rank orders the statuses a run goes through.
+export const rank = (status) => ({ pending: 0, active: 1 }[status] ?? 2);
+
+// list joins names: "a", "a and b", "a, b and 2 more".
+export function list(names, max = 3) {
+  if (names.length <= 1) return names.join("");
+  if (names.length <= max) return names.slice(0, -1).join(", ") + " and " + names[names.length - 1];
+  return names.slice(0, max).join(", ") + " and " + (names.length - max) + " more";
+}
+
+// initiateBlock says why none of objs (object views) may be initiated, or
+// "" when all may.
+export function initiateBlock(objs) {
+  if (!objs.length) return "Select one or more objects first";
+  const busy = objs.filter((o) => !initiable.has(o.status));
+  if (!busy.length) return "";
+  return "Cannot initiate: the backfill of " + list(busy.map((o) => o.object + " is " + o.status)) +
+    ". Stop it first or wait for it to finish.";
+}
+
+// stopBlock says why the backfills of objs may not be stopped, or "".
+export function stopBlock(objs) {
+  if (!objs.length) return "Select one or more objects first";
+  const idle = objs.filter((o) => !stoppable.has(o.status));
+  if (!idle.length) return "";
+  return "Cannot stop: " + list(idle.map((o) => o.object + (o.status === "-" ? " has no backfill running" : " is already " + o.status))) + ".";
+}
+
+// backfillAction asks to initiate ("initiate") or stop ("stop") the
+// backfills of objs in stream, sends the request on confirmation and
+// resolves to the API's answer, or null when the user cancelled. A refusal
+// stays in the dialog with the API's message. Initiating shows the
+// source's estimate of the work and offers the careful-backfill options.
+export async function backfillAction(kind, stream, objs, streamState) {
+  const names = objs.map((o) => o.object);
+  const initiate = kind === "initiate";
+  const verb = initiate ? "Initiate backfill" : "Stop backfill";
+  const title = verb + " of " + (names.length === 1 ? names[0] : names.length + " objects") + "?";
+  const notes = [];
+  if (initiate) {
+    notes.push(h("p", {}, names.length === 1 ? "Every row the table holds is copied from the source again, chunk by chunk, merged with the live changes." :
+      "Every row the tables hold is copied from the source again, chunk by chunk, merged with the live changes. Backfills run a few at a time (backfill.max_concurrent); the others wait in this order."));
+    const again = objs.filter((o) => o.status === "completed");
+    if (again.length) notes.push(h("p", { class: "muted" }, list(again.map((o) => o.object)) + (again.length === 1 ? " is" : " are") + " already backfilled: each key range of the destination is replaced with the source's rows."));
+    if (streamState && streamState !== "running") notes.push(h("p", { class: "sk-note" }, "The stream is " + streamState.replaceAll("_", " ") + ": the backfills stay pending until it runs."));
+  } else {
+    notes.push(h("p", {}, "The backfill" + (names.length === 1 ? " becomes" : "s become") + " stopped. The rows copied so far stay in the destination; initiating again copies every row anew."));
+  }
+  const sizes = new Map(names.map((n) => [n, h("span", { class: "sk-size" })]));
+  const items = h("ul", { class: "sk-objects" }, objs.map((o) => h("li", {}, h("span", { class: "sk-objname" }, o.object), h("span", { class: "sk-right" }, sizes.get(o.object), badge(o.status)))));
+  const total = h("div", { class: "sk-estimate" });
+  const problem = h("div", { class: "sk-problem" });
+  const opts = initiate ? careful() : null;
+  if (initiate) estimate(stream, names, sizes, total);
+  let answer = null;
+  const v = await dialog({
+    title,
+    name: "confirm",
+    body: [notes, items, total, opts && opts.node, problem],
+    buttons: [{ label: "Cancel" }, { label: verb, value: "yes", kind: initiate ? "primary" : "danger" }],
+    onPress: async () => {
+      problem.replaceChildren();
+      try {
+        answer = await post(streamPath(stream) + (initiate ? "/backfills" : "/backfills/stop"), { objects: names, ...(opts ? opts.values() : {}) });
+        return true;
+      } catch (e) {
+        problem.replaceChildren(errorBox(e));
+        return false;
+      }
+    },
+  });
+  if (v !== "yes") return null;
+  toast((initiate ? "Initiated the backfill of " : "Stopped the backfill of ") + list(names));
+  return answer;
+}
+
+// estimate fills in what the source says the backfill of names would
+// read; it never fails the dialog.
+async function estimate(stream, names, sizes, total) {
+  total.replaceChildren(h("span", { class: "muted" }, "Estimating the work…"));
+  try {
+    const est = await get(streamPath(stream) + "/estimate?" + names.map((n) => "object=" + enc(n)).join("&"));
+    for (const o of est.objects || []) {
+      const cell = sizes.get(o.object);
+      if (!cell) continue;
+      if (o.error) cell.replaceChildren(h("span", { class: "muted", title: o.error }, "size unknown"));
+      else cell.replaceChildren(rowsText(o.rows, o.rows_exact), o.bytes ? " · " + bytes(o.bytes) : "");
+    }
+    const parts = [];
+    if (est.rows > 0) parts.push(rowsText(est.rows, (est.objects || []).every((o) => o.rows_exact)));
+    if (est.bytes > 0) parts.push(bytes(est.bytes));
+    const eta = est.seconds > 0 ? "about " + duration(est.seconds) + " at " + num(Math.round(est.rows_per_second)) + " rows/s" : "";
+    total.replaceChildren(
+      h("span", {}, parts.length ? "In all " + parts.join(", ") : "Nothing to size"),
+      eta ? h("span", {}, "; " + eta) : null,
+      est.basis ? h("div", { class: "muted" }, est.basis) : null);
+  } catch (e) {
+    total.replaceChildren(h("span", { class: "muted" }, "No estimate: " + e.message));
+  }
+}
+
+function rowsText(rows, exact) {
+  if (rows < 0) return "rows unknown (never analyzed)";
+  return (exact ? "" : "≈ ") + num(rows) + (rows === 1 ? " row" : " rows");
+}
+
+// careful is the optional part of an initiation: a rows/s limit, a sample
+// and a start time (docs/api.md, careful backfills).
+function careful() {
+  const rate = h("input", { type: "number", name: "rows_per_second", min: "0", step: "any", placeholder: "the stream's limit" });
+  const sample = h("input", { type: "number", name: "sample_rows", min: "0", step: "1", placeholder: "every row" });
+  const at = h("input", { type: "datetime-local", name: "run_at" });
+  const node = h("details", { class: "sk-careful" },
+    h("summary", {}, "Options: rate limit, sample, start time"),
+    h("div", { class: "sk-careful-grid" },
+      field("Rows per second", rate, "This run's read limit, changeable while it runs"),
+      field("Sample rows", sample, "Copy only about the first N rows in key order; the rest of the destination is left alone"),
+      field("Start at", at, "Stays pending until then (" + userZone + ")")));
+  return {
+    node,
+    values() {
+      const v = {};
+      if (rate.value !== "") v.rows_per_second = Number(rate.value);
+      if (sample.value !== "") v.sample_rows = Number(sample.value);
+      if (at.value) v.run_at = new Date(at.value).toISOString();
+      return v;
+    },
+  };
+}
+
+// optionsText says what a run was asked for beyond the stream's settings.
+export function optionsText(r) {
+  const o = r.options || {};
+  const parts = [];
+  if (o.reason) parts.push(o.reason);
+  if (o.sample_rows > 0) parts.push("sample of " + num(o.sample_rows) + " rows");
+  if (o.rows_per_second > 0) parts.push(num(o.rows_per_second) + " rows/s");
+  if (o.run_at) parts.push("at " + time(o.run_at));
+  return parts.join(" · ");
+}
+
+// pendingReason is the reason a pending object shows, as the daemon words
+// it: when a scheduled run starts.
+export function pendingReason(r) {
+  const at = r.options && r.options.run_at;
+  return at && new Date(at) > Date.now() ? "scheduled to start at " + new Date(at).toISOString().replace(/\.\d+Z$/, "Z") : "";
+}
+
+// objectReason is the reason an object shows once run r is its latest.
+export function objectReason(r) {
+  if (r.status === "failed") return r.error || "";
+  if (r.status === "pending") return pendingReason(r);
+  return "";
+}
+
+// pairKey identifies an object by its schema and table, whatever the
+// quoting of its name.
+export const pairKey = (schema, table) => schema + "\u0000" + table;
+
+// streamControls makes the pause, resume and reset buttons of a stream:
+// {nodes, update(view)}. The buttons stay in place (a click is never lost
+// to a redraw); update sets what they allow. After an action they call
+// changed(view).
+export function streamControls(view, changed = () => {}) {
+  let current = view;
+  const act = (what) => async (ev) => {
+    const btn = ev.currentTarget;
+    const name = current.name;
+    if (what === "reset" && !(await confirmReset(name))) return;
+    btn.disabled = true;
+    try {
+      const v = await post(streamPath(name) + "/" + what);
+      toast({ pause: "Pausing ", resume: "Resuming ", reset: "Resetting " }[what] + name);
+      changed(v);
+    } catch (e) {
+      toast(e.message, "error");
+    } finally {
+      update(current);
+    }
+  };
+  const pause = h("button", { type: "button", class: "btn small", dataset: { action: "pause" }, onclick: act("pause") }, "Pause");
+  const resume = h("button", { type: "button", class: "btn small", dataset: { action: "resume" }, onclick: act("resume") }, "Resume");
+  const reset = h("button", { type: "button", class: "btn small danger", dataset: { action: "reset" }, onclick: act("reset"),
+    title: "Recover a stream whose replication slot was lost" }, "Reset…");
+  function update(v) {
+    current = v;
+    const paused = v.state === "paused";
+    const resumable = paused || v.state === "failed";
+    pause.disabled = paused;
+    pause.title = paused ? "The stream is already paused" : "Stop streaming at a committed position; backfills continue from their cursors on resume";
+    resume.disabled = !resumable;
+    resume.title = resumable ? "Start the " + v.state + " stream again" : "Only a paused or failed stream can be resumed";
+    reset.disabled = false;
+  }
+  update(view);
+  return { nodes: [pause, resume, reset], update };
+}
+
+async function confirmReset(name) {
+  const v = await dialog({
+    title: "Reset stream " + name + "?",
+    name: "confirm",
+    body: [
+      h("p", {}, "The stream reconnects. If its replication slot was lost (dropped or invalidated), it re-creates the slot, streams from the new slot's position and ",
+        h("strong", {}, "backfills every streamed object again"), ": pending and active backfills are stopped first, since chunks applied before the loss may be stale."),
+      h("p", { class: "muted" }, "If the slot is fine, a reset only reconnects the stream. It also ends a pause."),
+    ],
+    buttons: [{ label: "Cancel" }, { label: "Reset stream", value: "yes", kind: "danger" }],
+  });
+  return v === "yes";
+}
+
+// stateCell shows a stream's state with its reason below.
+export function stateCell(view) {
+  return [badge(view.state, view.reason), view.reason ? h("div", { class: "sk-reason", title: view.reason }, view.reason) : null];
+}
+
+// statusCell shows an object's status; the reason for "-" and for failed
+// goes below it.
+export function statusCell(o) {
+  return [badge(o.status, o.reason || null), o.reason ? h("div", { class: "sk-reason" + (o.status === "failed" ? " bad" : ""), title: o.reason }, o.reason) : null];
+}
+
+// columnsCell lists columns compactly: the name, then the type in grey;
+// key columns are marked.
+export function columnsCell(cols, max = 6) {
+  if (!cols) return h("span", { class: "muted" }, "not streamed");
+  if (!cols.length) return h("span", { class: "muted" }, "none");
+  const all = cols.map((c) => c.name + " " + c.type + (c.key ? " (key)" : "")).join("\n");
+  const shown = cols.slice(0, max);
+  return h("span", { class: "sk-cols", title: all },
+    shown.map((c, i) => [i ? ", " : "", h("span", { class: c.key ? "sk-col key" : "sk-col" }, c.name), " ", h("span", { class: "sk-type" }, c.type)]),
+    cols.length > max ? h("span", { class: "sk-more" }, " +" + (cols.length - max) + " more") : null);
+}
+
+// elapsed is a run's duration so far or in all, in seconds.
+export function elapsed(r, now = Date.now()) {
+  if (!r || !r.started_at) return null;
+  const end = r.finished_at ? new Date(r.finished_at) : now;
+  return Math.max(0, (end - new Date(r.started_at)) / 1000);
+}
+
+// duration formats seconds, with tenths under a minute.
+export function duration(s) {
+  if (s === null || s === undefined) return "";
+  return s < 60 ? s.toFixed(s < 10 ? 1 : 0) + "s" : span(s);
+}
+
+// progressBar is a bar over the run's estimated rows, or an indeterminate
+// one while the total is unknown.
+export function progressBar(r) {
+  const bar = h("progress", { class: "sk-bar" });
+  if (r.rows_estimate > 0) {
+    bar.max = r.rows_estimate;
+    bar.value = Math.min(r.rows_read, r.rows_estimate);
+    bar.title = num(r.rows_read) + " of about " + num(r.rows_estimate) + " rows read";
+  }
+  return bar;
+}
+
+// progressCell summarises a run for a row of the objects table: progress
+// while pending or active, what it did once finished.
+export function progressCell(o, r, streamState) {
+  if (o.status === "-" || !r) return null;
+  const by = r.started_by ? " by " + r.started_by : "";
+  switch (r.status) {
+    case "pending": {
+      const at = r.options && r.options.run_at;
+      const waits = at && new Date(at) > Date.now() ? "scheduled for " + time(at) :
+        streamState && streamState !== "running" ? "the stream is " + streamState.replaceAll("_", " ") : "";
+      return [h("div", {}, "queued", waits ? h("span", { class: "muted" }, " · " + waits) : null),
+        h("div", { class: "sk-sub", title: time(r.created_at, undefined, true) }, "initiated " + ago(r.created_at) + by)];
+    }
+    case "active":
+      return [h("div", { class: "sk-figs" }, h("span", {}, h("b", {}, num(r.rows_read)), " read"), h("span", {}, h("b", {}, num(r.rows_written)), " written"),
+        h("span", {}, h("b", {}, num(r.chunks)), r.chunks === 1 ? " chunk" : " chunks")),
+        progressBar(r),
+        h("div", { class: "sk-sub" }, "started " + ago(r.started_at) + by + (r.rows_estimate > 0 ? " · " + Math.floor(100 * Math.min(1, r.rows_read / r.rows_estimate)) + "%" : "") +
+          (r.options && r.options.rows_per_second > 0 ? " · " + num(r.options.rows_per_second) + " rows/s" : ""))];
+    case "completed":
+      return h("div", { class: "sk-sub" }, num(r.rows_written) + " rows · " + num(r.chunks) + (r.chunks === 1 ? " chunk" : " chunks") +
+        (r.bytes ? " · " + bytes(r.bytes) : "") + " · " + duration(elapsed(r)) + (r.loaded_at ? "" : " · loading"));
+    case "stopped":
+      return h("div", { class: "sk-sub" }, "stopped after " + num(r.rows_written) + " rows, " + ago(r.finished_at));
+    case "failed":
+      return h("div", { class: "sk-sub" }, "failed after " + num(r.rows_written) + " rows, " + ago(r.finished_at));
+  }
+  return null;
+}
+
+// loadedCell says whether the latest backfill's last chunk is committed.
+export function loadedCell(o) {
+  if (o.status === "-") return h("span", { class: "muted" }, "no");
+  return o.loaded ? h("span", { class: "sk-yes", title: "The destination committed the last chunk" }, "yes") :
+    h("span", { class: "muted", title: o.status === "completed" ? "Completed: the last chunk goes through the next commit" : "The latest backfill is not loaded yet" }, "no");
+}
+
+// fact is one labelled figure of a page's summary strip.
+export function fact(label, value, sub, title) {
+  return h("div", { class: "sk-fact", title: title || null }, h("div", { class: "k" }, label), h("div", { class: "v" }, value), sub ? h("div", { class: "sub" }, sub) : null);
+}
