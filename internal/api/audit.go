@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -61,7 +63,7 @@ type BatchFigures struct {
 }
 
 func streamAudit(b store.Backfill) AuditRecord {
-	obj := b.Schema + "." + b.Table
+	obj := config.FormatTable(change.TableID{Schema: b.Schema, Name: b.Table})
 	rec := AuditRecord{Kind: AuditStream, ID: b.ID, Name: b.Stream + "/" + obj, Object: obj, Stream: b.Stream,
 		State: b.Status, StartedBy: b.StartedBy, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Error: b.Error, Figures: StreamFigures{RowsRead: b.RowsRead, RowsWritten: b.RowsWritten, Bytes: b.Bytes, Chunks: b.Chunks}}

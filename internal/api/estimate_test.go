@@ -29,7 +29,8 @@ func TestEstimate(t *testing.T) {
 	q := url.Values{"object": {"public.plain", "public.parted", `public."Odd ""Name"""`, "public.nope"}}
 	var est stream.Estimate
 	e.ok(200, &est, "GET", path+q.Encode(), "")
-	want := map[string]int64{"public.plain": 1000, "public.parted": 300, `public.Odd "Name"`: 2}
+	// Answers name objects as requests do, quoted where needed.
+	want := map[string]int64{"public.plain": 1000, "public.parted": 300, `public."Odd ""Name"""`: 2}
 	if len(est.Objects) != 4 {
 		t.Fatalf("estimate: %+v", est)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -88,7 +89,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) e
 	}
 	out := make([]ObjectView, 0, len(objs))
 	for _, o := range objs {
-		v := ObjectView{Object: o.Schema + "." + o.Table, Schema: o.Schema, Table: o.Table, Status: o.Status, Reason: o.Reason,
+		v := ObjectView{Object: config.FormatTable(change.TableID{Schema: o.Schema, Name: o.Table}), Schema: o.Schema, Table: o.Table, Status: o.Status, Reason: o.Reason,
 			Loaded: o.Loaded, BackfillID: o.BackfillID, Columns: o.Columns}
 		if v.Status == "" {
 			v.Status = "-"

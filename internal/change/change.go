@@ -59,6 +59,13 @@ type Column struct {
 	// destinations comparing bytes agree with the source's ORDER BY.
 	ByteOrder bool `json:"byte_order,omitempty"`
 	NotNull   bool `json:"not_null"`
+	// TypeMod is the type modifier as the catalog holds it (atttypmod: a
+	// varchar's length, a numeric's precision and scale), -1 for none.
+	TypeMod int32 `json:"type_mod,omitempty"`
+	// Num is the column's attribute number on the source (attnum), which
+	// survives a rename: schema changes are matched by it (see
+	// docs/schema-changes.md). 0 when unknown.
+	Num int16 `json:"num,omitempty"`
 }
 
 // Table is a source table's shape as the pipeline needs it.

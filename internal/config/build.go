@@ -33,6 +33,7 @@ const (
 	defaultRetryInitial     = time.Second
 	defaultRetryMax         = time.Minute
 	defaultLagWarn          = 5 * time.Minute
+	defaultDiscovery        = 10 * time.Second
 
 	defaultTimezone           = "UTC"
 	defaultOutputLookbackDays = 15
@@ -262,7 +263,8 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			Initial: b.duration(p+".retry.initial", r.Retry.Initial, defaultRetryInitial),
 			Max:     b.duration(p+".retry.max", r.Retry.Max, defaultRetryMax),
 		},
-		LagWarn: b.duration(p+".lag_warn", r.LagWarn, defaultLagWarn),
+		LagWarn:           b.duration(p+".lag_warn", r.LagWarn, defaultLagWarn),
+		DiscoveryInterval: b.duration(p+".discovery_interval", r.DiscoveryInterval, defaultDiscovery),
 	}
 }
 

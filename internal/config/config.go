@@ -159,6 +159,10 @@ type Stream struct {
 	// this, the stream warns once (a log line and an event) until it
 	// catches up again; 0 never warns.
 	LagWarn time.Duration
+	// DiscoveryInterval is how often a running stream looks at the
+	// source's catalog for tables created or dropped since it started
+	// (see docs/schema-changes.md).
+	DiscoveryInterval time.Duration
 }
 
 // Source is the database a stream reads the change log of.

@@ -159,9 +159,10 @@ streams:
 		},
 		Backfill: Backfill{Mode: "manual", Exclude: []Pattern{mustPattern(t, "public.audit_log")},
 			MaxConcurrent: 4, ChunkSize: 500, RowsPerSecond: 1000, WindowMaxChanges: 5000},
-		Batch:   Batch{MaxChanges: 100, MaxDelay: time.Second},
-		Retry:   Retry{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
-		LagWarn: 90 * time.Second,
+		Batch:             Batch{MaxChanges: 100, MaxDelay: time.Second},
+		Retry:             Retry{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		LagWarn:           90 * time.Second,
+		DiscoveryInterval: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("stream\n got %+v\nwant %+v", s, want)

@@ -241,8 +241,11 @@ func writeName(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// formatTable writes a table the way a pattern names it.
-func formatTable(t change.TableID) string {
+// FormatTable writes a table the way a pattern (and an object name of the
+// API) names it: "schema.table", parts quoted where they hold a dot, a quote,
+// a wildcard, a space or a control character, so that ParsePattern reads it
+// back as the same table.
+func FormatTable(t change.TableID) string {
 	var b strings.Builder
 	writeName(&b, t.Schema)
 	b.WriteByte('.')

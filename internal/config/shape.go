@@ -56,6 +56,7 @@ type rawStream struct {
 	Batch               rawBatch       `yaml:"batch"`
 	Retry               rawRetry       `yaml:"retry"`
 	LagWarn             scalar         `yaml:"lag_warn"`
+	DiscoveryInterval   scalar         `yaml:"discovery_interval"`
 }
 
 type rawSource struct {

@@ -293,7 +293,7 @@ func (v *checker) tables(p string, s *Stream) {
 		return cmp.Or(strings.Compare(a.Schema, b.Schema), strings.Compare(a.Name, b.Name))
 	})
 	for _, t := range tables {
-		kp := p + ".keys." + redactLike(formatTable(t))
+		kp := p + ".keys." + redactLike(FormatTable(t))
 		cols := s.Keys[t]
 		if len(cols) == 0 {
 			v.add(kp, "no columns: list the key columns in key order, e.g. [tenant_id, id]")
@@ -328,6 +328,7 @@ func (v *checker) tuning(p string, s *Stream) {
 	if s.LagWarn < 0 {
 		v.add(p+".lag_warn", "%s is out of range: use 0 (never warn) or a duration above 0, e.g. 5m", s.LagWarn)
 	}
+	v.positive(p+".discovery_interval", s.DiscoveryInterval, "10s")
 }
 
 // sharedSourceNames reports two streams that would use the same slot or

@@ -19,6 +19,11 @@ import (
 // source's order, which chunk ranges need. The object fails with it.
 var ErrKeyOrder = errors.New("the destination cannot order this key like the source")
 
+// ErrTableName means a destination cannot hold a table under its names: its
+// destination table would be another source table's or tidemark's own, or
+// two of its columns would have one name. The object fails with it.
+var ErrTableName = errors.New("the destination cannot hold this table under its names")
+
 // ErrRejected marks an Apply error caused by the batch's content (a column
 // the destination table lacks, a value its type refuses): retrying the same
 // batch cannot succeed, unlike after an outage.

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,6 +30,9 @@ type ChunkRead struct {
 	// sees; the chunk is merged once the stream has passed it.
 	Position change.LSN
 	Bytes    int64
+	// Table is the table's shape in the snapshot (nil: the one the chunk
+	// was registered with).
+	Table *change.Table
 }
 
 // ChunkResult tells a worker what became of its chunk.
@@ -86,6 +90,7 @@ type windowTxn struct {
 }
 
 type applierRequest struct {
+	table    *tableRequest // see schemawatch.go
 	register *pendingChunk
 	ack      chan struct{}
 	submit   *pendingChunk
@@ -115,7 +120,8 @@ type applier struct {
 	events   <-chan change.Event
 	requests chan applierRequest
 	out      chan<- *outBatch
-	lag      *lagClock // told each batch's first transaction; may be nil
+	lag      *lagClock    // told each batch's first transaction; may be nil
+	schema   *schemaState // nil: shapes are not followed (tests)
 
 	skipUpTo change.LSN // transactions ending at or below it are replays
 	position change.LSN
@@ -258,6 +264,9 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		if txn.EndLSN <= a.skipUpTo {
 			return nil // replayed: the destination already has it
 		}
+		if err := a.conformTxn(ctx, txn); err != nil {
+			return err
+		}
 		a.seq++
 		a.applied[txn.Xid] = appliedTxn{seq: a.seq, at: time.Now()}
 		a.order = append(a.order, txn.Xid)
@@ -310,12 +319,8 @@ func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
 		if c.Table.ID != p.table.ID {
 			continue
 		}
-		if c.Table != p.table {
-			// The table changed shape while the chunk was pending: its rows
-			// and the window's no longer line up, so read it again.
-			p.overflow, p.window = true, nil
-			return
-		}
+		// A change of another shape than the chunk's is translated when
+		// the chunk is merged (conformChunk).
 		mine = append(mine, c)
 	}
 	if len(mine) == 0 {
@@ -330,6 +335,10 @@ func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
 }
 
 func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
+	if tr := req.table; tr != nil {
+		tr.result <- a.handleTable(ctx, tr)
+		return nil
+	}
 	if pc := req.register; pc != nil {
 		pc.regSeq, pc.floor = a.seq, a.horizon
 		a.pending = append(a.pending, pc)
@@ -433,6 +442,15 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{Retry: true, Reason: "window overflow"})
 		return nil
 	}
+	shape, err := a.conformChunk(ctx, pc)
+	if err != nil {
+		return err
+	}
+	if shape == nil { // the table was stopped by a schema change
+		a.finish(pc, ChunkResult{Err: errors.New(a.schema.stopped[pc.table.ID])})
+		return nil
+	}
+	pc.table = shape
 	t := pc.table
 	var high change.Key
 	if (!pc.last || pc.bounded) && len(pc.read.Rows) > 0 {

@@ -56,6 +56,9 @@ type runtime struct {
 	why func(change.TableID) string
 	// size sizes a table on the source (nil: no estimates).
 	size func(context.Context, change.TableID) (pg.TableSize, error)
+	// prepare streams a table the stream does not stream, before its
+	// backfill starts (nil: such a backfill fails).
+	prepare func(context.Context, change.TableID) (*change.Table, error)
 }
 
 // backfills owns the object statuses of one stream: the queue of pending
@@ -68,6 +71,9 @@ type backfills struct {
 	notify func(store.Backfill)
 	// permanent tells errors a retry cannot cure.
 	permanent func(error) bool
+	// check refuses backfills whose destination tables do not fit (see
+	// Stream.precheck); nil checks nothing.
+	check func(ctx context.Context, ids []change.TableID, startedBy string) []string
 
 	mu     sync.Mutex
 	queue  []*run
@@ -89,6 +95,11 @@ func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg Backfill
 // Initiate starts backfills of several objects. It refuses the whole request
 // when one of them may not start, naming each refusal.
 func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
+	if m.check != nil {
+		if refusals := m.check(ctx, ids, startedBy); len(refusals) > 0 {
+			return nil, &RefusedError{Msg: strings.Join(refusals, "; ")}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids = dedupe(ids)

@@ -35,8 +35,10 @@ func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
 
 // discover finds the source tables the stream includes, describes them,
 // creates their destination tables and records each as an object. A table
-// without a usable key becomes a Failed object with the reason, and is left
-// out of the publication (updates to it would otherwise fail on the source).
+// without a usable key, or one the destination cannot order or name (see
+// sink.ErrKeyOrder, sink.ErrTableName), becomes a Failed object with the
+// reason, and is left out of the publication (updates to it would otherwise
+// fail on the source).
 func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {
@@ -51,15 +53,24 @@ func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, fi
 		if !firstStart && !s.cfg.IncludeFutureTables && !s.known(ctx, id) {
 			continue // a table created after the stream started: not wanted
 		}
+		if o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name); err == nil && isSchemaFailure(o.Status, o.Reason) {
+			skipped[id] = o.Reason // until a backfill of it is initiated
+			continue
+		}
 		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
 		if err != nil && !errors.Is(err, pg.ErrNoKey) {
 			return nil, nil, err
 		}
 		if t != nil {
-			if ensureErr := snk.EnsureTable(ctx, t); errors.Is(ensureErr, sink.ErrKeyOrder) {
+			ensureErr := snk.EnsureTable(ctx, t)
+			if errors.Is(ensureErr, sink.ErrKeyOrder) || errors.Is(ensureErr, sink.ErrTableName) {
 				t, err = nil, ensureErr
 			} else if ensureErr != nil {
 				return nil, nil, fmt.Errorf("create destination table for %s: %w", id, ensureErr)
+			} else if rerr := s.reconcile(ctx, src, snk, t); objectError(rerr) {
+				t, err = nil, sticky(rerr)
+			} else if rerr != nil {
+				return nil, nil, rerr
 			}
 		}
 		if err := s.recordObject(ctx, id, t, err, firstStart); err != nil {
@@ -93,11 +104,13 @@ func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.
 	switch {
 	case describeErr != nil:
 		o.Status, o.Reason = StatusFailed, describeErr.Error()
-	case isNew || (o.Status == StatusFailed && o.BackfillID == 0):
+	case isNew || (o.Status == StatusFailed && (o.BackfillID == 0 || o.Reason == ReasonDropped)):
 		o.Status, o.Reason = StatusNone, s.noStatusReason(id, firstStart)
 	case o.Status == StatusNone && o.Reason == ReasonNotStarted:
 		// Its first start's automatic backfill never began: it still gets it.
 		o.Reason = s.noStatusReason(id, true)
+	case o.Status == StatusNone && o.Reason == ReasonDiscovered:
+		o.Reason = s.noStatusReason(id, false)
 	}
 	return s.st.PutObject(ctx, o)
 }
@@ -105,6 +118,8 @@ func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.
 // noStatusReason says why an object without a backfill has none.
 func (s *Stream) noStatusReason(id change.TableID, firstStart bool) string {
 	switch {
+	case !firstStart && s.cfg.AutoBackfill(id):
+		return ReasonDiscovered
 	case !firstStart:
 		return ReasonFuture
 	case s.cfg.Backfill.Mode == config.BackfillManual:
@@ -134,16 +149,24 @@ func (s *Stream) autoBackfill(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var ids []change.TableID
+	var ids, found []change.TableID
 	for _, o := range objs {
-		if o.Status == StatusNone && o.Reason == ReasonNotStarted {
-			ids = append(ids, change.TableID{Schema: o.Schema, Name: o.Table})
+		id := change.TableID{Schema: o.Schema, Name: o.Table}
+		switch {
+		case o.Status == StatusNone && o.Reason == ReasonNotStarted:
+			ids = append(ids, id)
+		case o.Status == StatusNone && o.Reason == ReasonDiscovered && s.lookup(id) != nil:
+			found = append(found, id)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
+	if len(ids) > 0 {
+		if _, err := s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil); err != nil {
+			return err
+		}
 	}
-	_, err = s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil)
+	if len(found) > 0 {
+		_, err = s.bf.initiate(ctx, found, StartedByDiscovery, nil)
+	}
 	return err
 }
 

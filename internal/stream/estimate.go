@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/source/pg"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -67,7 +68,7 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 	est := Estimate{Objects: []ObjectEstimate{}, RowsPerSecond: rate, Basis: basis}
 	var seconds float64
 	for _, id := range ids {
-		oe := ObjectEstimate{Object: id.String(), Rows: -1}
+		oe := ObjectEstimate{Object: config.FormatTable(id), Rows: -1}
 		size, err := pg.EstimateTable(ctx, conn, id)
 		if err != nil {
 			oe.Error = err.Error()

@@ -181,17 +181,19 @@ func (m *backfills) wakeAtLocked(t time.Time) {
 	})
 }
 
-// sampleLimit is how many rows the next chunk of a sampling run may read,
-// given the rows applied so far; 0 when the sample is complete.
-func sampleLimit(o BackfillOptions, chunk int, applied int64) int {
+// sampleLimit is how many rows the next chunk of a run may read, given the
+// rows read so far: a chunk, or what is left of a sample (at least one row,
+// so that a sample always ends with a chunk that bounds it).
+func sampleLimit(o BackfillOptions, chunk int, read int64) int {
 	if o.SampleRows <= 0 {
 		return chunk
 	}
-	left := o.SampleRows - applied
-	if left <= 0 {
-		return 0
-	}
-	return int(min(int64(chunk), left))
+	return int(max(min(int64(chunk), o.SampleRows-read), 1))
+}
+
+// sampleEnds says whether a sampling run has read all it samples.
+func sampleEnds(o BackfillOptions, read int64) bool {
+	return o.SampleRows > 0 && read >= o.SampleRows
 }
 
 // pendingReason is what a pending object shows: when it starts, if it

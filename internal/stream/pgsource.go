@@ -15,5 +15,5 @@ func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, after change.K
 	if err != nil {
 		return ChunkRead{}, err
 	}
-	return ChunkRead{Rows: c.Rows, Snapshot: c.Snapshot, Position: c.Position, Bytes: c.Bytes}, nil
+	return ChunkRead{Rows: c.Rows, Snapshot: c.Snapshot, Position: c.Position, Bytes: c.Bytes, Table: c.Table}, nil
 }

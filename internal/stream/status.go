@@ -22,7 +22,11 @@ const (
 	ReasonNotStarted = "the stream has not started"
 	ReasonManual     = "manual backfill mode: initiate a backfill to copy the existing rows"
 	ReasonExcluded   = "excluded from automatic backfill"
-	ReasonFuture     = "table added after the stream started: future tables get no automatic backfill"
+	ReasonFuture     = "table added after the stream started, with no automatic backfill (manual mode or backfill.exclude): initiate a backfill to copy the rows it held before it was streamed"
+	// ReasonDiscovered is shown for the moment between finding a table
+	// after the stream's first start and initiating the backfill that
+	// copies its rows (started by "discovery").
+	ReasonDiscovered = "table added after the stream started: its rows are copied by a backfill started by discovery"
 )
 
 // CanInitiate says whether a backfill may start on an object in status s.

@@ -58,7 +58,9 @@ type Stream struct {
 	mu        sync.Mutex
 	state     store.StreamState
 	tables    map[change.TableID]*change.Table
-	skipped   map[change.TableID]string // included tables not streamed, and why
+	skipped   map[change.TableID]string        // included tables not streamed, and why
+	parked    map[change.TableID]*change.Table // stopped tables still in the log (lookupLog)
+	refills   []change.TableID                 // tables a start's reconcile wants backfilled
 	src       *pg.Source
 	snk       sink.Sink
 	walBytes  int64
@@ -94,6 +96,7 @@ func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *St
 		RowsPerSecond: float64(cfg.Backfill.RowsPerSecond),
 		Retry:         retryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max},
 	}, s.publishBackfill)
+	s.bf.check = s.precheck
 	return s
 }
 
@@ -372,7 +375,7 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	s.tables, s.skipped, s.src, s.snk = tables, skipped, src, snk
+	s.tables, s.skipped, s.parked, s.src, s.snk = tables, skipped, nil, src, snk
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -418,16 +421,22 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 		s.lag.reset()
 	}
 	app.lag = s.lag
+	schemaEvents := newSchemaQueue()
+	app.schema = s.newSchema(src, snk, schemaEvents)
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
 		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth}
 	src.Confirm(cp.Position)
-	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookup, events) })
+	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
 	g.Go(func() error { return app.run(gctx) })
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
+	g.Go(func() error { return s.watchSchema(gctx, src, app, schemaEvents) })
 	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed,
 		size: func(ctx context.Context, id change.TableID) (pg.TableSize, error) {
 			return pg.EstimateTable(ctx, src.Pool(), id)
+		},
+		prepare: func(ctx context.Context, id change.TableID) (*change.Table, error) {
+			return s.activate(ctx, src, app, id)
 		}}
 	// Every goroutine is done before the caller closes the source and sink.
 	defer func() {
@@ -442,6 +451,9 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	// Objects still waiting for the first start's automatic backfill get
 	// it, also when that start was interrupted before it began.
 	if err := s.autoBackfill(gctx); err != nil {
+		return err
+	}
+	if err := s.startRefills(gctx); err != nil {
 		return err
 	}
 	if resetAll {

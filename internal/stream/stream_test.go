@@ -127,30 +127,49 @@ func TestObjectStatusRules(t *testing.T) {
 	}
 }
 
+// TestFutureTables: a table created after the stream started is streamed
+// from its next start (or while running, see schema_tables_test.go) when
+// include_future_tables allows; in automatic mode the rows it held before
+// it joined are copied by a backfill started by discovery, in manual mode
+// it waits for one with ReasonFuture.
 func TestFutureTables(t *testing.T) {
-	for _, include := range []bool{true, false} {
-		t.Run(fmt.Sprint(include), func(t *testing.T) {
+	for _, tc := range []struct {
+		include bool
+		mode    string
+	}{{true, "automatic"}, {true, "manual"}, {false, "automatic"}} {
+		t.Run(fmt.Sprint(tc.include, tc.mode), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{yaml: fmt.Sprintf("include_future_tables: %v", include), setup: `
+			e := newEnv(t, envOptions{yaml: fmt.Sprintf("include_future_tables: %v\nbackfill: {mode: %s}", tc.include, tc.mode), setup: `
 				CREATE TABLE first (id int PRIMARY KEY); INSERT INTO first VALUES (1);`})
 			e.start()
-			e.waitLoaded("first")
 			e.exec(`CREATE TABLE later (id int PRIMARY KEY); INSERT INTO later VALUES (1)`)
 			e.stop()
 			e.start()
 			o, err := e.st.GetObject(e.ctx, e.cfg.Name, "public", "later")
-			if !include {
+			if !tc.include {
 				if !errors.Is(err, store.ErrNotFound) {
 					t.Fatalf("include_future_tables false: later is an object (%+v, %v)", o, err)
 				}
 				return
 			}
-			if err != nil || o.Status != StatusNone || o.Reason != ReasonFuture {
-				t.Fatalf("future table: %+v %v, want status - with reason %q", o, err, ReasonFuture)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// Rows written after it joined are streamed; the older row needs a
-			// backfill, which future tables do not get automatically.
 			e.exec(`INSERT INTO later VALUES (2)`)
+			if tc.mode == "automatic" {
+				e.waitLoaded("later")
+				e.assertConverged("later")
+				recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "later"})
+				if err != nil || len(recs) != 1 || recs[0].StartedBy != StartedByDiscovery {
+					t.Fatalf("backfills of later: %+v %v, want one started by discovery", recs, err)
+				}
+				return
+			}
+			if o.Status != StatusNone || o.Reason != ReasonFuture {
+				t.Fatalf("future table in manual mode: %+v, want status - with reason %q", o, ReasonFuture)
+			}
+			// Rows written after it joined are streamed; the older row needs
+			// a backfill, which manual mode leaves to a person.
 			later := e.s.lookup(change.TableID{Schema: "public", Name: "later"})
 			dest := e.openDest()
 			e.waitFor("row 2 streamed", func() bool {

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 )
 
 // RangeCheck compares one key range of an object in source and destination
@@ -171,7 +172,7 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 	for _, id := range ids {
 		t := rt.tables(id)
 		if t == nil {
-			out = append(out, ObjectCheck{Object: id.String(), Error: "not a streamed object of " + s.cfg.Name})
+			out = append(out, ObjectCheck{Object: config.FormatTable(id), Error: "not a streamed object of " + s.cfg.Name})
 			continue
 		}
 		oc, err := verifyObject(ctx, rt, t, chunkSize)
@@ -184,7 +185,7 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 }
 
 func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int) (ObjectCheck, error) {
-	oc := ObjectCheck{Object: t.ID.String(), Match: true}
+	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true}
 	var after change.Key
 	for {
 		pc := &pendingChunk{table: t, low: after, verify: true}

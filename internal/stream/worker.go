@@ -15,13 +15,7 @@ import (
 // returns when the backfill is complete, failed, stopped or the stream
 // detaches (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
-	if r.table == nil {
-		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
-		why := rt.why(id)
-		if why == "" {
-			why = fmt.Sprintf("table %s is not streamed: it is excluded, or no longer exists on the source", id)
-		}
-		m.fail(r, errors.New(why))
+	if !m.ensureTable(ctx, rt, r) {
 		return
 	}
 	if !m.activate(ctx, r) {
@@ -39,10 +33,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		if err := rt.applier.register(ctx, pc); err != nil {
 			return
 		}
-		limit := m.cfg.ChunkSize
-		if opts.SampleRows > 0 {
-			limit = max(sampleLimit(opts, limit, sampled), 1)
-		}
+		limit := sampleLimit(opts, m.cfg.ChunkSize, sampled)
 		read, err := rt.src.ReadChunk(ctx, r.table, after, limit)
 		if err != nil {
 			rt.applier.abandon(pc)
@@ -62,8 +53,11 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			continue
 		}
 		delay = m.cfg.Retry.Initial
+		if read.Table != nil {
+			r.table = read.Table // the shape it was read in: the next read starts from it
+		}
 		pc.read, pc.last = read, len(read.Rows) < limit
-		if opts.SampleRows > 0 && !pc.last && sampled+int64(len(read.Rows)) >= opts.SampleRows {
+		if !pc.last && sampleEnds(opts, sampled+int64(len(read.Rows))) {
 			// The sample's last chunk: it ends at its last row, and the
 			// destination's rows past it are left alone.
 			pc.last, pc.bounded = true, true
@@ -101,6 +95,33 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			return
 		}
 	}
+}
+
+// ensureTable gives a run its table, streaming the table first when it is
+// not (new, stopped by a schema change, or unstreamable at the start) and
+// its destination table fits. It fails the run and returns false when the
+// table cannot be backfilled.
+func (m *backfills) ensureTable(ctx context.Context, rt *runtime, r *run) bool {
+	if r.table == nil && rt.prepare != nil {
+		t, err := rt.prepare(ctx, change.TableID{Schema: r.rec.Schema, Name: r.rec.Table})
+		if err != nil {
+			if ctx.Err() == nil {
+				m.fail(r, err)
+			}
+			return false
+		}
+		r.table = t
+	}
+	if r.table == nil {
+		id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
+		why := rt.why(id)
+		if why == "" {
+			why = fmt.Sprintf("table %s is not streamed: it is excluded, or no longer exists on the source", id)
+		}
+		m.fail(r, errors.New(why))
+		return false
+	}
+	return true
 }
 
 // activate records a starting run as Active, unless it was stopped in the
@@ -223,9 +244,10 @@ func (m *backfills) fail(r *run, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
-	if m.active[id] == r {
-		delete(m.active, id)
+	if m.active[id] != r {
+		return // ended meanwhile (stopped, or failed by a schema change)
 	}
+	delete(m.active, id)
 	delete(m.byID, r.rec.ID)
 	if e := m.finishLocked(context.Background(), r, StatusFailed, err.Error()); e != nil {
 		m.log.Error("record failed backfill", "backfill_id", r.rec.ID, "err", e)

@@ -64,7 +64,7 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 		}
 		if errors.Is(err, sink.ErrRejected) {
 			return &pg.PermanentError{Err: err,
-				Hint: "its tables no longer match the source (a column added, dropped or changed on either side?): make the destination table match, or drop it and initiate a backfill, then resume the stream"}
+				Hint: "a destination table no longer fits what the stream writes (changed by hand?): make the destination table match the source (see docs/schema-changes.md), or drop it and initiate a backfill, then resume the stream"}
 		}
 		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
 		w.degraded(fmt.Errorf("destination: %w", err))

@@ -27,6 +27,9 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 	if err := s.apply(ctx, b); err != nil {
 		// A rolled-back transaction takes staging tables it created along.
 		s.temps = make(map[change.TableID]bool)
+		if stalePlan(err) && !s.conn.IsClosed() {
+			s.dropStatements(ctx) // the retry prepares them again
+		}
 		if rejected(err) {
 			return fmt.Errorf("apply batch of stream %q: %w: %w", b.Stream, sink.ErrRejected, err)
 		}

@@ -11,6 +11,10 @@ import (
 // as text values.
 func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error) {
 	rows, err := s.readRange(ctx, t, low, high)
+	if stalePlan(err) {
+		s.dropStatements(ctx)
+		rows, err = s.readRange(ctx, t, low, high)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read range of %s: %w", t.ID, err)
 	}

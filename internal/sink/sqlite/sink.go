@@ -31,6 +31,7 @@ const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txl
 type Sink struct {
 	db     *sql.DB
 	tables *sink.ShapeCache[*tableSQL]
+	claims map[string]change.TableID // folded destination name → source table, see checkNames
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -110,6 +111,9 @@ func (s *Sink) table(t *change.Table) (*tableSQL, error) { return s.tables.Get(t
 // the storage mapping and the key as primary key.
 func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
 	if err := checkKeyOrder(t); err != nil {
+		return err
+	}
+	if err := s.checkNames(ctx, t); err != nil {
 		return err
 	}
 	ts, err := s.table(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -44,8 +45,9 @@ func ListTables(ctx context.Context, q queryer) ([]change.TableID, error) {
 }
 
 // Describe reads a table's columns and row key. The key is keyCols when
-// given (from the config), else the primary key, else the replica identity
-// index; a table with none of them fails with ErrNoKey and what to do.
+// given (from the config), else the key of the index the log identifies
+// rows by (see indexKey); a table with none fails with ErrNoKey and what to
+// do.
 func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []string) (*change.Table, error) {
 	rows, err := q.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
@@ -60,7 +62,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		       COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
 		         (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
 		          FROM pg_database d WHERE d.datname = current_database())), false),
-		       a.attnotnull
+		       a.attnotnull, a.atttypmod, a.attnum
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -74,7 +76,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	t := &change.Table{ID: id}
 	for rows.Next() {
 		var c change.Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull, &c.TypeMod, &c.Num); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe %s: %w", id, err)
 		}
@@ -92,7 +94,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		}
 	}
 	if len(keyCols) == 0 {
-		return nil, fmt.Errorf("table %s: %w: add a primary key, set REPLICA IDENTITY USING INDEX on a unique index, or name the key columns under keys: in the stream's config", id, ErrNoKey)
+		return nil, fmt.Errorf("table %s: %w: add a primary key, or set REPLICA IDENTITY USING INDEX on a unique index of NOT NULL columns, or set REPLICA IDENTITY FULL and either create such a unique index or name the key columns under keys: in the stream's config", id, ErrNoKey)
 	}
 	for _, name := range keyCols {
 		i := t.ColumnIndex(name)
@@ -109,51 +111,87 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 
 // checkIdentity makes sure the log identifies rows by the key: updates and
 // deletes carry the replica identity's columns only, so a key outside them
-// would turn every delete into a no-op in the destination.
+// would turn every delete into a no-op in the destination. The identity
+// that counts is that of the table whose rows change: for a partitioned
+// table, each of its leaf partitions (the log carries their old rows,
+// published as the root's).
 func checkIdentity(ctx context.Context, q queryer, t *change.Table) error {
-	var ident string
-	var cols []string
-	err := q.QueryRow(ctx, `
-		SELECT c.relreplident::text, COALESCE((
+	rows, err := q.Query(ctx, `
+		WITH root AS (
+		  SELECT c.oid, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		  WHERE n.nspname = $1 AND c.relname = $2)
+		SELECT n.nspname::text, c.relname::text, c.relispartition, c.relreplident::text, COALESCE((
 		  SELECT array_agg(a.attname::text)
-		  FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+		  FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+		    AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1]) -- key columns, not INCLUDE ones
 		  WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
 		), '{}')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, t.ID.Schema, t.ID.Name).Scan(&ident, &cols)
+		WHERE c.oid IN (SELECT oid FROM root WHERE relkind <> 'p'
+		                UNION ALL
+		                SELECT p.relid FROM root, pg_partition_tree(root.oid) p WHERE root.relkind = 'p' AND p.isleaf)
+		ORDER BY 1, 2`, t.ID.Schema, t.ID.Name)
 	if err != nil {
 		return fmt.Errorf("read replica identity of %s: %w", t.ID, err)
 	}
-	if ident == "f" {
-		return nil
+	type identity struct {
+		id          change.TableID
+		isPartition bool
+		kind        string
+		cols        []string
 	}
-	covered := map[string]bool{}
-	for _, c := range cols {
-		covered[c] = true
+	idents, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (identity, error) {
+		var i identity
+		err := r.Scan(&i.id.Schema, &i.id.Name, &i.isPartition, &i.kind, &i.cols)
+		return i, err
+	})
+	if err != nil {
+		return fmt.Errorf("read replica identity of %s: %w", t.ID, err)
 	}
-	for _, k := range t.KeyColumns() {
-		if !covered[k.Name] {
+	for _, ident := range idents {
+		if ident.kind == "f" {
+			continue
+		}
+		for _, k := range t.KeyColumns() {
+			if slices.Contains(ident.cols, k.Name) {
+				continue
+			}
+			if ident.isPartition && ident.id != t.ID {
+				return fmt.Errorf("table %s: %w: key column %q is not part of the replica identity of its partition %s, so updates and deletes there would not say which row they touch: run ALTER TABLE %s REPLICA IDENTITY FULL (or USING INDEX on a unique index of the key)", t.ID, ErrNoKey, k.Name, ident.id, quoteTable(ident.id))
+			}
 			return fmt.Errorf("table %s: %w: key column %q is not part of the table's replica identity, so updates and deletes would not say which row they touch: run ALTER TABLE %s REPLICA IDENTITY FULL (or USING INDEX on a unique index of the key)", t.ID, ErrNoKey, k.Name, quoteTable(t.ID))
 		}
 	}
 	return nil
 }
 
-// indexKey returns the primary key's columns, else the replica identity
-// index's, in index order.
+// indexKey returns the key columns, in index order, of the index the log
+// identifies rows by: the replica identity index (REPLICA IDENTITY USING
+// INDEX, even when a primary key exists besides it), else the primary key;
+// under REPLICA IDENTITY FULL, where the log carries whole rows, a table
+// without a primary key is keyed by a unique index that could be a replica
+// identity (on NOT NULL columns, not partial, no expressions, not
+// deferrable), the one with the fewest columns. INCLUDE columns are not part
+// of the key: the log leaves them out of the old row.
 func indexKey(ctx context.Context, q queryer, id change.TableID) ([]string, error) {
 	rows, err := q.Query(ctx, `
 		SELECT a.attname
-		FROM pg_index i
-		JOIN pg_class c ON c.oid = i.indrelid
+		FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
+		CROSS JOIN LATERAL (
+		  SELECT i.indkey, i.indnkeyatts
+		  FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+		  WHERE i.indrelid = c.oid AND (i.indisprimary
+		    OR (c.relreplident = 'i' AND i.indisreplident)
+		    OR (c.relreplident = 'f' AND i.indisunique AND i.indimmediate AND i.indisvalid
+		        AND i.indpred IS NULL AND i.indexprs IS NULL
+		        AND NOT EXISTS (SELECT 1 FROM pg_attribute na
+		                        WHERE na.attrelid = c.oid AND na.attnum = ANY (i.indkey) AND NOT na.attnotnull)))
+		  ORDER BY (c.relreplident = 'i' AND i.indisreplident) DESC, i.indisprimary DESC, i.indnkeyatts, ic.relname
+		  LIMIT 1) i
 		CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, pos)
 		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-		WHERE n.nspname = $1 AND c.relname = $2
-		  AND i.indexrelid = (
-		    SELECT i2.indexrelid FROM pg_index i2
-		    WHERE i2.indrelid = c.oid AND (i2.indisprimary OR i2.indisreplident)
-		    ORDER BY i2.indisprimary DESC LIMIT 1)
+		WHERE n.nspname = $1 AND c.relname = $2 AND k.pos <= i.indnkeyatts
 		ORDER BY k.pos`, id.Schema, id.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read key of %s: %w", id, err)

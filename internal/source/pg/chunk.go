@@ -21,6 +21,9 @@ type Chunk struct {
 	// visible in Snapshot has its commit record below it.
 	Position change.LSN
 	Bytes    int64
+	// Table is the table's shape in the snapshot: the columns Rows hold,
+	// numbered by attnum, keyed like the table the read was asked for.
+	Table *change.Table
 }
 
 // ReadOptions bound a chunk read.
@@ -57,6 +60,15 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 			pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
 		}
 	}()
+	// The lock (the one the SELECT takes anyway) comes before the
+	// snapshot: a schema change holding the table is committed before the
+	// snapshot is taken, and none can happen until the read is done. So
+	// the columns read below are the snapshot's, and a rewriting ALTER
+	// TABLE (which leaves older snapshots an empty table) is either wholly
+	// visible or not begun. LOCK takes no snapshot itself.
+	if _, err := pc.Exec(ctx, "LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+		return Chunk{}, err
+	}
 	// The snapshot is taken when this first statement starts; the WAL
 	// position is read while it runs, so it is at or past every commit the
 	// snapshot sees.
@@ -72,6 +84,10 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 	if chunk.Position, err = change.ParseLSN(string(res.Rows[0][1])); err != nil {
 		return Chunk{}, err
 	}
+	if chunk.Table, err = snapshotShape(ctx, conn.Conn(), t); err != nil {
+		return Chunk{}, err
+	}
+	t = chunk.Table
 	sql, params := chunkQuery(t, opt)
 	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
 	if opt.Limit > 0 {

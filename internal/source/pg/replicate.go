@@ -26,13 +26,15 @@ func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLooku
 	}
 	defer conn.Close(context.Background())
 	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + escapeLiteral(s.cfg.Publication) + "'"},
+		// pgoutput reads publication_names as a list of SQL identifiers: an
+		// unquoted name would be folded to lower case and split at commas.
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + escapeLiteral(quoteIdent(s.cfg.Publication)) + "'"},
 	})
 	if err != nil {
 		return classify(fmt.Errorf("start replication at %s: %w", start, err))
 	}
 	s.log.Info("replication started", "slot", s.cfg.Slot, "lsn", start)
-	r := &receiver{src: s, conn: conn, lookup: lookup, out: out, relations: map[uint32]*relation{}}
+	r := &receiver{src: s, conn: conn, lookup: lookup, out: out, relations: map[uint32]*relation{}, types: map[typeKey]typeInfo{}}
 	return r.run(ctx)
 }
 
@@ -40,6 +42,8 @@ type relation struct {
 	table *change.Table
 	// cols maps the relation message's column positions to table columns.
 	cols []int
+	// m is the relation message the table was resolved from.
+	m *pglogrepl.RelationMessage
 }
 
 type receiver struct {
@@ -48,6 +52,7 @@ type receiver struct {
 	lookup     TableLookup
 	out        chan<- change.Event
 	relations  map[uint32]*relation
+	types      map[typeKey]typeInfo // type names resolveRelation looked up
 	txn        *change.Txn
 	position   change.LSN // all transactions ending at or below it were sent
 	reported   change.LSN
@@ -185,7 +190,11 @@ func (r *receiver) handleMessage(ctx context.Context, wal []byte) error {
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
-		r.relations[m.RelationID] = r.relationFor(m)
+		rel, err := r.relationFor(ctx, m)
+		if err != nil {
+			return err
+		}
+		r.relations[m.RelationID] = rel
 	case *pglogrepl.BeginMessage:
 		r.txn = &change.Txn{Xid: m.Xid, CommitLSN: change.LSN(m.FinalLSN), CommitTime: m.CommitTime}
 	case *pglogrepl.CommitMessage:
@@ -202,14 +211,18 @@ func (r *receiver) handleMessage(ctx context.Context, wal []byte) error {
 			r.position = txn.EndLSN
 		}
 	case *pglogrepl.InsertMessage:
-		return r.addRowChange(change.Insert, m.RelationID, nil, m.Tuple, len(wal))
+		return r.addRowChange(ctx, change.Insert, m.RelationID, nil, m.Tuple, len(wal))
 	case *pglogrepl.UpdateMessage:
-		return r.addRowChange(change.Update, m.RelationID, m.OldTuple, m.NewTuple, len(wal))
+		return r.addRowChange(ctx, change.Update, m.RelationID, m.OldTuple, m.NewTuple, len(wal))
 	case *pglogrepl.DeleteMessage:
-		return r.addRowChange(change.Delete, m.RelationID, m.OldTuple, nil, len(wal))
+		return r.addRowChange(ctx, change.Delete, m.RelationID, m.OldTuple, nil, len(wal))
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
-			if rel := r.relations[id]; rel != nil && rel.table != nil && r.txn != nil {
+			rel, err := r.relation(ctx, id)
+			if err != nil {
+				return err
+			}
+			if rel != nil && rel.table != nil && r.txn != nil {
 				r.txn.Changes = append(r.txn.Changes, change.Change{Kind: change.Truncate, Table: rel.table, Bytes: len(wal)})
 			}
 		}
@@ -217,48 +230,74 @@ func (r *receiver) handleMessage(ctx context.Context, wal []byte) error {
 	return nil
 }
 
-// relationFor maps a relation message onto the described table. A column
-// set that no longer matches the description is a schema change: the table
-// is rebuilt from the message, keeping the key by column name.
-func (r *receiver) relationFor(m *pglogrepl.RelationMessage) *relation {
+// relationFor maps a relation message onto the streamed table. A message
+// whose columns differ from the last one of the relation is resolved
+// against the catalog (resolveRelation): the table it gives numbers its
+// columns by attnum, so the stream can tell a renamed column from a dropped
+// and an added one, and change the destination to match (see
+// docs/schema-changes.md). The same message again gives the same table.
+func (r *receiver) relationFor(ctx context.Context, m *pglogrepl.RelationMessage) (*relation, error) {
 	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
-	described := r.lookup(id)
-	if described == nil {
-		return &relation{}
+	prev := r.lookup(id)
+	if prev == nil {
+		return &relation{m: m}, nil
 	}
-	rel := &relation{table: described, cols: make([]int, len(m.Columns))}
-	same := len(m.Columns) == len(described.Columns)
-	for i, c := range m.Columns {
-		rel.cols[i] = described.ColumnIndex(c.Name)
-		if rel.cols[i] != i {
-			same = false
-		}
+	if old := r.relations[m.RelationID]; old != nil && old.table != nil && old.table.ID == id && sameColumns(old.m.Columns, m.Columns) {
+		return old, nil
 	}
-	if same {
-		return rel
+	t, err := r.src.resolveRelation(ctx, prev, m, r.types)
+	if err != nil {
+		return nil, err
 	}
-	t := &change.Table{ID: id}
-	for i, c := range m.Columns {
-		col := change.Column{Name: c.Name, Type: "text", TypeOID: c.DataType, BaseOID: c.DataType}
-		if j := described.ColumnIndex(c.Name); j >= 0 {
-			col = described.Columns[j]
-		}
-		t.Columns = append(t.Columns, col)
+	if change.SameShape(t, prev) {
+		t = prev
+	}
+	rel := &relation{table: t, cols: make([]int, len(m.Columns)), m: m}
+	for i := range rel.cols {
 		rel.cols[i] = i
 	}
-	for _, k := range described.KeyColumns() {
-		if j := t.ColumnIndex(k.Name); j >= 0 {
-			t.Key = append(t.Key, j)
-		}
-	}
-	r.src.log.Warn("source table changed shape; streaming with the new columns", "object", id.String())
-	rel.table = t
-	return rel
+	return rel, nil
 }
 
-func (r *receiver) addRowChange(kind change.Kind, relID uint32, oldTuple, newTuple *pglogrepl.TupleData, size int) error {
-	rel, ok := r.relations[relID]
-	if !ok {
+// sameColumns compares the columns of two relation messages.
+func sameColumns(a, b []*pglogrepl.RelationMessageColumn) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i, c := range a {
+		if c.Name != b[i].Name || c.DataType != b[i].DataType || c.TypeModifier != b[i].TypeModifier {
+			return false
+		}
+	}
+	return true
+}
+
+// relation is the relation of a change. One whose table was not streamed
+// when its relation message came is looked up again: a table the stream
+// started streaming since (found while running, or renamed) gets no new
+// relation message, as it already is in the publication.
+func (r *receiver) relation(ctx context.Context, relID uint32) (*relation, error) {
+	rel := r.relations[relID]
+	if rel == nil || rel.table != nil || rel.m == nil {
+		return rel, nil
+	}
+	if r.lookup(change.TableID{Schema: rel.m.Namespace, Name: rel.m.RelationName}) == nil {
+		return rel, nil
+	}
+	rel, err := r.relationFor(ctx, rel.m)
+	if err != nil {
+		return nil, err
+	}
+	r.relations[relID] = rel
+	return rel, nil
+}
+
+func (r *receiver) addRowChange(ctx context.Context, kind change.Kind, relID uint32, oldTuple, newTuple *pglogrepl.TupleData, size int) error {
+	rel, err := r.relation(ctx, relID)
+	if err != nil {
+		return err
+	}
+	if rel == nil {
 		return fmt.Errorf("row change for unknown relation %d", relID)
 	}
 	if rel.table == nil || r.txn == nil {
@@ -284,6 +323,22 @@ func (r *receiver) addRowChange(kind change.Kind, relID uint32, oldTuple, newTup
 	}
 	r.txn.Changes = append(r.txn.Changes, c)
 	return nil
+}
+
+// fillFromOld replaces the unchanged-TOAST markers of an update's new row
+// with the old tuple's values where the old tuple carries one: the marker
+// means the update did not touch the value, so it equals the old one.
+// pgoutput sends a value in the old tuple for every column under REPLICA
+// IDENTITY FULL, and for the key columns when the replica identity holds an
+// out-of-line value, even one the update left alone; the new row then has
+// the marker in the key. Without the value a sink could neither find the row
+// by its key nor insert it, and the merge would file it under a wrong key.
+func fillFromOld(row, old change.Row) {
+	for i, v := range row {
+		if v.Unchanged && !old[i].Null && !old[i].Unchanged {
+			row[i] = old[i]
+		}
+	}
 }
 
 func (rel *relation) row(td *pglogrepl.TupleData) change.Row {
@@ -318,20 +373,4 @@ func escapeLiteral(s string) string {
 		out = append(out, s[i])
 	}
 	return string(out)
-}
-
-// fillFromOld replaces the unchanged-TOAST markers of an update's new row
-// with the old tuple's values where the old tuple carries one: the marker
-// means the update did not touch the value, so it equals the old one.
-// pgoutput sends a value in the old tuple for every column under REPLICA
-// IDENTITY FULL, and for the key columns when the replica identity holds an
-// out-of-line value, even one the update left alone; the new row then has
-// the marker in the key. Without the value a sink could neither find the row
-// by its key nor insert it, and the merge would file it under a wrong key.
-func fillFromOld(row, old change.Row) {
-	for i, v := range row {
-		if v.Unchanged && !old[i].Null && !old[i].Unchanged {
-			row[i] = old[i]
-		}
-	}
 }

@@ -122,17 +122,29 @@ func (s *Source) WantPosition(lsn change.LSN) {
 	}
 }
 
-// EnsurePublication creates the publication or sets its tables.
+// EnsurePublication creates the publication or sets its tables. It
+// publishes partitioned tables via their root: their rows' changes then
+// reach the stream as changes of the root, the one object it streams.
 func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID) error {
-	var exists bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", s.cfg.Publication).Scan(&exists); err != nil {
+	var viaRoot *bool // nil: no such publication
+	err := s.pool.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", s.cfg.Publication).Scan(&viaRoot)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return classify(fmt.Errorf("look up publication %s: %w", s.cfg.Publication, err))
 	}
+	exists := viaRoot != nil
 	names := make([]string, len(tables))
 	for i, t := range tables {
 		names[i] = quoteTable(t)
 	}
 	pub := quoteIdent(s.cfg.Publication)
+	if exists && !*viaRoot {
+		// A publication made without it (by hand, say) would publish a
+		// partition's changes under the partition's name, which is no
+		// object: they would be lost.
+		if _, err := s.pool.Exec(ctx, "ALTER PUBLICATION "+pub+" SET (publish_via_partition_root = true)"); err != nil {
+			return classify(fmt.Errorf("set publish_via_partition_root on publication %s: %w", s.cfg.Publication, err))
+		}
+	}
 	var sql string
 	switch {
 	case !exists && len(tables) == 0:

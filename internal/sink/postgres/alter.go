@@ -1,0 +1,332 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+var _ sink.Alterer = (*Sink)(nil)
+
+// destColumn is a column of a destination table as its catalog holds it.
+type destColumn struct {
+	name   string
+	typ    string // format_type
+	oid    uint32
+	mod    int32
+	keyPos int // position in the primary key, -1 outside it
+}
+
+// AlterTable changes the destination table of t by steps, in one
+// transaction (see sink.Alterer and docs/schema-changes.md). Added columns
+// get the step's Default as their DEFAULT, a constant: PostgreSQL gives it
+// to the rows already there without rewriting them, and it stays the
+// column's default. Statements prepared on the connection and the staging
+// table of chunks are dropped, since their column lists or types changed.
+func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
+	if err := s.ensureConn(ctx); err != nil {
+		return fmt.Errorf("alter table %s: %w", t.ID, err)
+	}
+	if err := s.alterTable(ctx, t, steps); err != nil {
+		// Only an outage is retried: a change the destination table cannot
+		// take (a column missing, renamed by hand, a key it cannot order)
+		// would be retried forever and stall the stream.
+		if rejected(err) || !outage(err) {
+			return fmt.Errorf("alter table %s: %w: %w", t.ID, sink.ErrRejected, err)
+		}
+		return fmt.Errorf("alter table %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func (s *Sink) alterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
+	ts, err := s.table(t)
+	if err != nil {
+		return err
+	}
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	for _, st := range steps {
+		cols, err := s.destColumns(ctx, ts.name)
+		if err != nil {
+			return err
+		}
+		ddl, err := s.alterSQL(ctx, t, ts, cols, st)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", st.Kind, st.Column.Name, err)
+		}
+		if ddl == "" {
+			continue // done already
+		}
+		if _, err := s.conn.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("%s: %w", ddl, err)
+		}
+	}
+	if _, err := s.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ts.tmp); err != nil {
+		return fmt.Errorf("drop staging table: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	delete(s.temps, t.ID)
+	// A prepared statement must not change its result's types; rather
+	// than track which ones read the table, start over.
+	s.dropStatements(ctx)
+	return nil
+}
+
+// dropStatements deallocates the statements the sink prepared.
+func (s *Sink) dropStatements(ctx context.Context) {
+	for _, name := range s.stmts {
+		s.conn.PgConn().Exec(ctx, "DEALLOCATE "+quote(name)).ReadAll()
+	}
+	clear(s.stmts)
+}
+
+// stalePlan tells the error of a prepared statement whose result's types
+// changed under it (a destination table altered by hand): preparing it
+// again cures it.
+func stalePlan(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "0A000" && strings.Contains(pgErr.Message, "cached plan")
+}
+
+// alterSQL is the statement of one step, "" when the table is there already.
+func (s *Sink) alterSQL(ctx context.Context, t *change.Table, ts *tableSQL, cols []destColumn, st sink.AlterStep) (string, error) {
+	find := func(name string) *destColumn {
+		for i := range cols {
+			if cols[i].name == name {
+				return &cols[i]
+			}
+		}
+		return nil
+	}
+	col := quote(st.Column.Name)
+	switch st.Kind {
+	case sink.AddColumn:
+		if find(st.Column.Name) != nil {
+			return "", nil
+		}
+		typ, err := s.resolveType(ctx, st.Column)
+		if err != nil {
+			return "", err
+		}
+		ddl := "ALTER TABLE " + ts.name + " ADD COLUMN " + col + " " + typ
+		if st.Default != nil && !st.Default.Null {
+			ddl += " DEFAULT " + literal(st.Default.Text) + "::" + typ
+		}
+		return ddl, nil
+	case sink.RenameColumn:
+		from, to := find(st.Prev.Name), find(st.Column.Name)
+		switch {
+		case from == nil && to != nil:
+			return "", nil
+		case from == nil || to != nil:
+			return "", fmt.Errorf("cannot rename column %q to %q: the destination table has %s", st.Prev.Name, st.Column.Name, names(cols))
+		}
+		return "ALTER TABLE " + ts.name + " RENAME COLUMN " + quote(st.Prev.Name) + " TO " + col, nil
+	case sink.SetType:
+		cur := find(st.Column.Name)
+		if cur == nil {
+			return "", fmt.Errorf("no column %q in the destination table (it has %s)", st.Column.Name, names(cols))
+		}
+		typ, err := s.resolveType(ctx, st.Column)
+		if err != nil {
+			return "", err
+		}
+		if cur.typ == typ {
+			return "", nil
+		}
+		var coll string
+		if i := t.ColumnIndex(st.Column.Name); i >= 0 && ts.isKey[i] {
+			if coll, err = keyCollation(t, st.Column, typ); err != nil {
+				return "", err
+			}
+		}
+		return "ALTER TABLE " + ts.name + " ALTER COLUMN " + col + " TYPE " + typ + coll + " USING " + col + "::" + typ, nil
+	}
+	return "", fmt.Errorf("unknown step %d", st.Kind)
+}
+
+// literal quotes a value as an escape string constant, whatever
+// standard_conforming_strings says.
+func literal(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
+}
+
+func names(cols []destColumn) string {
+	if len(cols) == 0 {
+		return "no columns"
+	}
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quote(c.name)
+	}
+	return "columns " + strings.Join(q, ", ")
+}
+
+// destColumns reads the columns of a destination table (a quoted,
+// qualified name) in column order; none when it does not exist.
+func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn, error) {
+	rows, err := s.conn.Query(ctx, `
+		SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid, a.atttypmod,
+		       COALESCE((SELECT array_position(i.indkey::int2[], a.attnum) FROM pg_index i
+		                 WHERE i.indrelid = a.attrelid AND i.indisprimary), -1)
+		FROM pg_attribute a
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, qualified)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", qualified, err)
+	}
+	defer rows.Close()
+	var cols []destColumn
+	for rows.Next() {
+		var c destColumn
+		if err := rows.Scan(&c.name, &c.typ, &c.oid, &c.mod, &c.keyPos); err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", qualified, err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", qualified, err)
+	}
+	return cols, nil
+}
+
+// CheckTable compares the destination table of t with t: see
+// sink.Alterer. A destination column fits when its type is the type the
+// source column maps to (docs/type-mapping.md) or one that widens it; a
+// narrower one is widened.
+func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
+	var check sink.TableCheck
+	if err := s.ensureConn(ctx); err != nil {
+		return check, err
+	}
+	ts, err := s.table(t)
+	if err != nil {
+		return check, err
+	}
+	cols, err := s.destColumns(ctx, ts.name)
+	if err != nil || len(cols) == 0 {
+		return check, err
+	}
+	check.Exists = true
+	byName := map[string]destColumn{}
+	for _, c := range cols {
+		byName[c.name] = c
+	}
+	for _, c := range t.Columns {
+		d, ok := byName[c.Name]
+		if !ok {
+			check.Steps = append(check.Steps, sink.AlterStep{Kind: sink.AddColumn, Column: c})
+			continue
+		}
+		delete(byName, c.Name)
+		step, problem, err := s.compareType(ctx, t, c, d)
+		if err != nil {
+			return check, err
+		}
+		if step != nil {
+			check.Steps = append(check.Steps, *step)
+		}
+		if problem != "" {
+			check.Problems = append(check.Problems, problem)
+		}
+	}
+	for _, d := range cols {
+		if _, extra := byName[d.name]; extra {
+			check.Problems = append(check.Problems, fmt.Sprintf("destination column %q is not in the source table: drop it from the destination (ALTER TABLE %s DROP COLUMN %s)", d.name, ts.name, quote(d.name)))
+		}
+	}
+	if p := keyProblem(t, ts, cols); p != "" {
+		check.Problems = append(check.Problems, p)
+	}
+	return check, nil
+}
+
+// compareType judges the destination column d of the source column c.
+func (s *Sink) compareType(ctx context.Context, t *change.Table, c change.Column, d destColumn) (*sink.AlterStep, string, error) {
+	typ, err := s.resolveType(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	if typ == d.typ {
+		return nil, "", nil
+	}
+	sd, err := s.conn.PgConn().Prepare(ctx, "", "SELECT NULL::"+typ, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("describe type %s of column %q: %w", typ, c.Name, err)
+	}
+	want := change.Column{Name: c.Name, Type: typ, TypeOID: sd.Fields[0].DataTypeOID, TypeMod: sd.Fields[0].TypeModifier}
+	have := change.Column{Name: c.Name, Type: d.typ, TypeOID: d.oid, TypeMod: d.mod}
+	switch {
+	case change.Widens(want, have):
+		return nil, "", nil // the destination's type holds every value
+	case change.Widens(have, want):
+		return &sink.AlterStep{Kind: sink.SetType, Column: c, Prev: have}, "", nil
+	}
+	return nil, fmt.Sprintf("column %q is %s in the destination, which cannot hold the source's %s: change its type (ALTER TABLE %s ALTER COLUMN %s TYPE %s) or drop the destination table",
+		c.Name, d.typ, c.Type, pgxName(t.ID), quote(c.Name), typ), nil
+}
+
+// keyProblem compares the destination's primary key with the table's key.
+func keyProblem(t *change.Table, ts *tableSQL, cols []destColumn) string {
+	var have []destColumn
+	for _, c := range cols {
+		if c.keyPos >= 0 {
+			have = append(have, c)
+		}
+	}
+	slices.SortFunc(have, func(a, b destColumn) int { return a.keyPos - b.keyPos })
+	got := make([]string, len(have))
+	for i, c := range have {
+		got[i] = c.name
+	}
+	want := make([]string, len(t.Key))
+	for i, c := range t.KeyColumns() {
+		want[i] = c.Name
+	}
+	if slices.Equal(got, want) {
+		return ""
+	}
+	return fmt.Sprintf("the destination's primary key is (%s), the source's key is (%s): give %s that primary key or drop it", strings.Join(got, ", "), strings.Join(want, ", "), ts.name)
+}
+
+func pgxName(id change.TableID) string { return quote(id.Schema) + "." + quote(id.Name) }
+
+// outage tells a failure of the connection or the server (which a retry
+// may cure) from one of the statement.
+func outage(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// connection exception, insufficient resources, operator
+		// intervention (shutdown), transaction rollback (serialization)
+		for _, class := range []string{"08", "53", "57", "40"} {
+			if strings.HasPrefix(pgErr.Code, class) {
+				return true
+			}
+		}
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	return errors.As(err, &connErr)
+}

@@ -1,0 +1,281 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+var _ sink.Alterer = (*Sink)(nil)
+
+// destColumn is a column of a destination table as PRAGMA table_info
+// gives it.
+type destColumn struct {
+	name string
+	decl string // declared type
+	pk   int    // position in the primary key from 1, 0 outside it
+}
+
+// AlterTable changes the destination table of t by steps, in one
+// transaction (see sink.Alterer and docs/schema-changes.md). SQLite's types
+// are its storage classes (docs/type-mapping.md), so most type changes
+// leave the table alone: an integer or text stays one. real to double
+// precision rewrites the stored values, each the double of its real, which
+// is what the source's ALTER did to them. An added column's Default is its
+// DEFAULT; float defaults are also written into the rows already there,
+// since SQLite parses the DEFAULT's text itself.
+func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
+	if err := s.alterTable(ctx, t, steps); err != nil {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !busy(err) && !ioTrouble(err) {
+			return fmt.Errorf("alter table %s: %w: %w", t.ID, sink.ErrRejected, err)
+		}
+		return fmt.Errorf("alter table %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// ioTrouble is a failure of the file rather than of the change (disk full,
+// an I/O error, a file that cannot be opened): a retry may cure it.
+func ioTrouble(err error) bool {
+	var coded interface{ Code() int }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	switch coded.Code() & 0xff {
+	case 5, 6, 10, 13, 14: // SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+		return true
+	}
+	return false
+}
+
+// busy tells a locked database (another process writing) from a refusal.
+func busy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
+}
+
+func (s *Sink) alterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
+	ts, err := s.table(t)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	for _, st := range steps {
+		cols, err := tableInfo(ctx, tx, ts.name)
+		if err != nil {
+			return err
+		}
+		if err := alterStep(ctx, tx, ts, cols, st); err != nil {
+			return fmt.Errorf("%s %q: %w", st.Kind, st.Column.Name, err)
+		}
+	}
+	return tx.Commit()
+}
+
+func alterStep(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []destColumn, st sink.AlterStep) error {
+	has := func(name string) bool {
+		return slices.ContainsFunc(cols, func(c destColumn) bool { return c.name == name })
+	}
+	col := quote(st.Column.Name)
+	switch st.Kind {
+	case sink.AddColumn:
+		if has(st.Column.Name) {
+			return nil
+		}
+		k := kindOf(st.Column)
+		ddl := "ALTER TABLE " + ts.name + " ADD COLUMN " + col + " " + k.declType()
+		var v any
+		if st.Default != nil {
+			v = encode(k, *st.Default)
+		}
+		if v != nil {
+			ddl += " DEFAULT " + sqlLiteral(v)
+		}
+		if _, err := tx.ExecContext(ctx, ddl); err != nil {
+			return err
+		}
+		if _, isFloat := v.(float64); isFloat {
+			_, err := tx.ExecContext(ctx, "UPDATE "+ts.name+" SET "+col+" = ?", v)
+			return err
+		}
+		return nil
+	case sink.RenameColumn:
+		from, to := has(st.Prev.Name), has(st.Column.Name)
+		switch {
+		case !from && to:
+			return nil
+		case !from || to:
+			return fmt.Errorf("cannot rename column %q to %q: the destination table has %s", st.Prev.Name, st.Column.Name, names(cols))
+		}
+		_, err := tx.ExecContext(ctx, "ALTER TABLE "+ts.name+" RENAME COLUMN "+quote(st.Prev.Name)+" TO "+col)
+		return err
+	case sink.SetType:
+		if !has(st.Column.Name) {
+			return fmt.Errorf("no column %q in the destination table (it has %s)", st.Column.Name, names(cols))
+		}
+		from, to := kindOf(st.Prev), kindOf(st.Column)
+		switch {
+		case from == kindFloat4 && to == kindFloat8:
+			return widenReals(ctx, tx, ts, col)
+		case from.declType() != to.declType():
+			return fmt.Errorf("SQLite cannot change a %s column into a %s one", from.declType(), to.declType())
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown step %d", st.Kind)
+}
+
+// widenReals turns each stored real into the double precision value
+// PostgreSQL's cast gives it: the exact value of the single-precision
+// number, printed with double precision's digits from then on.
+func widenReals(ctx context.Context, tx *sql.Tx, ts *tableSQL, col string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT rowid, "+col+" FROM "+ts.name+" WHERE typeof("+col+") = 'real'")
+	if err != nil {
+		return err
+	}
+	type real struct {
+		rowid int64
+		v     float64
+	}
+	var reals []real
+	for rows.Next() {
+		var r real
+		if err := rows.Scan(&r.rowid, &r.v); err != nil {
+			rows.Close()
+			return err
+		}
+		reals = append(reals, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range reals {
+		w := float64(float32(r.v))
+		if w == r.v || math.IsInf(w, 0) {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE "+ts.name+" SET "+col+" = ? WHERE rowid = ?", w, r.rowid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sqlLiteral writes an encoded value as an SQLite constant.
+func sqlLiteral(v any) string {
+	switch v := v.(type) {
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case []byte:
+		return "X'" + hex.EncodeToString(v) + "'"
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	return "NULL"
+}
+
+func names(cols []destColumn) string {
+	if len(cols) == 0 {
+		return "no columns"
+	}
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quote(c.name)
+	}
+	return "columns " + strings.Join(q, ", ")
+}
+
+// tableInfo reads a table's columns (a quoted name); none when it does not
+// exist.
+func tableInfo(ctx context.Context, q querier, name string) ([]destColumn, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name, type, pk FROM pragma_table_info(?)", unquote(name))
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", name, err)
+	}
+	defer rows.Close()
+	var cols []destColumn
+	for rows.Next() {
+		var c destColumn
+		if err := rows.Scan(&c.name, &c.decl, &c.pk); err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", name, err)
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+// unquote undoes quote.
+func unquote(s string) string {
+	return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
+}
+
+// CheckTable compares the destination table of t with t: see
+// sink.Alterer. A column fits when its declared type is the one the
+// source column's type is stored as (docs/type-mapping.md).
+func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
+	var check sink.TableCheck
+	ts, err := s.table(t)
+	if err != nil {
+		return check, err
+	}
+	cols, err := tableInfo(ctx, s.db, ts.name)
+	if err != nil || len(cols) == 0 {
+		return check, err
+	}
+	check.Exists = true
+	byName := map[string]destColumn{}
+	for _, c := range cols {
+		byName[c.name] = c
+	}
+	for _, c := range t.Columns {
+		d, ok := byName[c.Name]
+		if !ok {
+			check.Steps = append(check.Steps, sink.AlterStep{Kind: sink.AddColumn, Column: c})
+			continue
+		}
+		delete(byName, c.Name)
+		if want := kindOf(c).declType(); !strings.EqualFold(d.decl, want) {
+			check.Problems = append(check.Problems, fmt.Sprintf("column %q is declared %s in the destination; the source's %s is stored as %s: drop the destination table", c.Name, d.decl, c.Type, want))
+		}
+	}
+	for _, d := range cols {
+		if _, extra := byName[d.name]; extra {
+			check.Problems = append(check.Problems, fmt.Sprintf("destination column %q is not in the source table: drop it from the destination (ALTER TABLE %s DROP COLUMN %s)", d.name, ts.name, quote(d.name)))
+		}
+	}
+	var key []destColumn
+	for _, c := range cols {
+		if c.pk > 0 {
+			key = append(key, c)
+		}
+	}
+	slices.SortFunc(key, func(a, b destColumn) int { return a.pk - b.pk })
+	got := make([]string, len(key))
+	for i, c := range key {
+		got[i] = c.name
+	}
+	want := make([]string, len(t.Key))
+	for i, c := range t.KeyColumns() {
+		want[i] = c.Name
+	}
+	if !slices.Equal(got, want) {
+		check.Problems = append(check.Problems, fmt.Sprintf("the destination's primary key is (%s), the source's key is (%s): drop the destination table %s", strings.Join(got, ", "), strings.Join(want, ", "), ts.name))
+	}
+	return check, nil
+}
