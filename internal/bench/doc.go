@@ -3,7 +3,10 @@
 // BenchmarkBackfill (bench_test.go) starts a throwaway PostgreSQL server,
 // loads a table of a million rows and copies it three ways in one run: a
 // binary COPY pipe, PostgreSQL's own logical replication initial sync, and
-// a tidemark backfill through a live stream. It runs only with -bench (`make
-// bench`); `go test ./internal/bench/` runs nothing heavy. See
-// docs/benchmark.md for what is measured and the figures.
+// a tidemark backfill through a live stream. BenchmarkBackfillUnderLoad
+// (underload_test.go, loadgen_test.go) measures the lag of live changes
+// under 1,000 updates/s through native logical replication and through
+// tidemark while it backfills the table being updated. They run only with
+// -bench (`make bench`); `go test ./internal/bench/` runs nothing heavy.
+// See docs/benchmark.md for what is measured and the figures.
 package bench

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -26,8 +27,13 @@ type tidemark struct {
 }
 
 // startTidemark starts a stream from srcDSN into the postgres destination
-// dstDSN (backfill mode manual) and waits until it is running.
-func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, chunkSize int) (*tidemark, error) {
+// dstDSN (backfill mode manual) and waits until it is running. extra are
+// more keys of the stream's YAML mapping, one a line ("batch: {…}").
+func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, chunkSize int, extra ...string) (*tidemark, error) {
+	var more strings.Builder
+	for _, line := range extra {
+		more.WriteString("    " + line + "\n")
+	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
   - name: %s
@@ -35,7 +41,7 @@ streams:
     destination: {type: postgres, dsn: "%s"}
     include: ["public.*"]
     backfill: {mode: manual, chunk_size: %d}
-`, streamName, srcDSN, dstDSN, chunkSize)), func(string) (string, bool) { return "", false })
+%s`, streamName, srcDSN, dstDSN, chunkSize, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}
