@@ -132,7 +132,6 @@ type applier struct {
 	horizon  uint64    // the highest xmin of a submitted chunk's snapshot
 	pending  []*pendingChunk
 	batch    *outBatch
-	flushAt  time.Time
 	lastSent change.LSN
 }
 
@@ -220,10 +219,23 @@ func (a *applier) submit(ctx context.Context, pc *pendingChunk) (ChunkResult, er
 }
 
 // run processes events and chunk requests until ctx ends or events closes.
+// A batch is written at the latest cfg.BatchDelay after its first change
+// (or position) arrived: the flush timer is armed by it, not by a ticker
+// that could miss the moment by up to a period.
 func (a *applier) run(ctx context.Context) error {
 	a.batch = a.newBatch()
 	ticker := time.NewTicker(a.cfg.BatchDelay)
 	defer ticker.Stop()
+	flush := time.NewTimer(a.cfg.BatchDelay)
+	flush.Stop()
+	defer flush.Stop()
+	armed := false
+	arm := func() {
+		if !armed && a.pendingOutput() {
+			flush.Reset(a.cfg.BatchDelay)
+			armed = true
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -235,23 +247,35 @@ func (a *applier) run(ctx context.Context) error {
 			if err := a.handleEvent(ctx, ev); err != nil {
 				return err
 			}
+			arm()
 		case req := <-a.requests:
 			if err := a.handleRequest(ctx, req); err != nil {
 				return err
 			}
-		case <-ticker.C:
-			if time.Now().After(a.flushAt) && (len(a.batch.Ops) > 0 || a.position > a.lastSent) {
+			arm()
+		case <-flush.C:
+			armed = false
+			// The batch may have been written meanwhile (it filled up): then
+			// this writes what came since, a little early.
+			if a.pendingOutput() {
 				if err := a.flush(ctx); err != nil {
 					return err
 				}
 			}
+			arm()
+		case <-ticker.C:
 			a.forgetOldXids()
 		}
 	}
 }
 
+// pendingOutput says whether the batch holds something to write: changes,
+// chunks, or a position the destination has not been told.
+func (a *applier) pendingOutput() bool {
+	return len(a.batch.Ops) > 0 || a.position > a.lastSent
+}
+
 func (a *applier) newBatch() *outBatch {
-	a.flushAt = time.Now().Add(a.cfg.BatchDelay)
 	return &outBatch{
 		Batch:    sink.Batch{Stream: a.stream, Cursors: map[change.TableID]sink.Cursor{}},
 		counters: map[change.TableID]*objectCounts{},
