@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -11,10 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tidemark/tidemark/internal/api"
-	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -24,25 +20,8 @@ import (
 // filters with the usage exit code.
 func TestAuditEndToEnd(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	srv, err := pgserver.Start(ctx, pgserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	dsn, err := srv.CreateDatabase(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text);
-		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 10) g`); err != nil {
-		t.Fatal(err)
-	}
+	_, dsn := shopSource(t, `CREATE TABLE t (id int PRIMARY KEY, v text);
+		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 10) g`)
 	dir := t.TempDir()
 	port := freePort(t)
 	cfg := filepath.Join(dir, "tidemark.yaml")

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,32 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tidemark/tidemark/internal/doctor"
-	"github.com/tidemark/tidemark/internal/pgserver"
 )
 
 func TestDoctor(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	srv, err := pgserver.Start(ctx, pgserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	dsn, err := srv.CreateDatabase(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY, v text)"); err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := shopSource(t, "CREATE TABLE orders (id int PRIMARY KEY, v text)")
 
 	// The throwaway server trusts local connections: any password works,
 	// and none may show.

@@ -67,6 +67,32 @@ func startDaemon(t *testing.T, cfg, logPath string) *daemon {
 	return d
 }
 
+// shopSource starts a throwaway PostgreSQL server for the test with a
+// database "shop" in which setup has run; it returns the server and the
+// database's DSN.
+func shopSource(t *testing.T, setup string) (*pgserver.Server, string) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dsn, err := srv.CreateDatabase(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, setup); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	return srv, dsn
+}
+
 // poll checks cond until it holds, at most every 50ms, failing the test after
 // two minutes or when the daemon exits.
 func poll(t *testing.T, d *daemon, what string, cond func() bool) {
@@ -88,24 +114,8 @@ func poll(t *testing.T, d *daemon, what string, cond func() bool) {
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := pgserver.Start(ctx, pgserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	dsn, err := srv.CreateDatabase(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text);
-		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`); err != nil {
-		t.Fatal(err)
-	}
+	_, dsn := shopSource(t, `CREATE TABLE t (id int PRIMARY KEY, v text);
+		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`)
 
 	// 30 rows in chunks of 5 at 10 rows a second: the backfill of t stays
 	// Active for about 3 seconds, long enough for a second initiate to be

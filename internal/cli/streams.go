@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/doctor"
 )
 
 func (g *globals) printJSON(v any) error {
@@ -107,15 +108,5 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// bytesText renders a byte count in binary units, as tidemark doctor does.
+func bytesText(n int64) string { return doctor.BytesText(n) }

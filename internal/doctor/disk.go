@@ -27,9 +27,9 @@ func diskCheck(name, dir string, avail, total uint64) Check {
 	if total > 0 {
 		pct = float64(avail) * 100 / float64(total)
 	}
-	detail := fmt.Sprintf("%s free on the filesystem of %s (%.0f%% of %s)", bytesText(int64(avail)), dir, pct, bytesText(int64(total)))
+	detail := fmt.Sprintf("%s free on the filesystem of %s (%.0f%% of %s)", BytesText(int64(avail)), dir, pct, BytesText(int64(total)))
 	if avail < minFreeBytes || pct < minFreePercent {
-		return warn(name, detail+fmt.Sprintf("; below %s or %d%%", bytesText(minFreeBytes), minFreePercent),
+		return warn(name, detail+fmt.Sprintf("; below %s or %d%%", BytesText(minFreeBytes), minFreePercent),
 			"free space on that filesystem, or move the file to a larger one (and change the path in the configuration)")
 	}
 	return ok(name, detail)

@@ -152,20 +152,20 @@ func judgeSlot(name, slot, stream, key string, r slotRow) Check {
 
 // retainedCheck compares the WAL the slot holds back with wal_warn_bytes.
 func retainedCheck(name, slot, stream, key string, retained, warnBytes int64) Check {
-	detail := fmt.Sprintf("replication slot %s retains %s of WAL", slot, bytesText(retained))
+	detail := fmt.Sprintf("replication slot %s retains %s of WAL", slot, BytesText(retained))
 	if warnBytes <= 0 {
 		return ok(name, detail+" (source.wal_warn_bytes is 0: no limit)")
 	}
 	if retained > warnBytes {
-		return warn(name, fmt.Sprintf("%s, above %s.source.wal_warn_bytes (%s): the source's disk fills while the stream lags", detail, key, bytesText(warnBytes)),
+		return warn(name, fmt.Sprintf("%s, above %s.source.wal_warn_bytes (%s): the source's disk fills while the stream lags", detail, key, BytesText(warnBytes)),
 			fmt.Sprintf("start or resume the stream (tidemark run; tidemark stream resume %s) so it confirms its position; if the stream is abandoned, drop the slot: SELECT pg_drop_replication_slot(%s); if this much is expected, raise %s.source.wal_warn_bytes",
 				stream, literal(slot), key))
 	}
-	return ok(name, fmt.Sprintf("%s (warns above %s)", detail, bytesText(warnBytes)))
+	return ok(name, fmt.Sprintf("%s (warns above %s)", detail, BytesText(warnBytes)))
 }
 
 // bytesText renders a byte count in binary units.
-func bytesText(n int64) string {
+func BytesText(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -65,4 +66,40 @@ type AlterStep struct {
 	// Default, for AddColumn, is the value the rows already in the table
 	// get, and rows inserted without the column later; nil is NULL.
 	Default *change.Value
+}
+
+// CompareColumns adds to check what the destination table, whose columns
+// are named dest, needs to hold t's columns: a source column it lacks is
+// added; one both have is judged by judge (dest index i), which may return
+// a step and a problem; a destination column the source lacks is a problem,
+// dropSQL saying how to drop it. Both sinks share it; only judge differs.
+func CompareColumns(check *TableCheck, t *change.Table, dest []string, judge func(c change.Column, i int) (*AlterStep, string, error), dropSQL func(name string) string) error {
+	index := make(map[string]int, len(dest))
+	for i, name := range dest {
+		index[name] = i
+	}
+	for _, c := range t.Columns {
+		i, ok := index[c.Name]
+		if !ok {
+			check.Steps = append(check.Steps, AlterStep{Kind: AddColumn, Column: c})
+			continue
+		}
+		delete(index, c.Name)
+		step, problem, err := judge(c, i)
+		if err != nil {
+			return err
+		}
+		if step != nil {
+			check.Steps = append(check.Steps, *step)
+		}
+		if problem != "" {
+			check.Problems = append(check.Problems, problem)
+		}
+	}
+	for _, name := range dest {
+		if _, extra := index[name]; extra {
+			check.Problems = append(check.Problems, fmt.Sprintf("destination column %q is not in the source table: drop it from the destination (%s)", name, dropSQL(name)))
+		}
+	}
+	return nil
 }

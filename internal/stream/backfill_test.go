@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -52,36 +51,13 @@ func (e *env) seedStale(keyType string) {
 	} else {
 		stmts = append(stmts, fmt.Sprintf("INSERT INTO big (id, v, note) VALUES (%s || 'x', 0, 'extra'), ('0', 0, 'extra'), ('zzz', 0, 'extra')", k("7")))
 	}
+	// The destination starts as a full copy, then is damaged.
 	if e.dest == "postgres" {
-		conn, err := pgx.Connect(e.ctx, e.dstDSN)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		defer conn.Close(e.ctx)
-		// The destination starts as a full copy, then is damaged.
-		if _, err := conn.Exec(e.ctx, fmt.Sprintf("INSERT INTO big SELECT %s, g, 'note ' || g, CASE WHEN g %% 50 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", k("g"), bigRows)); err != nil {
-			e.t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := conn.Exec(e.ctx, s); err != nil {
-				e.t.Fatalf("%s: %v", s, err)
-			}
-		}
-		return
+		e.execInDest(fmt.Sprintf("INSERT INTO big SELECT %s, g, 'note ' || g, CASE WHEN g %% 50 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", k("g"), bigRows))
+	} else {
+		e.execInDest(fmt.Sprintf("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM g WHERE n < %d) INSERT INTO big SELECT n, n, 'note ' || n, NULL FROM g", bigRows))
 	}
-	db, err := sql.Open("sqlite", "file:"+e.cfg.Destination.Path+"?_pragma=busy_timeout(20000)")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(fmt.Sprintf("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM g WHERE n < %d) INSERT INTO big SELECT n, n, 'note ' || n, NULL FROM g", bigRows)); err != nil {
-		e.t.Fatal(err)
-	}
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			e.t.Fatalf("%s: %v", s, err)
-		}
-	}
+	e.execInDest(stmts...)
 }
 
 // writer changes the table from Initiate until stopped: inserts, updates

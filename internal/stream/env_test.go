@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -160,7 +161,12 @@ func (e *env) start() {
 	if os.Getenv("TIDEMARK_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: level}))
+	e.startLogged(slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: level})))
+}
+
+// startLogged is start with a logger of the test's choosing.
+func (e *env) startLogged(log *slog.Logger) {
+	e.t.Helper()
 	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})
 	if err := e.s.MarkNotStarted(e.ctx); err != nil {
 		e.t.Fatal(err)
@@ -174,6 +180,30 @@ func (e *env) start() {
 	e.stop = func() { cancel(); <-done }
 	e.t.Cleanup(e.stop)
 	e.waitState(store.StateRunning)
+}
+
+// execInDest runs statements in the destination itself.
+func (e *env) execInDest(stmts ...string) {
+	e.t.Helper()
+	if e.dest == "postgres" {
+		conn := e.textConn(e.dstDSN)
+		for _, s := range stmts {
+			if _, err := conn.Exec(e.ctx, s); err != nil {
+				e.t.Fatalf("%s: %v", s, err)
+			}
+		}
+		return
+	}
+	db, err := sql.Open("sqlite", "file:"+e.cfg.Destination.Path+"?_pragma=busy_timeout(20000)")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(e.ctx, s); err != nil {
+			e.t.Fatalf("%s: %v", s, err)
+		}
+	}
 }
 
 type testWriter struct{ t *testing.T }

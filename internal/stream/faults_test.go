@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -81,24 +80,6 @@ func (e *env) destOn(srv *pgserver.Server) {
 	}
 	e.dest, e.dstDSN = "postgres", dsn
 	e.cfg.Destination = config.Destination{Type: config.TypePostgres, DSN: dsn}
-}
-
-// startLogged is start with a logger of the test's choosing.
-func (e *env) startLogged(log *slog.Logger) {
-	e.t.Helper()
-	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})
-	if err := e.s.MarkNotStarted(e.ctx); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.s.Run(ctx)
-	}()
-	e.stop = func() { cancel(); <-done }
-	e.t.Cleanup(e.stop)
-	e.waitState(store.StateRunning)
 }
 
 // faultLoad changes table t from a connection of its own until stopped:

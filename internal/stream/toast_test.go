@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -245,7 +244,7 @@ CREATE TABLE barrier (n int PRIMARY KEY);`})
 			e.waitLoaded("fullident")
 			// The destination loses one row of each table, so an update must
 			// bring the whole row.
-			e.deleteInDest(`DELETE FROM bigkey WHERE v = 3`, `DELETE FROM fullident WHERE id = 3`)
+			e.execInDest(`DELETE FROM bigkey WHERE v = 3`, `DELETE FROM fullident WHERE id = 3`)
 			e.exec(`UPDATE bigkey SET v = v + 10`)
 			e.exec(`UPDATE fullident SET v = v + 10`)
 			e.exec(`INSERT INTO bigkey SELECT encode(random_bytes(1200), 'hex'), 4, 'small'`)
@@ -285,29 +284,5 @@ func (e *env) assertUncompressedOutOfLine(table, column string) {
 	}
 	if bad > 0 {
 		e.t.Fatalf("%d values of %s.%s are not stored uncompressed out of line", bad, table, column)
-	}
-}
-
-// deleteInDest runs statements in the destination itself.
-func (e *env) deleteInDest(stmts ...string) {
-	e.t.Helper()
-	if e.dest == "postgres" {
-		conn := e.textConn(e.dstDSN)
-		for _, s := range stmts {
-			if _, err := conn.Exec(e.ctx, s); err != nil {
-				e.t.Fatalf("%s: %v", s, err)
-			}
-		}
-		return
-	}
-	db, err := sql.Open("sqlite", "file:"+e.cfg.Destination.Path+"?_pragma=busy_timeout(20000)")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer db.Close()
-	for _, s := range stmts {
-		if _, err := db.ExecContext(e.ctx, s); err != nil {
-			e.t.Fatalf("%s: %v", s, err)
-		}
 	}
 }

@@ -222,32 +222,16 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		return check, err
 	}
 	check.Exists = true
-	byName := map[string]destColumn{}
-	for _, c := range cols {
-		byName[c.name] = c
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
 	}
-	for _, c := range t.Columns {
-		d, ok := byName[c.Name]
-		if !ok {
-			check.Steps = append(check.Steps, sink.AlterStep{Kind: sink.AddColumn, Column: c})
-			continue
-		}
-		delete(byName, c.Name)
-		step, problem, err := s.compareType(ctx, t, c, d)
-		if err != nil {
-			return check, err
-		}
-		if step != nil {
-			check.Steps = append(check.Steps, *step)
-		}
-		if problem != "" {
-			check.Problems = append(check.Problems, problem)
-		}
+	judge := func(c change.Column, i int) (*sink.AlterStep, string, error) {
+		return s.compareType(ctx, t, c, cols[i])
 	}
-	for _, d := range cols {
-		if _, extra := byName[d.name]; extra {
-			check.Problems = append(check.Problems, fmt.Sprintf("destination column %q is not in the source table: drop it from the destination (ALTER TABLE %s DROP COLUMN %s)", d.name, ts.name, quote(d.name)))
-		}
+	drop := func(name string) string { return fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", ts.name, quote(name)) }
+	if err := sink.CompareColumns(&check, t, names, judge, drop); err != nil {
+		return check, err
 	}
 	if p := keyProblem(t, ts, cols); p != "" {
 		check.Problems = append(check.Problems, p)

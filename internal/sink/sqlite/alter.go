@@ -239,25 +239,19 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		return check, err
 	}
 	check.Exists = true
-	byName := map[string]destColumn{}
-	for _, c := range cols {
-		byName[c.name] = c
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
 	}
-	for _, c := range t.Columns {
-		d, ok := byName[c.Name]
-		if !ok {
-			check.Steps = append(check.Steps, sink.AlterStep{Kind: sink.AddColumn, Column: c})
-			continue
+	judge := func(c change.Column, i int) (*sink.AlterStep, string, error) {
+		if want := kindOf(c).declType(); !strings.EqualFold(cols[i].decl, want) {
+			return nil, fmt.Sprintf("column %q is declared %s in the destination; the source's %s is stored as %s: drop the destination table", c.Name, cols[i].decl, c.Type, want), nil
 		}
-		delete(byName, c.Name)
-		if want := kindOf(c).declType(); !strings.EqualFold(d.decl, want) {
-			check.Problems = append(check.Problems, fmt.Sprintf("column %q is declared %s in the destination; the source's %s is stored as %s: drop the destination table", c.Name, d.decl, c.Type, want))
-		}
+		return nil, "", nil
 	}
-	for _, d := range cols {
-		if _, extra := byName[d.name]; extra {
-			check.Problems = append(check.Problems, fmt.Sprintf("destination column %q is not in the source table: drop it from the destination (ALTER TABLE %s DROP COLUMN %s)", d.name, ts.name, quote(d.name)))
-		}
+	drop := func(name string) string { return fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", ts.name, quote(name)) }
+	if err := sink.CompareColumns(&check, t, names, judge, drop); err != nil {
+		return check, err
 	}
 	var key []destColumn
 	for _, c := range cols {

@@ -52,16 +52,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	rows, err := q.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
 		       CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
-		       -- the database's default collation, by the name the catalog gives it
-		       CASE WHEN co.collname = 'default' THEN COALESCE((
-		         SELECT c2.collname FROM pg_collation c2, pg_database d
-		         WHERE d.datname = current_database() AND d.datlocprovider = 'c' AND c2.collprovider = 'c'
-		           AND c2.collcollate = d.datcollate AND c2.collencoding IN (-1, d.encoding)
-		         ORDER BY c2.collencoding DESC LIMIT 1), 'default')
-		       ELSE COALESCE(co.collname, '') END,
-		       COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
-		         (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
-		          FROM pg_database d WHERE d.datname = current_database())), false),
+		       `+collationColumns+`
 		       a.attnotnull, a.atttypmod, a.attnum
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
@@ -217,3 +208,17 @@ func quoteTable(id change.TableID) string {
 }
 
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// collationColumns are two select-list columns of a column (a.*, its
+// collation co): the collation's name (the database's default one by the
+// name the catalog gives it) and whether it sorts by bytes. Describe and
+// the shape reads share them.
+const collationColumns = `CASE WHEN co.collname = 'default' THEN COALESCE((
+	  SELECT c2.collname FROM pg_collation c2, pg_database d
+	  WHERE d.datname = current_database() AND d.datlocprovider = 'c' AND c2.collprovider = 'c'
+	    AND c2.collcollate = d.datcollate AND c2.collencoding IN (-1, d.encoding)
+	  ORDER BY c2.collencoding DESC LIMIT 1), 'default')
+	ELSE COALESCE(co.collname, '') END,
+	COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
+	  (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
+	   FROM pg_database d WHERE d.datname = current_database())), false),`

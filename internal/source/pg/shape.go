@@ -36,15 +36,7 @@ const attributesSQL = `
 	SELECT a.attnum, a.attname::text, a.attisdropped, a.attgenerated <> '',
 	       COALESCE(format_type(NULLIF(a.atttypid, 0), a.atttypmod), ''), a.atttypid,
 	       COALESCE(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, 0), a.atttypmod,
-	       CASE WHEN co.collname = 'default' THEN COALESCE((
-	         SELECT c2.collname FROM pg_collation c2, pg_database d
-	         WHERE d.datname = current_database() AND d.datlocprovider = 'c' AND c2.collprovider = 'c'
-	           AND c2.collcollate = d.datcollate AND c2.collencoding IN (-1, d.encoding)
-	         ORDER BY c2.collencoding DESC LIMIT 1), 'default')
-	       ELSE COALESCE(co.collname, '') END,
-	       COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
-	         (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
-	          FROM pg_database d WHERE d.datname = current_database())), false),
+	       ` + collationColumns + `
 	       a.attnotnull, a.atthasmissing, a.attmissingval::text, a.atthasdef
 	FROM pg_attribute a
 	LEFT JOIN pg_type t ON t.oid = a.atttypid
