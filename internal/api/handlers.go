@@ -117,6 +117,14 @@ type InitiateRequest struct {
 	RunAt *time.Time `json:"run_at,omitempty"`
 	// RowsPerSecond limits each run's reads (0: the stream's limit).
 	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
+	// Filter backfills only the source rows matching this SQL condition.
+	Filter string `json:"filter,omitempty"`
+	// Columns backfills only these columns (the key is always read) of
+	// rows the destination holds, leaving its other columns alone.
+	Columns []string `json:"columns,omitempty"`
+	// AsOneRun makes the objects' backfills one run: one id (each
+	// backfill's run_id), completed when every one is.
+	AsOneRun bool `json:"as_one_run,omitempty"`
 }
 
 func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) error {
@@ -132,7 +140,8 @@ func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) er
 	if err != nil {
 		return err
 	}
-	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: req.RunAt, RowsPerSecond: req.RowsPerSecond}
+	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: req.RunAt, RowsPerSecond: req.RowsPerSecond,
+		Filter: req.Filter, Columns: req.Columns, AsOneRun: req.AsOneRun}
 	recs, err := str.InitiateWith(r.Context(), ids, who, opts)
 	if err != nil {
 		return err
@@ -191,6 +200,9 @@ func (s *Server) estimate(w http.ResponseWriter, r *http.Request, _ string) erro
 type VerifyRequest struct {
 	Objects   []string `json:"objects"`
 	ChunkSize int      `json:"chunk_size"`
+	// Repair re-backfills the key ranges found differing, as one backfill
+	// per object (started by "repair"), named in each object's result.
+	Repair bool `json:"repair,omitempty"`
 }
 
 func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error {

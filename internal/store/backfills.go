@@ -40,6 +40,47 @@ type Backfill struct {
 	// RowsEstimate is the source's estimate, when the run became active,
 	// of the rows it reads (0: unknown): the total of progress bars.
 	RowsEstimate int64 `json:"rows_estimate"`
+	// RunID is the run the backfill belongs to when several objects were
+	// initiated as one run (0: none).
+	RunID int64 `json:"run_id,omitempty"`
+	// Verify is the verify that ended the backfill (nil: none yet).
+	Verify *VerifySummary `json:"verify,omitempty"`
+}
+
+// VerifySummary is the verify a backfill ends with: what it covered,
+// compared range by range with the source at one point of the stream.
+type VerifySummary struct {
+	// Status is "running", "match", "differ", "error" or "off" (the
+	// stream's backfill.verify is off).
+	Status          string     `json:"status"`
+	SourceRows      int64      `json:"source_rows"`
+	DestRows        int64      `json:"destination_rows"`
+	Ranges          int        `json:"ranges"`
+	DifferingRanges int        `json:"differing_ranges"`
+	Error           string     `json:"error,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+}
+
+func encodeVerify(v *VerifySummary) (string, error) {
+	if v == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode verify: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeVerify(raw []byte) (*VerifySummary, error) {
+	var v VerifySummary
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	if v.Status == "" {
+		return nil, nil
+	}
+	return &v, nil
 }
 
 func (b *Backfill) validate() error {
@@ -79,13 +120,18 @@ func (s *Store) CreateBackfill(ctx context.Context, b *Backfill) error {
 	if err != nil {
 		return fmt.Errorf("create backfill: %w", err)
 	}
+	verify, err := encodeVerify(b.Verify)
+	if err != nil {
+		return fmt.Errorf("create backfill: %w", err)
+	}
 	created := now()
 	var id int64
 	err = s.queryRow(ctx, `INSERT INTO "backfills" (`+backfillInsertCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`,
 		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
 		s.d.timeArg(created), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
 		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
+		b.RunID, verify,
 	).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("create backfill for %s/%s.%s: %w", b.Stream, b.Schema, b.Table, err)
@@ -104,15 +150,20 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) error {
 	if err != nil {
 		return fmt.Errorf("update backfill %d: %w", b.ID, err)
 	}
+	verify, err := encodeVerify(b.Verify)
+	if err != nil {
+		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+	}
 	res, err := s.exec(ctx, `UPDATE "backfills" SET
 		"stream" = ?, "schema_name" = ?, "table_name" = ?, "started_by" = ?, "options" = ?, "status" = ?, "error" = ?,
 		"started_at" = ?, "finished_at" = ?, "loaded_at" = ?,
-		"rows_read" = ?, "rows_written" = ?, "rows_removed" = ?, "bytes" = ?, "chunks" = ?, "window_conflicts" = ?, "retries" = ?, "rows_estimate" = ?
+		"rows_read" = ?, "rows_written" = ?, "rows_removed" = ?, "bytes" = ?, "chunks" = ?, "window_conflicts" = ?, "retries" = ?, "rows_estimate" = ?,
+		"run_id" = ?, "verify" = ?
 		WHERE "id" = ?`,
 		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
 		s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
 		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
-		b.ID)
+		b.RunID, verify, b.ID)
 	if err != nil {
 		return fmt.Errorf("update backfill %d: %w", b.ID, err)
 	}
@@ -128,18 +179,24 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) error {
 
 const backfillInsertCols = `"stream", "schema_name", "table_name", "started_by", "options", "status", "error",
 	"created_at", "started_at", "finished_at", "loaded_at",
-	"rows_read", "rows_written", "rows_removed", "bytes", "chunks", "window_conflicts", "retries", "rows_estimate"`
+	"rows_read", "rows_written", "rows_removed", "bytes", "chunks", "window_conflicts", "retries", "rows_estimate",
+	"run_id", "verify"`
 
 const backfillCols = `"id", ` + backfillInsertCols
 
 func scanBackfill(sc interface{ Scan(...any) error }) (Backfill, error) {
 	var b Backfill
-	var opts []byte
+	var opts, verify []byte
 	var created, started, finished, loaded timeCol
 	if err := sc.Scan(&b.ID, &b.Stream, &b.Schema, &b.Table, &b.StartedBy, &opts, &b.Status, &b.Error,
 		&created, &started, &finished, &loaded,
-		&b.RowsRead, &b.RowsWritten, &b.RowsRemoved, &b.Bytes, &b.Chunks, &b.WindowConflicts, &b.Retries, &b.RowsEstimate); err != nil {
+		&b.RowsRead, &b.RowsWritten, &b.RowsRemoved, &b.Bytes, &b.Chunks, &b.WindowConflicts, &b.Retries, &b.RowsEstimate,
+		&b.RunID, &verify); err != nil {
 		return Backfill{}, err
+	}
+	var err error
+	if b.Verify, err = decodeVerify(verify); err != nil {
+		return Backfill{}, fmt.Errorf("decode verify of backfill %d: %w", b.ID, err)
 	}
 	if err := json.Unmarshal(opts, &b.Options); err != nil {
 		return Backfill{}, fmt.Errorf("decode options of backfill %d: %w", b.ID, err)
@@ -167,6 +224,7 @@ func (s *Store) GetBackfill(ctx context.Context, id int64) (Backfill, error) {
 // BackfillFilter selects backfills. Zero fields don't filter.
 type BackfillFilter struct {
 	Stream, Schema, Table, Status, StartedBy string
+	RunID                                    int64
 	// Since and Until bound CreatedAt: Since <= CreatedAt < Until.
 	Since, Until time.Time
 	// Limit caps the result; 0 means DefaultBackfillLimit.
@@ -195,6 +253,10 @@ func (s *Store) ListBackfills(ctx context.Context, f BackfillFilter) ([]Backfill
 	eq(`"table_name"`, f.Table)
 	eq(`"status"`, f.Status)
 	eq(`"started_by"`, f.StartedBy)
+	if f.RunID != 0 {
+		where = append(where, `"run_id" = ?`)
+		args = append(args, f.RunID)
+	}
 	// Stored times are whole microseconds, so rounding a bound up to the
 	// next microsecond keeps both comparisons exact.
 	if !f.Since.IsZero() {

@@ -24,6 +24,17 @@ type BackfillOptions struct {
 	// RowsPerSecond limits each run's reads; 0 takes the stream's
 	// backfill.rows_per_second. A running run's limit can be changed.
 	RowsPerSecond float64
+	// Filter is a SQL condition on the source table: only the rows
+	// matching it are read, and the destination's other rows are left
+	// alone ("" reads every row).
+	Filter string
+	// Columns names the non-key columns to fill (nil: all): only they are
+	// read, and only rows the destination holds are written, their other
+	// columns left alone (filling a newly added column).
+	Columns []string
+	// AsOneRun makes the backfills of one initiate one run (see
+	// store.Run); it is not recorded per backfill.
+	AsOneRun bool
 }
 
 // Option keys in a run's record.
@@ -31,6 +42,9 @@ const (
 	optSampleRows    = "sample_rows"
 	optRunAt         = "run_at"
 	optRowsPerSecond = "rows_per_second"
+	optFilter        = "filter"
+	optColumns       = "columns"
+	optRanges        = "ranges"
 )
 
 // Validate checks the options against now.

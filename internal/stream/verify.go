@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // RangeCheck compares one key range of an object in source and destination
@@ -33,6 +34,9 @@ type ObjectCheck struct {
 	Match      bool         `json:"match"`
 	Ranges     []RangeCheck `json:"ranges"`
 	Error      string       `json:"error,omitempty"`
+	// Repair is the backfill re-reading the differing ranges, when a
+	// repair was asked and some differ.
+	Repair *store.Backfill `json:"repair,omitempty"`
 }
 
 // checkRange compares the merged source rows of a range with the
