@@ -78,6 +78,8 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/streams/{stream}/objects", s.listObjects)
 	s.handle("POST /api/v1/streams/{stream}/backfills", s.initiate)
 	s.handle("POST /api/v1/streams/{stream}/backfills/stop", s.stop)
+	s.handle("GET /api/v1/streams/{stream}/runs/{id}", s.getRun)
+	s.handle("POST /api/v1/streams/{stream}/runs/{id}/stop", s.stopRun)
 	s.handle("POST /api/v1/streams/{stream}/verify", s.verify)
 	s.handle("GET /api/v1/streams/{stream}/estimate", s.estimate)
 	s.handle("GET /api/v1/backfills", s.listBackfills)

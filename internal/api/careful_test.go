@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // careful is a stream of one 1000-row table, backfilled by hand in chunks
@@ -104,4 +105,66 @@ func TestBackfillRunAtAndLiveRate(t *testing.T) {
 	e.fails(409, "refused", "PATCH", fmt.Sprintf("/api/v1/backfills/%d", slow.ID), `{"rows_per_second": 10}`)
 	e.fails(400, "bad_request", "PATCH", fmt.Sprintf("/api/v1/backfills/%d", slow.ID), `{}`)
 	e.fails(404, "not_found", "PATCH", "/api/v1/backfills/99999", `{"rows_per_second": 10}`)
+}
+
+// TestScopedBackfillAndRepair: every backfill's record carries the verify
+// that ended it; a filtered backfill rewrites only its rows; a filter or
+// columns the source cannot take are a 400 saying why; verify with repair
+// starts a backfill of the differing ranges that puts them right.
+func TestScopedBackfillAndRepair(t *testing.T) {
+	e, db := careful(t)
+	full := e.initiateOne(`{"objects": ["public.t"]}`)
+	rec := e.waitBackfill(full.ID, "full backfill verified", verified)
+	if rec.Verify.Status != "match" || rec.Verify.SourceRows != 1000 || rec.Verify.Ranges != 34 {
+		t.Fatalf("full backfill's verify: %+v, want a match over 1000 rows in 34 ranges", *rec.Verify)
+	}
+	for _, id := range []int{50, 900} {
+		if _, err := db.ExecContext(e.ctx, `UPDATE "t" SET "v" = 'stale' WHERE "id" = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filtered := e.initiateOne(`{"objects": ["public.t"], "filter": "id <= 100"}`)
+	rec = e.waitBackfill(filtered.ID, "filtered backfill verified", verified)
+	if rec.RowsRead != 100 || rec.Verify.Status != "match" || rec.Verify.SourceRows != 100 || rec.Options["filter"] != "id <= 100" {
+		t.Fatalf("filtered backfill: read %d, verify %+v, options %v", rec.RowsRead, *rec.Verify, rec.Options)
+	}
+	if v := destValue(t, e, db, 50); v != "v50" {
+		t.Errorf("row 50 after the filtered backfill: %q, want v50", v)
+	}
+	if v := destValue(t, e, db, 900); v != "stale" {
+		t.Errorf("row 900 after the filtered backfill: %q, want stale (outside the filter)", v)
+	}
+	path := "/api/v1/streams/" + e.name + "/backfills"
+	if msg := e.fails(400, "bad_request", "POST", path, `{"objects": ["public.t"], "filter": "nosuch > 1"}`); !strings.Contains(msg, `column "nosuch" does not exist`) {
+		t.Errorf("bad filter: %q", msg)
+	}
+	if msg := e.fails(400, "bad_request", "POST", path, `{"objects": ["public.t"], "columns": ["w"]}`); !strings.Contains(msg, `public.t has no column "w": its columns are id, v`) {
+		t.Errorf("unknown column: %q", msg)
+	}
+
+	var checks []stream.ObjectCheck
+	e.ok(200, &checks, "POST", "/api/v1/streams/"+e.name+"/verify", `{"objects": ["public.t"], "repair": true}`)
+	if len(checks) != 1 || checks[0].Match || checks[0].Repair == nil || checks[0].Repair.StartedBy != "repair" {
+		t.Fatalf("verify with repair: %+v", checks)
+	}
+	rec = e.waitBackfill(checks[0].Repair.ID, "repair verified", verified)
+	if rec.RowsRead != 30 || rec.Verify.Status != "match" {
+		t.Errorf("repair read %d rows (want the 30 of the range holding 900), verify %+v", rec.RowsRead, *rec.Verify)
+	}
+	if v := destValue(t, e, db, 900); v != "v900" {
+		t.Errorf("row 900 after the repair: %q, want v900", v)
+	}
+}
+
+func verified(b store.Backfill) bool {
+	return loadedRun(b) && b.Verify != nil && b.Verify.Status != "running"
+}
+
+func destValue(t *testing.T, e *env, db *sql.DB, id int) string {
+	t.Helper()
+	var v string
+	if err := db.QueryRowContext(e.ctx, `SELECT "v" FROM "t" WHERE "id" = ?`, id).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

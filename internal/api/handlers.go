@@ -230,6 +230,11 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error 
 	if err != nil {
 		return err
 	}
+	if req.Repair {
+		if checks, err = str.Repair(r.Context(), checks); err != nil {
+			return err
+		}
+	}
 	writeJSON(w, http.StatusOK, checks)
 	return nil
 }

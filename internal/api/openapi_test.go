@@ -416,6 +416,8 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"InitiateRequest", api.InitiateRequest{}, false},
 		{"RateRequest", api.RateRequest{}, false},
 		{"Backfill", store.Backfill{}, true},
+		{"VerifySummary", store.VerifySummary{}, true},
+		{"RunView", stream.RunView{}, true},
 		{"VerifyRequest", api.VerifyRequest{}, false},
 		{"ObjectCheck", stream.ObjectCheck{}, true},
 		{"Estimate", stream.Estimate{}, true},
@@ -612,6 +614,21 @@ func TestOpenAPIDescribesResponses(t *testing.T) {
 	do("GET", "/api/v1/audit?format=csv", "")
 	do("GET", "/api/v1/audit?kind=batch&state=active", "")
 	do("GET", "/api/v1/audit?kind=nope", "")
+
+	// A run of two backfills: its view, another stream's view of it, its
+	// stop, and a stop of the run once it has ended.
+	members, _ := do("POST", "/api/v1/streams/alpha/backfills", `{"objects": ["public.a", "\"my.schema\".\"T x\""], "as_one_run": true}`).([]any)
+	if len(members) != 2 {
+		t.Fatalf("initiated as one run: %v", members)
+	}
+	first, _ := members[0].(map[string]any)
+	run, _ := first["run_id"].(json.Number)
+	do("GET", "/api/v1/streams/alpha/runs/"+run.String(), "")
+	do("GET", "/api/v1/streams/beta/runs/"+run.String(), "") // 404: alpha's
+	do("GET", "/api/v1/streams/alpha/runs/999999", "")
+	do("GET", "/api/v1/streams/alpha/runs/x", "")
+	do("POST", "/api/v1/streams/alpha/runs/"+run.String()+"/stop", "")
+	do("POST", "/api/v1/streams/alpha/runs/"+run.String()+"/stop", "") // 409: ended
 }
 
 // matchOperation finds the operation whose path template matches path,

@@ -174,7 +174,7 @@ func (bn *bench) dropDatabase(db string, want int64) error {
 
 func (bn *bench) runTidemark() error {
 	dst := bn.sv.dst.DSN(tidemarkDB)
-	tm, err := startTidemark(bn.ctx, bn.sv.src.DSN(srcDB), dst, bn.b.TempDir(), bn.p.chunkSize)
+	tm, err := startTidemark(bn.ctx, bn.sv.src.DSN(srcDB), dst, bn.b.TempDir(), bn.p)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,6 +19,9 @@ type params struct {
 	rows      int64 // rows of public.t
 	smallRows int64 // rows of public.t_small, the memory check
 	chunkSize int
+	// chunkWrite is tidemark's backfill.chunk_write_target ("" for the
+	// default).
+	chunkWrite string
 }
 
 func readParams() (params, error) {
@@ -40,6 +44,12 @@ func readParams() (params, error) {
 			return p, fmt.Errorf("TIDEMARK_BENCH_CHUNK=%q: want a positive chunk size", s)
 		}
 		p.chunkSize = n
+	}
+	if s := os.Getenv("TIDEMARK_BENCH_CHUNK_WRITE"); s != "" {
+		if d, err := time.ParseDuration(s); err != nil || d < 0 {
+			return p, fmt.Errorf("TIDEMARK_BENCH_CHUNK_WRITE=%q: want a duration such as 20ms, or 0", s)
+		}
+		p.chunkWrite = s
 	}
 	return p, nil
 }

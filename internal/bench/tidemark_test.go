@@ -28,9 +28,15 @@ type tidemark struct {
 
 // startTidemark starts a stream from srcDSN into the postgres destination
 // dstDSN (backfill mode manual) and waits until it is running. extra are
-// more keys of the stream's YAML mapping, one a line ("batch: {…}").
-func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, chunkSize int, extra ...string) (*tidemark, error) {
+// more keys of the stream's YAML mapping, one a line ("batch: {…}"). The
+// verify that ends each backfill is off: it would read the table again
+// while later phases measure.
+func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, p params, extra ...string) (*tidemark, error) {
 	var more strings.Builder
+	write := ""
+	if p.chunkWrite != "" {
+		write = ", chunk_write_target: " + p.chunkWrite
+	}
 	for _, line := range extra {
 		more.WriteString("    " + line + "\n")
 	}
@@ -40,8 +46,8 @@ streams:
     source: {type: postgres, dsn: "%s"}
     destination: {type: postgres, dsn: "%s"}
     include: ["public.*"]
-    backfill: {mode: manual, chunk_size: %d}
-%s`, streamName, srcDSN, dstDSN, chunkSize, more.String())), func(string) (string, bool) { return "", false })
+    backfill: {mode: manual, chunk_size: %d%s, verify: false}
+%s`, streamName, srcDSN, dstDSN, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}

@@ -226,7 +226,7 @@ func (ul *underLoad) runTidemark() error {
 		extra = append(extra, "batch: {max_delay: "+ul.p.batchDelay+"}")
 	}
 	dst := ul.sv.dst.DSN(tidemarkDB)
-	tm, err := startTidemark(ul.ctx, ul.sv.src.DSN(srcDB), dst, ul.b.TempDir(), ul.p.chunkSize, extra...)
+	tm, err := startTidemark(ul.ctx, ul.sv.src.DSN(srcDB), dst, ul.b.TempDir(), ul.p.params, extra...)
 	if err != nil {
 		return err
 	}
@@ -443,7 +443,12 @@ func (ul *underLoad) print(out io.Writer) {
 	if ul.p.batchDelay != "" {
 		delay = ul.p.batchDelay
 	}
-	fmt.Fprintf(out, "tidemark: backfill.chunk_size %d, batch.max_delay %s, other settings default\n\n", ul.p.chunkSize, delay)
+	write := "20ms (default)"
+	if ul.p.chunkWrite != "" {
+		write = ul.p.chunkWrite
+	}
+	fmt.Fprintf(out, "tidemark: backfill.chunk_size %d, backfill.chunk_write_target %s, batch.max_delay %s, other settings default\n\n",
+		ul.p.chunkSize, write, delay)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "lag of live changes, ms\tseconds\tupdates/s\tprobes\tp50\tp90\tp99\tmax\tmissed first\tresolution\tCPU s: Go\tsrc PG\tdst PG\tother\t")

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -29,7 +31,7 @@ func backfillCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillRunCmd(g), backfillStopRunCmd(g))
 	return c
 }
 
@@ -110,7 +112,15 @@ was stopped.
 (whole chunks) and leaves the rest of its destination table alone: check a
 slice first. --at TIME (RFC 3339) keeps the backfills pending until then, for
 quiet hours. --rows-per-second limits each backfill's reads (change it while
-it runs with "tidemark backfill set-rate").`,
+it runs with "tidemark backfill set-rate"). --filter SQL backfills only the
+source rows matching the condition, leaving the destination's other rows
+alone. --columns a,b fills only these non-key columns of the rows the
+destination holds, leaving its other columns alone.
+
+--as-one-run makes the backfills one run: one id (printed), completed when
+every backfill is; see it with "tidemark backfill run STREAM ID" and stop it
+with "tidemark backfill stop-run STREAM ID". With --wait, the run is
+followed until it has ended, then its status is printed.`,
 		Args: usageArgs(2, -1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if at != "" {
@@ -136,10 +146,13 @@ it runs with "tidemark backfill set-rate").`,
 				return err
 			}
 			if wait {
-				return g.followBackfills(c.Context(), es, out)
+				return g.followRun(c.Context(), es, args[0], out)
 			}
 			if g.json {
 				return g.printJSON(out)
+			}
+			if len(out) > 0 && out[0].RunID != 0 {
+				fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", out[0].RunID, len(out))
 			}
 			for _, b := range out {
 				fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s\n", b.ID, b.Schema, b.Table, b.Status)
@@ -151,7 +164,87 @@ it runs with "tidemark backfill set-rate").`,
 	c.Flags().Int64Var(&req.SampleRows, "sample", 0, "copy only about the first N rows of each object in key order")
 	c.Flags().StringVar(&at, "at", "", "start at this RFC 3339 time (quiet hours) instead of now")
 	c.Flags().Float64Var(&req.RowsPerSecond, "rows-per-second", 0, "limit each backfill's reads (0: the stream's backfill.rows_per_second)")
+	c.Flags().StringVar(&req.Filter, "filter", "", "backfill only the source rows matching the `SQL` condition")
+	c.Flags().StringSliceVar(&req.Columns, "columns", nil, "fill only the non-key columns `a,b` of rows the destination holds")
+	c.Flags().BoolVar(&req.AsOneRun, "as-one-run", false, "make the backfills one run: one id, completed when every backfill is")
 	return c
+}
+
+// followRun follows initiated backfills to their end (see
+// followBackfills); the backfills of one run are announced first and the
+// run's status printed last.
+func (g *globals) followRun(ctx context.Context, es *eventStream, streamName string, out []store.Backfill) error {
+	if len(out) == 0 || out[0].RunID == 0 {
+		return g.followBackfills(ctx, es, out)
+	}
+	id := out[0].RunID
+	if !g.json {
+		fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", id, len(out))
+	}
+	err := g.followBackfills(ctx, es, out)
+	if g.json {
+		return err
+	}
+	var v stream.RunView
+	if rerr := g.client().do(ctx, "GET", runPath(streamName, strconv.FormatInt(id, 10)), nil, &v); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	fmt.Fprintf(g.stdout, "run %d: %s\n", v.ID, v.Status)
+	return err
+}
+
+func runPath(streamName, id string) string {
+	return "/api/v1/streams/" + url.PathEscape(streamName) + "/runs/" + url.PathEscape(id)
+}
+
+func backfillRunCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run STREAM ID",
+		Short: "Show a run (backfills initiated with --as-one-run): its status, totals and each backfill",
+		Args:  usageArgs(2, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var v stream.RunView
+			if err := g.client().do(c.Context(), "GET", runPath(args[0], args[1]), nil, &v); err != nil {
+				return err
+			}
+			return g.printRun(v)
+		},
+	}
+}
+
+func backfillStopRunCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop-run STREAM ID",
+		Short: "Stop the backfills of a run still pending or active; refused for a run that has ended",
+		Args:  usageArgs(2, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var v stream.RunView
+			if err := g.client().do(c.Context(), "POST", runPath(args[0], args[1])+"/stop", nil, &v); err != nil {
+				return err
+			}
+			return g.printRun(v)
+		},
+	}
+}
+
+// printRun shows a run: a line of its status and totals, then its
+// backfills.
+func (g *globals) printRun(v stream.RunView) error {
+	if g.json {
+		return g.printJSON(v)
+	}
+	fmt.Fprintf(g.stdout, "run %d of %s: %s, started by %s, %s rows read, %s written, %s\n", v.ID, v.Stream, v.Status, v.StartedBy,
+		thousands(v.RowsRead), thousands(v.RowsWritten), bytesText(v.Bytes))
+	if v.Error != "" {
+		fmt.Fprintf(g.stdout, "error: %s\n", v.Error)
+	}
+	tw := g.table()
+	fmt.Fprintln(tw, "ID\tOBJECT\tSTATUS\tREAD\tWRITTEN\tSTARTED\tFINISHED\tLOADED\tERROR")
+	for _, b := range v.Backfills {
+		fmt.Fprintf(tw, "%d\t%s.%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Schema, b.Table, b.Status, b.RowsRead, b.RowsWritten,
+			ago(b.StartedAt), ago(b.FinishedAt), ago(b.LoadedAt), b.Error)
+	}
+	return tw.Flush()
 }
 
 func backfillSetRateCmd(g *globals) *cobra.Command {

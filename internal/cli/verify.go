@@ -13,16 +13,21 @@ import (
 
 func verifyCmd(g *globals) *cobra.Command {
 	var chunk int
+	var repair bool
 	c := &cobra.Command{
 		Use:   "verify STREAM [OBJECT...]",
 		Short: "Compare source and destination row counts and checksums per object and key range",
 		Long: `Compare source and destination row counts and checksums per object and key
 range. Each range is compared at the same point of the live stream, so
-ongoing changes do not show as differences. Exits 3 when a range differs.`,
+ongoing changes do not show as differences. Exits 3 when a range differs.
+
+--repair re-backfills the key ranges found differing: one backfill per
+object (started by "repair"), whose id is printed; it still exits 3, as the
+differences were found (run verify again once the repair has completed).`,
 		Args: usageArgs(1, -1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var out []stream.ObjectCheck
-			req := api.VerifyRequest{Objects: args[1:], ChunkSize: chunk}
+			req := api.VerifyRequest{Objects: args[1:], ChunkSize: chunk, Repair: repair}
 			if err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/verify", req, &out); err != nil {
 				return err
 			}
@@ -44,6 +49,7 @@ ongoing changes do not show as differences. Exits 3 when a range differs.`,
 		},
 	}
 	c.Flags().IntVar(&chunk, "chunk-size", 0, "rows per compared range (default: the stream's chunk size)")
+	c.Flags().BoolVar(&repair, "repair", false, "re-backfill the differing key ranges (one backfill per object)")
 	return c
 }
 
@@ -71,4 +77,9 @@ func printChecks(g *globals, out []stream.ObjectCheck) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", o.Object, result, o.SourceRows, o.DestRows, len(o.Ranges), strings.Join(bad, "; "))
 	}
 	tw.Flush()
+	for _, o := range out {
+		if o.Repair != nil {
+			fmt.Fprintf(g.stdout, "repair of %s: backfill %d, %s\n", o.Object, o.Repair.ID, o.Repair.Status)
+		}
+	}
 }

@@ -27,6 +27,7 @@ const (
 	defaultWALWarnBytes     = 1 << 30
 	defaultMaxConcurrent    = 2
 	defaultChunkSize        = 10000
+	defaultChunkWriteTarget = 20 * time.Millisecond
 	defaultWindowMaxChanges = 100000
 	defaultBatchMaxChanges  = 10000
 	defaultBatchMaxDelay    = 200 * time.Millisecond
@@ -254,6 +255,8 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			ChunkSize:        int(b.integer(p+".backfill.chunk_size", bf.ChunkSize, defaultChunkSize)),
 			RowsPerSecond:    int(b.integer(p+".backfill.rows_per_second", bf.RowsPerSecond, 0)),
 			WindowMaxChanges: int(b.integer(p+".backfill.window_max_changes", bf.WindowMaxChanges, defaultWindowMaxChanges)),
+			ChunkWriteTarget: b.duration(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, defaultChunkWriteTarget),
+			Verify:           b.boolean(p+".backfill.verify", bf.Verify, true),
 		},
 		Batch: Batch{
 			MaxChanges: int(b.integer(p+".batch.max_changes", r.Batch.MaxChanges, defaultBatchMaxChanges)),

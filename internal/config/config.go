@@ -190,6 +190,12 @@ type Backfill struct {
 	ChunkSize        int       // rows per chunk
 	RowsPerSecond    int       // 0 is unlimited
 	WindowMaxChanges int       // bound on changes buffered per chunk window
+	// ChunkWriteTarget shrinks chunks while live changes flow so that
+	// one's write takes about this long (0: always ChunkSize).
+	ChunkWriteTarget time.Duration
+	// Verify ends every backfill with a verify of what it covered,
+	// recorded in its run (docs/backfill.md).
+	Verify bool
 }
 
 // Batch bounds the transactions written to the destination.

@@ -81,6 +81,8 @@ type rawBackfill struct {
 	ChunkSize        scalar   `yaml:"chunk_size"`
 	RowsPerSecond    scalar   `yaml:"rows_per_second"`
 	WindowMaxChanges scalar   `yaml:"window_max_changes"`
+	ChunkWriteTarget scalar   `yaml:"chunk_write_target"`
+	Verify           scalar   `yaml:"verify"`
 }
 
 type rawBatch struct {

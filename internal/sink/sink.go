@@ -85,14 +85,21 @@ type Op struct {
 }
 
 // Chunk replaces the destination rows of a table whose key lies in
-// (Low, High] by Rows: rows of the range missing from Rows are deleted, the
-// others upserted. Low nil is unbounded below, High nil unbounded above.
+// (Low, High] by Rows: rows of the range missing from Rows are deleted
+// (unless Keep), the others upserted (or updated, UpdateOnly). Low nil is unbounded below, High nil unbounded above.
 // Rows may carry Unchanged values, which keep the destination's value.
 type Chunk struct {
 	Table *change.Table
 	Low   change.Key
 	High  change.Key
 	Rows  []change.Row
+	// Keep leaves the range's destination rows that Rows lacks in place: a
+	// filtered or column-subset backfill read only some of the range.
+	Keep bool
+	// UpdateOnly writes Rows only over rows the destination holds, leaving
+	// their Unchanged columns alone; a row it lacks is skipped (a column
+	// subset cannot write a whole row).
+	UpdateOnly bool
 	// Removed is set by Apply: how many destination rows of the range were
 	// deleted because the source no longer has them.
 	Removed int64

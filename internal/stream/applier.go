@@ -72,10 +72,18 @@ type pendingChunk struct {
 	submitted  bool
 	read       ChunkRead
 	low        change.Key
-	last       bool
-	// bounded marks a last chunk that ends at its last row (a sample)
-	// rather than at the end of the table.
-	bounded    bool
+	// ends marks a chunk that reaches the end of its key range: its range
+	// ends at upto (nil: the end of the table), not at its last row.
+	ends bool
+	upto change.Key
+	// bounded marks a chunk that ends a run at its last row (a sample)
+	// rather than at the end of its range.
+	bounded bool
+	// last marks the run's final chunk: its cursor is done.
+	last bool
+	// scope is the filter and column subset the chunk was read with: then
+	// the destination's rows outside it are left alone.
+	scope      chunkSpec
 	rowsBefore int64
 	verify     bool // compare with the destination instead of writing
 	window     []windowTxn
@@ -133,6 +141,13 @@ type applier struct {
 	pending  []*pendingChunk
 	batch    *outBatch
 	lastSent change.LSN
+	// outq holds the batches ready for the writer, oldest first (see
+	// handoff.go); chunkBusy is closed when the last chunk's batch is
+	// committed (nil: none is in flight).
+	outq       []*outBatch
+	chunkBusy  chan struct{}
+	chunkBatch *outBatch  // the batch chunkBusy belongs to
+	pace       *chunkPace // learns chunk write times; nil: not paced
 }
 
 type appliedTxn struct {
@@ -149,6 +164,7 @@ type outBatch struct {
 	counters map[change.TableID]*objectCounts
 	chunks   []committedChunk
 	done     chan struct{} // closed once committed, when someone waits
+	took     time.Duration // the writer's Apply, set before done is closed
 }
 
 type objectCounts struct{ events, bytes int64 }
@@ -219,9 +235,9 @@ func (a *applier) submit(ctx context.Context, pc *pendingChunk) (ChunkResult, er
 }
 
 // run processes events and chunk requests until ctx ends or events closes.
-// A batch is written at the latest cfg.BatchDelay after its first change
-// (or position) arrived: the flush timer is armed by it, not by a ticker
-// that could miss the moment by up to a period.
+// A batch with changes goes as soon as the writer is idle (handoff.go);
+// one that only moves the position is queued at the latest cfg.BatchDelay
+// after it first did: the flush timer is armed then.
 func (a *applier) run(ctx context.Context) error {
 	a.batch = a.newBatch()
 	ticker := time.NewTicker(a.cfg.BatchDelay)
@@ -237,10 +253,24 @@ func (a *applier) run(ctx context.Context) error {
 		}
 	}
 	for {
+		next, out := a.nextOut()
+		events := a.events
+		if len(a.outq) >= maxQueued {
+			events = nil // back-pressure: the writer is behind
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev, ok := <-a.events:
+		case out <- next:
+			a.handedOver(next)
+		case <-a.chunkBusy:
+			a.chunkBusy = nil
+			a.pace.observe(a.chunkBatch.changes, a.chunkBatch.took)
+			if err := a.mergeReady(ctx); err != nil {
+				return err
+			}
+			arm()
+		case ev, ok := <-events:
 			if !ok {
 				return nil
 			}
@@ -258,9 +288,7 @@ func (a *applier) run(ctx context.Context) error {
 			// The batch may have been written meanwhile (it filled up): then
 			// this writes what came since, a little early.
 			if a.pendingOutput() {
-				if err := a.flush(ctx); err != nil {
-					return err
-				}
+				a.flush()
 			}
 			arm()
 		case <-ticker.C:
@@ -306,6 +334,9 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		}
 		a.batch.changes += len(txn.Changes)
 		a.batch.events += len(txn.Changes)
+		if len(txn.Changes) > 0 {
+			a.pace.live(time.Now())
+		}
 		if !a.batch.timed {
 			a.batch.timed = true
 			a.lag.received(txn.EndLSN, txn.CommitTime)
@@ -320,7 +351,7 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		return err
 	}
 	if a.batch.changes >= a.cfg.BatchChanges {
-		return a.flush(ctx)
+		a.flush()
 	}
 	return nil
 }
@@ -441,9 +472,10 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 }
 
 // mergeReady merges, in registration order, every submitted chunk whose
-// position the stream has passed.
+// position the stream has passed, one at a time: while a merged chunk's
+// batch is not committed the others wait (their windows keep growing).
 func (a *applier) mergeReady(ctx context.Context) error {
-	for len(a.pending) > 0 {
+	for len(a.pending) > 0 && a.chunkBusy == nil {
 		var ready *pendingChunk
 		for _, p := range a.pending {
 			if p.submitted && a.position >= p.read.Position {
@@ -476,8 +508,8 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	}
 	pc.table = shape
 	t := pc.table
-	var high change.Key
-	if (!pc.last || pc.bounded) && len(pc.read.Rows) > 0 {
+	high := pc.upto
+	if (!pc.ends || pc.bounded) && len(pc.read.Rows) > 0 {
 		high = t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
 	}
 	var window []change.Change
@@ -502,7 +534,11 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, Check: &check, Err: err})
 		return nil
 	}
-	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows}
+	if len(a.batch.Ops) > 0 {
+		a.flush() // the live changes so far go first, in a batch of their own
+	}
+	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows,
+		Keep: pc.scope.Filter != "" || pc.scope.Columns != nil, UpdateOnly: pc.scope.Columns != nil}
 	a.batch.Ops = append(a.batch.Ops, sink.Op{Chunk: chunk})
 	a.batch.changes += len(rows)
 	after := high
@@ -512,9 +548,11 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	a.batch.Cursors[t.ID] = sink.Cursor{BackfillID: pc.backfillID, After: after, Done: pc.last, Rows: pc.rowsBefore + int64(len(rows))}
 	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), bytes: pc.read.Bytes, removed: chunk, last: pc.last})
 	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
-	if a.batch.changes >= a.cfg.BatchChanges {
-		return a.flush(ctx)
-	}
+	// The chunk goes alone, and no other is merged until it is committed:
+	// a live change then waits for one chunk write at most.
+	a.chunkBusy = make(chan struct{})
+	a.batch.done, a.chunkBatch = a.chunkBusy, a.batch
+	a.flush()
 	return nil
 }
 
@@ -546,21 +584,6 @@ func (a *applier) classify(ctx context.Context, t *change.Table, window []change
 		seen[k.Encode()] = in[i]
 	}
 	return func(k change.Key) bool { return seen[k.Encode()] }, nil
-}
-
-// flush hands the batch to the writer; it blocks while the writer is busy,
-// which is the pipeline's back-pressure.
-func (a *applier) flush(ctx context.Context) error {
-	b := a.batch
-	b.Position = a.position
-	select {
-	case a.out <- b:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	a.lastSent = a.position
-	a.batch = a.newBatch()
-	return nil
 }
 
 // forgetOldXids bounds the memory of applied transactions while no chunk

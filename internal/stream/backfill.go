@@ -17,14 +17,22 @@ import (
 
 // chunkSource reads chunks for backfill workers.
 type chunkSource interface {
-	ReadChunk(ctx context.Context, t *change.Table, after change.Key, limit int) (ChunkRead, error)
+	ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec) (ChunkRead, error)
+	// CheckFilter says whether a backfill's filter is a valid condition
+	// on the table (pg.ErrFilter when the source refused it).
+	CheckFilter(ctx context.Context, t *change.Table, filter string) error
 }
+
+// chunkSpec is what one chunk read asks for: up to Limit rows with key in
+// (After, Upto] matching Filter, with the key and Columns (nil: all).
+type chunkSpec = pg.ReadOptions
 
 // BackfillConfig tunes backfills.
 type BackfillConfig struct {
 	MaxConcurrent int
 	ChunkSize     int
 	RowsPerSecond float64
+	Verify        bool // end each backfill with a verify of what it covered
 	Retry         retryPolicy
 }
 
@@ -92,9 +100,10 @@ func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg Backfill
 		active: map[change.TableID]*run{}, byID: map[int64]*run{}}
 }
 
-// Initiate starts backfills of several objects. It refuses the whole request
-// when one of them may not start, naming each refusal.
-func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
+// Initiate starts backfills of several objects, as one run when asOneRun
+// (see store.Run). It refuses the whole request when one of them may not
+// start, naming each refusal.
+func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any, asOneRun bool) ([]store.Backfill, error) {
 	if m.check != nil {
 		if refusals := m.check(ctx, ids, startedBy); len(refusals) > 0 {
 			return nil, &RefusedError{Msg: strings.Join(refusals, "; ")}
@@ -122,9 +131,19 @@ func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedB
 	if len(refusals) > 0 {
 		return nil, &RefusedError{Msg: strings.Join(refusals, "; ")}
 	}
+	// The run is recorded only once nothing is refused, before its members
+	// so that each can name it.
+	var runID int64
+	if asOneRun && len(ids) > 0 {
+		grp := store.Run{Stream: m.stream, StartedBy: startedBy}
+		if err := m.st.CreateRun(ctx, &grp); err != nil {
+			return nil, fmt.Errorf("record the run of %d backfills: %w", len(ids), err)
+		}
+		runID = grp.ID
+	}
 	var out []store.Backfill
 	for i, id := range ids {
-		rec := store.Backfill{Stream: m.stream, Schema: id.Schema, Table: id.Name, StartedBy: startedBy, Options: opts, Status: StatusPending}
+		rec := store.Backfill{Stream: m.stream, Schema: id.Schema, Table: id.Name, StartedBy: startedBy, Options: opts, Status: StatusPending, RunID: runID}
 		if err := m.st.CreateBackfill(ctx, &rec); err != nil {
 			return out, fmt.Errorf("record backfill of %s: %w", id, err)
 		}

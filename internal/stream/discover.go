@@ -160,12 +160,12 @@ func (s *Stream) autoBackfill(ctx context.Context) error {
 		}
 	}
 	if len(ids) > 0 {
-		if _, err := s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil); err != nil {
+		if _, err := s.bf.initiate(ctx, ids, store.StartedByAutomatic, nil, false); err != nil {
 			return err
 		}
 	}
 	if len(found) > 0 {
-		_, err = s.bf.initiate(ctx, found, StartedByDiscovery, nil)
+		_, err = s.bf.initiate(ctx, found, StartedByDiscovery, nil, false)
 	}
 	return err
 }
@@ -197,7 +197,7 @@ func (s *Stream) backfillAll(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err = s.bf.initiate(ctx, ids, StartedByReset, map[string]any{"reason": "stream reset after the replication slot was lost"})
+	_, err = s.bf.initiate(ctx, ids, StartedByReset, map[string]any{"reason": "stream reset after the replication slot was lost"}, false)
 	return err
 }
 

@@ -2,8 +2,10 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -35,7 +37,17 @@ type BackfillOptions struct {
 	// AsOneRun makes the backfills of one initiate one run (see
 	// store.Run); it is not recorded per backfill.
 	AsOneRun bool
+	// ranges restricts the run to these key ranges, in key order (nil: the
+	// whole table): a repair re-reads only what verify found differing.
+	ranges []keyRange
 }
+
+// keyRange is the key range (Low, High] of a table; nil is unbounded.
+type keyRange struct{ Low, High change.Key }
+
+// partial says whether the options read only part of a table's rows or
+// columns: then the destination's other rows are left alone.
+func (o BackfillOptions) partial() bool { return o.Filter != "" || o.Columns != nil }
 
 // Option keys in a run's record.
 const (
@@ -56,9 +68,17 @@ func (o BackfillOptions) Validate(now time.Time) error {
 		return fmt.Errorf("rows_per_second %g: use a positive rate, or 0 for the stream's", o.RowsPerSecond)
 	case o.RunAt != nil && !o.RunAt.After(now):
 		return fmt.Errorf("run_at %s is not in the future: leave it out to start now", o.RunAt.Format(time.RFC3339))
+	case o.Filter != "" && strings.TrimSpace(o.Filter) == "":
+		return errors.New("filter is blank: give a SQL condition on the source table, or leave it out for every row")
+	case len(o.Filter) > maxFilter:
+		return fmt.Errorf("filter is %d bytes: keep it under %d", len(o.Filter), maxFilter)
+	case o.Columns != nil && len(o.Columns) == 0:
+		return errors.New("columns is empty: name the columns to fill, or leave it out for all")
 	}
 	return nil
 }
+
+const maxFilter = 8 << 10
 
 // record adds the options to a run's options map (which may be nil).
 func (o BackfillOptions) record(m map[string]any) map[string]any {
@@ -77,7 +97,57 @@ func (o BackfillOptions) record(m map[string]any) map[string]any {
 	if o.RowsPerSecond > 0 {
 		set(optRowsPerSecond, o.RowsPerSecond)
 	}
+	if o.Filter != "" {
+		set(optFilter, o.Filter)
+	}
+	if o.Columns != nil {
+		set(optColumns, toAny(o.Columns))
+	}
+	if o.ranges != nil {
+		rs := make([]any, len(o.ranges))
+		for i, r := range o.ranges {
+			rs[i] = map[string]any{"low": toAny(keyText(r.Low)), "high": toAny(keyText(r.High))}
+		}
+		set(optRanges, rs)
+	}
 	return m
+}
+
+// toAny turns strings into a JSON array as a decoded record holds it.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// stringsOf reads a JSON array of strings back; nil when v is not one.
+func stringsOf(v any) []string {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(arr))
+	for _, e := range arr {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// keyOf is a key from its text values (nil for none: unbounded).
+func keyOf(v any) change.Key {
+	ss := stringsOf(v)
+	if len(ss) == 0 {
+		return nil
+	}
+	k := make(change.Key, len(ss))
+	for i, s := range ss {
+		k[i] = change.Text(s)
+	}
+	return k
 }
 
 // optionsOf reads the options back from a run's record; values it cannot
@@ -95,6 +165,17 @@ func optionsOf(b store.Backfill) BackfillOptions {
 	if v, ok := b.Options[optRowsPerSecond].(float64); ok && v > 0 {
 		o.RowsPerSecond = v
 	}
+	o.Filter, _ = b.Options[optFilter].(string)
+	if v, ok := b.Options[optColumns]; ok {
+		o.Columns = stringsOf(v)
+	}
+	if rs, ok := b.Options[optRanges].([]any); ok {
+		o.ranges = make([]keyRange, 0, len(rs))
+		for _, r := range rs {
+			m, _ := r.(map[string]any)
+			o.ranges = append(o.ranges, keyRange{Low: keyOf(m["low"]), High: keyOf(m["high"])})
+		}
+	}
 	return o
 }
 
@@ -103,7 +184,10 @@ func (s *Stream) InitiateWith(ctx context.Context, ids []change.TableID, started
 	if err := o.Validate(time.Now()); err != nil {
 		return nil, &InvalidError{Msg: err.Error()}
 	}
-	return s.bf.initiate(ctx, ids, startedBy, o.record(nil))
+	if err := s.checkScope(ctx, ids, o); err != nil {
+		return nil, err
+	}
+	return s.bf.initiate(ctx, ids, startedBy, o.record(nil), o.AsOneRun)
 }
 
 // InvalidError is an initiate whose options are invalid.

@@ -10,10 +10,14 @@ import (
 // pgChunks adapts the PostgreSQL source to the backfill workers.
 type pgChunks struct{ src *pg.Source }
 
-func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, after change.Key, limit int) (ChunkRead, error) {
-	c, err := p.src.ReadChunk(ctx, t, pg.ReadOptions{After: after, Limit: limit})
+func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec) (ChunkRead, error) {
+	c, err := p.src.ReadChunk(ctx, t, spec)
 	if err != nil {
 		return ChunkRead{}, err
 	}
 	return ChunkRead{Rows: c.Rows, Snapshot: c.Snapshot, Position: c.Position, Bytes: c.Bytes, Table: c.Table}, nil
+}
+
+func (p pgChunks) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
+	return p.src.CheckFilter(ctx, t, filter)
 }

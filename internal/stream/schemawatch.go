@@ -326,7 +326,7 @@ func (s *Stream) refill(ctx context.Context, id change.TableID) error {
 		}
 	}
 	_, err = s.bf.initiate(ctx, []change.TableID{id}, StartedBySchemaChange,
-		map[string]any{"reason": "a column added on the source holds values the destination cannot know for its older rows"})
+		map[string]any{"reason": "a column added on the source holds values the destination cannot know for its older rows"}, false)
 	return err
 }
 
@@ -385,7 +385,7 @@ func (s *Stream) addTable(ctx context.Context, src *pg.Source, app *applier, id 
 	if !s.cfg.AutoBackfill(id) {
 		return nil
 	}
-	_, err = s.bf.initiate(ctx, []change.TableID{id}, StartedByDiscovery, nil)
+	_, err = s.bf.initiate(ctx, []change.TableID{id}, StartedByDiscovery, nil, false)
 	return err
 }
 

@@ -94,6 +94,7 @@ func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *St
 		MaxConcurrent: cfg.Backfill.MaxConcurrent,
 		ChunkSize:     cfg.Backfill.ChunkSize,
 		RowsPerSecond: float64(cfg.Backfill.RowsPerSecond),
+		Verify:        cfg.Backfill.Verify,
 		Retry:         retryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max},
 	}, s.publishBackfill)
 	s.bf.check = s.precheck
@@ -170,7 +171,7 @@ func (s *Stream) publishBackfill(b store.Backfill) {
 
 // Initiate starts backfills of objects.
 func (s *Stream) Initiate(ctx context.Context, ids []change.TableID, startedBy string, opts map[string]any) ([]store.Backfill, error) {
-	return s.bf.initiate(ctx, ids, startedBy, opts)
+	return s.bf.initiate(ctx, ids, startedBy, opts, false)
 }
 
 // StopBackfills stops the backfills of objects.
@@ -412,7 +413,7 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	events := make(chan change.Event, 1024)
-	batches := make(chan *outBatch, 1)
+	batches := make(chan *outBatch) // unbuffered: a send finds the writer idle (handoff.go)
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
@@ -421,6 +422,7 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 		s.lag.reset()
 	}
 	app.lag = s.lag
+	app.pace = &chunkPace{target: s.cfg.Backfill.ChunkWriteTarget}
 	schemaEvents := newSchemaQueue()
 	app.schema = s.newSchema(src, snk, schemaEvents)
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,

@@ -37,6 +37,8 @@ type ObjectCheck struct {
 	// Repair is the backfill re-reading the differing ranges, when a
 	// repair was asked and some differ.
 	Repair *store.Backfill `json:"repair,omitempty"`
+
+	id change.TableID
 }
 
 // checkRange compares the merged source rows of a range with the
@@ -129,23 +131,11 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 	if err != nil {
 		return RangeCheck{}, fmt.Errorf("read destination range of %s: %w", pc.table.ID, err)
 	}
+	if pc.scope.Filter != "" {
+		dst = sameKeys(pc.table, rows, dst)
+	}
+	rows, dst = project(pc.table, rows, pc.scope.Columns), project(pc.table, dst, pc.scope.Columns)
 	return checkRange(pc.table, pc.low, high, rows, dst), nil
-}
-
-// flushAndWait hands the current batch to the writer and waits for its
-// commit.
-func (a *applier) flushAndWait(ctx context.Context) error {
-	done := make(chan struct{})
-	a.batch.done = done
-	if err := a.flush(ctx); err != nil {
-		return err
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // ErrNotRunning is returned for work that needs the stream running.
@@ -179,7 +169,7 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 			out = append(out, ObjectCheck{Object: config.FormatTable(id), Error: "not a streamed object of " + s.cfg.Name})
 			continue
 		}
-		oc, err := verifyObject(ctx, rt, t, chunkSize)
+		oc, err := verifyObject(ctx, rt, t, chunkSize, nil, chunkSpec{})
 		if err != nil {
 			return out, err
 		}
@@ -188,34 +178,45 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 	return out, nil
 }
 
-func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int) (ObjectCheck, error) {
-	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true}
-	var after change.Key
-	for {
-		pc := &pendingChunk{table: t, low: after, verify: true}
-		if err := rt.applier.register(ctx, pc); err != nil {
-			return oc, err
-		}
-		read, err := rt.src.ReadChunk(ctx, t, after, chunkSize)
-		if err != nil {
-			rt.applier.abandon(pc)
-			return oc, fmt.Errorf("verify %s: %w", t.ID, err)
-		}
-		pc.read, pc.last = read, len(read.Rows) < chunkSize
-		res, err := rt.applier.submit(ctx, pc)
-		if err != nil {
-			return oc, fmt.Errorf("verify %s: %w", t.ID, err)
-		}
-		if res.Retry {
-			continue
-		}
-		oc.Ranges = append(oc.Ranges, *res.Check)
-		oc.SourceRows += res.Check.SourceRows
-		oc.DestRows += res.Check.DestRows
-		oc.Match = oc.Match && res.Check.Match
-		if pc.last {
-			return oc, nil
-		}
-		after = res.High
+// verifyObject verifies ranges of a table (nil: the whole table), in
+// ranges of chunkSize rows, reading the source with scope's filter and
+// columns and comparing only what they cover.
+func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
+	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
+	if ranges == nil {
+		ranges = []keyRange{{}}
 	}
+	for _, rg := range ranges {
+		after := rg.Low
+		for {
+			pc := &pendingChunk{table: t, low: after, verify: true, scope: scope}
+			if err := rt.applier.register(ctx, pc); err != nil {
+				return oc, err
+			}
+			spec := scope
+			spec.After, spec.Upto, spec.Limit = after, rg.High, chunkSize
+			read, err := rt.src.ReadChunk(ctx, t, spec)
+			if err != nil {
+				rt.applier.abandon(pc)
+				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
+			}
+			pc.read, pc.upto, pc.ends = read, rg.High, len(read.Rows) < chunkSize
+			res, err := rt.applier.submit(ctx, pc)
+			if err != nil {
+				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
+			}
+			if res.Retry {
+				continue
+			}
+			oc.Ranges = append(oc.Ranges, *res.Check)
+			oc.SourceRows += res.Check.SourceRows
+			oc.DestRows += res.Check.DestRows
+			oc.Match = oc.Match && res.Check.Match
+			if pc.ends {
+				break
+			}
+			after = res.High
+		}
+	}
+	return oc, nil
 }

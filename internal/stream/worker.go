@@ -10,10 +10,11 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 )
 
-// work runs one backfill: chunk by chunk in key order, each chunk registered
-// with the applier before it is read and merged at its log position. It
-// returns when the backfill is complete, failed, stopped or the stream
-// detaches (ctx ends).
+// work runs one backfill: chunk by chunk in key order through what it
+// covers, each chunk registered with the applier before it is read and
+// merged at its log position; then it verifies what it covered. It returns
+// when the backfill is complete, failed, stopped or the stream detaches
+// (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
 	if !m.ensureTable(ctx, rt, r) {
 		return
@@ -23,58 +24,87 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	}
 	m.recordEstimate(ctx, rt, r)
 	r.mu.Lock()
-	opts, sampled := optionsOf(r.rec), r.rec.RowsRead
+	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead}
 	r.mu.Unlock()
-	pace := pacer{start: time.Now(), rate: m.rate(r)}
+	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
+	ranges := c.opts.ranges
+	if ranges == nil {
+		ranges = []keyRange{{Low: after}}
+	} else {
+		c.rowsBefore = 0 // a repair reads its few ranges again from the first
+	}
+	for i, rg := range ranges {
+		done, ok := m.fill(ctx, rt, r, c, rg, i == len(ranges)-1)
+		if !ok {
+			return
+		}
+		if done {
+			break
+		}
+	}
+	if m.allRead(ctx, r) {
+		m.verifyEnd(ctx, rt, r, c)
+	}
+}
+
+// coverage is a run's way through what it covers.
+type coverage struct {
+	opts       BackfillOptions
+	rowsBefore int64 // rows applied, as the destination's cursor counts them
+	sampled    int64 // rows read
+	pace       pacer
+	// sampleEnd is the key a sample ended at.
+	sampleEnd change.Key
+}
+
+// fill reads one key range of a run, chunk by chunk. done says the run has
+// read all it covers (its final range, or a sample's last row); ok is false
+// when the run ended otherwise (failed, stopped, the stream detached).
+func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, rg keyRange, final bool) (done, ok bool) {
+	after := rg.Low
 	delay := m.cfg.Retry.Initial
 	retries := 0 // chunk reads in a row that had to be read again
 	for {
-		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: rowsBefore}
+		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: c.rowsBefore, scope: scopeOf(c.opts)}
 		if err := rt.applier.register(ctx, pc); err != nil {
-			return
+			return false, false
 		}
-		limit := sampleLimit(opts, m.cfg.ChunkSize, sampled)
-		read, err := rt.src.ReadChunk(ctx, r.table, after, limit)
+		spec := scopeOf(c.opts)
+		size := rt.applier.pace.limit(m.cfg.ChunkSize, time.Now())
+		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
+		read, err := rt.src.ReadChunk(ctx, r.table, spec)
 		if err != nil {
 			rt.applier.abandon(pc)
-			if ctx.Err() != nil {
-				return
+			if !m.readFailed(ctx, r, err, &delay) {
+				return false, false
 			}
-			if m.permanent(err) {
-				m.fail(r, err)
-				return
-			}
-			m.log.Warn("chunk read failed; retrying", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "err", err)
-			m.update(r, func(b *store.Backfill) { b.Retries++ })
-			if !sleep(ctx, delay) {
-				return
-			}
-			delay = m.cfg.Retry.next(delay)
 			continue
 		}
 		delay = m.cfg.Retry.Initial
 		if read.Table != nil {
 			r.table = read.Table // the shape it was read in: the next read starts from it
 		}
-		pc.read, pc.last = read, len(read.Rows) < limit
-		if !pc.last && sampleEnds(opts, sampled+int64(len(read.Rows))) {
+		pc.read, pc.upto = read, rg.High
+		pc.ends = len(read.Rows) < spec.Limit
+		pc.last = pc.ends && final
+		if !pc.ends && sampleEnds(c.opts, c.sampled+int64(len(read.Rows))) {
 			// The sample's last chunk: it ends at its last row, and the
 			// destination's rows past it are left alone.
-			pc.last, pc.bounded = true, true
+			pc.ends, pc.last, pc.bounded = true, true, true
 		}
 		res, err := rt.applier.submit(ctx, pc)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.fail(r, err)
 			}
-			return
+			return false, false
 		}
 		if res.Retry {
 			m.log.Debug("chunk read again", "backfill_id", r.rec.ID, "reason", res.Reason)
 			m.update(r, func(b *store.Backfill) { b.Retries++ })
 			retries++
 			if retries > 1 && !sleep(ctx, m.cfg.Retry.backoff(retries-1)) {
-				return
+				return false, false
 			}
 			continue
 		}
@@ -84,17 +114,39 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			b.Bytes += read.Bytes
 			b.WindowConflicts += int64(res.Conflicts)
 		})
-		pace.rows += int64(len(read.Rows))
-		sampled += int64(len(read.Rows))
-		after, rowsBefore = res.High, rowsBefore+int64(res.Rows)
-		if pc.last {
-			m.allRead(ctx, r)
-			return
+		c.pace.rows += int64(len(read.Rows))
+		c.sampled += int64(len(read.Rows))
+		after, c.rowsBefore = res.High, c.rowsBefore+int64(res.Rows)
+		if pc.bounded {
+			c.sampleEnd = res.High
 		}
-		if !m.throttle(ctx, r, &pace) {
-			return
+		if pc.ends {
+			return pc.last, true
+		}
+		if !m.throttle(ctx, r, &c.pace) {
+			return false, false
 		}
 	}
+}
+
+// readFailed handles a chunk read that failed: an error no retry cures
+// fails the run, any other is retried after delay, which grows. It returns
+// false when the worker is to end.
+func (m *backfills) readFailed(ctx context.Context, r *run, err error, delay *time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if m.permanent(err) {
+		m.fail(r, err)
+		return false
+	}
+	m.log.Warn("chunk read failed; retrying", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "err", err)
+	m.update(r, func(b *store.Backfill) { b.Retries++ })
+	if !sleep(ctx, *delay) {
+		return false
+	}
+	*delay = m.cfg.Retry.next(*delay)
+	return true
 }
 
 // ensureTable gives a run its table, streaming the table first when it is
@@ -145,18 +197,20 @@ func (m *backfills) activate(ctx context.Context, r *run) bool {
 }
 
 // allRead records a run that read its last chunk as Completed (unless it
-// was stopped meanwhile) and lets the next pending run start.
-func (m *backfills) allRead(ctx context.Context, r *run) {
+// was stopped meanwhile: then it returns false) and lets the next pending
+// run start.
+func (m *backfills) allRead(ctx context.Context, r *run) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active[r.table.ID] != r {
-		return // stopped meanwhile
+		return false // stopped meanwhile
 	}
 	delete(m.active, r.table.ID)
 	if err := m.completeLocked(context.WithoutCancel(ctx), r, false); err != nil {
 		m.log.Error("record completed backfill", "backfill_id", r.rec.ID, "err", err)
 	}
 	m.scheduleLocked()
+	return true
 }
 
 // pacer is a run's read pace: rows read since start at rate (0: no limit).

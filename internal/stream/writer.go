@@ -36,9 +36,11 @@ func (w *writer) run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			start := time.Now()
 			if err := w.apply(ctx, b); err != nil {
 				return err
 			}
+			b.took = time.Since(start)
 			w.confirm(b.Position)
 			// What was committed is recorded even when the stream is stopping.
 			w.committed(context.WithoutCancel(ctx), b)

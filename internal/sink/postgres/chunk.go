@@ -26,10 +26,13 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
 		}
 	}
+	ch.Removed = 0
+	if ch.UpdateOnly {
+		return queueUpdates(ctx, p, ts, ch)
+	}
 	if err := s.ensureStaging(ctx, ts); err != nil {
 		return err
 	}
-	ch.Removed = 0
 	if done, err := s.applyChunkDiff(ctx, p, ts, ch); err != nil || done {
 		return err
 	}
@@ -42,10 +45,15 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		}
 	}
 	of := " of " + ts.id.String()
-	err = p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil, len(ch.Rows) > 0), bounds,
-		"delete rows missing from the chunk"+of, func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
-	if err != nil || len(ch.Rows) == 0 {
-		return err
+	if !ch.Keep { // a filtered chunk's range holds rows it did not read
+		err := p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil, len(ch.Rows) > 0), bounds,
+			"delete rows missing from the chunk"+of, func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
+		if err != nil {
+			return err
+		}
+	}
+	if len(ch.Rows) == 0 {
+		return nil
 	}
 	// Rows with Unchanged values (rare) cannot be upserted set-based: their
 	// staged copies served the delete above, now they go row by row.
@@ -196,10 +204,13 @@ func needsEscape(s string) bool {
 
 // applyChunkDiff compares the range's destination rows with the chunk's
 // (as text: the session settings fix every type's text form) and writes
-// only what differs. A backfill over a destination that already holds the
-// rows then writes almost nothing. done is false when the caller's
-// set-based path is the better one: an empty range, many differences, or
-// rows carrying Unchanged values.
+// only what differs: rows the range lacks are COPYed straight in (it was
+// read in this transaction, and the sink is the table's writer), the few
+// that differ are upserted and the extra ones deleted. A backfill over a
+// destination that already holds the rows then writes almost nothing, and
+// one over a range that live changes partly filled keeps COPY's speed.
+// done is false when the caller's set-based path is the better one: an
+// empty range, many differing rows, or rows carrying Unchanged values.
 func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk) (bool, error) {
 	for _, r := range ch.Rows {
 		for _, v := range r {
@@ -219,14 +230,20 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	for _, r := range existing {
 		have[ch.Table.RowKey(r).Encode()] = r
 	}
-	var changed []change.Row
+	var changed, absent []change.Row
 	for _, r := range ch.Rows {
 		k := ch.Table.RowKey(r).Encode()
 		d, ok := have[k]
 		delete(have, k)
-		if !ok || !sameRow(d, r) {
+		switch {
+		case !ok:
+			absent = append(absent, r)
+		case !sameRow(d, r):
 			changed = append(changed, r)
 		}
+	}
+	if ch.Keep {
+		clear(have) // rows outside the chunk's filter stay
 	}
 	// Row by row pays off only for a few differences.
 	if len(changed)+len(have) > len(ch.Rows)/8+16 {
@@ -245,6 +262,19 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 		}
 		ch.Removed++
 	}
+	if len(absent) == 0 {
+		return true, nil
+	}
+	data, _, err := copyData(ts, absent)
+	if err != nil {
+		return false, err
+	}
+	if err := p.flush(ctx); err != nil {
+		return false, err
+	}
+	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name)); err != nil {
+		return false, fmt.Errorf("copy absent rows%s: %w", of, err)
+	}
 	return true, nil
 }
 
@@ -258,4 +288,32 @@ func sameRow(a, b change.Row) bool {
 		}
 	}
 	return true
+}
+
+// queueUpdates writes an update-only chunk row by row: each row's values
+// over the destination row with its key, Unchanged columns left alone; a
+// row the destination lacks is not written.
+func queueUpdates(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk) error {
+	of := " of " + ts.id.String()
+	for n, r := range ch.Rows {
+		if len(r) != len(ts.cols) {
+			return fmt.Errorf("chunk row %d has %d values, table has %d columns", n, len(r), len(ts.cols))
+		}
+		set := make([]bool, len(r))
+		args := make([][]byte, 0, len(r)+len(ts.key))
+		for i, v := range r {
+			if !v.Unchanged && !ts.isKey[i] {
+				set[i] = true
+				args = append(args, valueArg(v))
+			}
+		}
+		if len(args) == 0 {
+			continue
+		}
+		args = append(args, keyArgs(ch.Table.RowKey(r))...)
+		if err := p.queue(ctx, ts.updateSQL(set), args, "update chunk row"+of); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -142,6 +142,22 @@ func (ts *tableSQL) upsertSQL(ins, set []bool) string {
 	})
 }
 
+// updateSQL sets the set columns ($1.. in column order) of the row whose
+// key follows them.
+func (ts *tableSQL) updateSQL(set []bool) string {
+	return ts.memo.Get(maskKey("update", set), func() string {
+		var sets []string
+		n := 0
+		for i, c := range ts.cols {
+			if set[i] {
+				n++
+				sets = append(sets, c+" = $"+strconv.Itoa(n))
+			}
+		}
+		return "UPDATE " + ts.name + " SET " + strings.Join(sets, ", ") + " WHERE " + ts.keyMatch("", n+1)
+	})
+}
+
 // keyMatch is `alias.k1 = $from AND …` over the key columns.
 func (ts *tableSQL) keyMatch(alias string, from int) string {
 	parts := make([]string, len(ts.key))

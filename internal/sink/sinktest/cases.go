@@ -1,6 +1,7 @@
 package sinktest
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -162,6 +163,45 @@ func testChunkUnboundedAndPartialRows(t *testing.T, s sink.Sink) {
 		r("5", "five", "5.00", "keep me"),
 		r("10", "ten", "10.00", nil),
 	)
+}
+
+// testChunkKeep: a filtered chunk upserts its rows and leaves the range's
+// other rows, in the range-diff path and the set-based one alike.
+func testChunkKeep(t *testing.T, s sink.Sink) {
+	tbl := orders()
+	ensure(t, s, tbl)
+	seedOrders(t, s, tbl, "1", "2", "3", "4", "5")
+	keep := chunk(tbl, k("1"), k("6"), order("3", "three", "n"), order("6", "c6", "n"))
+	keep.Keep = true
+	applyChunk(t, s, keep, 0)
+	expect(t, s, tbl, order("1", "c1", "n"), order("2", "c2", "n"), order("3", "three", "n"),
+		order("4", "c4", "n"), order("5", "c5", "n"), order("6", "c6", "n"))
+	var many []change.Row
+	for i := 10; i < 60; i++ {
+		many = append(many, order(strconv.Itoa(i), "m", "n"))
+	}
+	keep = chunk(tbl, nil, nil, many...)
+	keep.Keep = true
+	applyChunk(t, s, keep, 0)
+	if got := readAll(t, s, tbl); len(got) != 56 {
+		t.Fatalf("after a kept whole-table chunk of 50 new rows: %d rows, want 56", len(got))
+	}
+}
+
+// testChunkUpdateOnly: a column-subset chunk updates the named columns of
+// rows the destination holds and neither inserts nor deletes.
+func testChunkUpdateOnly(t *testing.T, s sink.Sink) {
+	tbl := orders()
+	ensure(t, s, tbl)
+	seedOrders(t, s, tbl, "1", "2", "3")
+	upd := chunk(tbl, nil, nil,
+		r("1", unchanged, unchanged, "filled"),
+		r("3", unchanged, unchanged, nil),
+		r("4", unchanged, unchanged, "not there"),
+	)
+	upd.Keep, upd.UpdateOnly = true, true
+	applyChunk(t, s, upd, 0)
+	expect(t, s, tbl, order("1", "c1", "filled"), order("2", "c2", "n"), order("3", "c3", nil))
 }
 
 func testCompositeKey(t *testing.T, s sink.Sink) {

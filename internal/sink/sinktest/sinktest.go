@@ -28,6 +28,8 @@ func Run(t *testing.T, open func(t *testing.T) sink.Sink) {
 		{"UnchangedKeepsValue", testUnchangedKeepsValue},
 		{"ChunkReplacesRange", testChunkReplacesRange},
 		{"ChunkUnboundedAndPartialRows", testChunkUnboundedAndPartialRows},
+		{"ChunkKeep", testChunkKeep},
+		{"ChunkUpdateOnly", testChunkUpdateOnly},
 		{"CompositeKey", testCompositeKey},
 		{"ReadRangeBounds", testReadRangeBounds},
 		{"Checkpoint", testCheckpoint},

@@ -189,9 +189,28 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 		}
 		keep[ch.Table.RowKey(r).Encode()] = true
 	}
+	ch.Removed = 0
+	if ch.UpdateOnly {
+		return s.updateRows(ctx, w, ts, ch.Rows)
+	}
+	if !ch.Keep {
+		if err := s.deleteMissing(ctx, w, ts, ch, keep); err != nil {
+			return err
+		}
+	}
+	for _, r := range ch.Rows {
+		if err := s.upsert(ctx, w, ts, r, nil, true); err != nil {
+			return fmt.Errorf("upsert chunk row: %w", err)
+		}
+	}
+	return nil
+}
+
+// deleteMissing deletes the range's rows whose key the chunk lacks.
+func (s *Sink) deleteMissing(ctx context.Context, w *txn, ts *tableSQL, ch *sink.Chunk, keep map[string]bool) error {
 	// Collect first, delete after: no writes while a read is open.
 	var gone [][]any
-	err = scanRange(ctx, w, ts, ts.key, ch.Low, ch.High, func(vals []any) {
+	err := scanRange(ctx, w, ts, ts.key, ch.Low, ch.High, func(vals []any) {
 		k := make(change.Key, len(vals))
 		for i, v := range vals {
 			k[i] = decode(ts.kinds[ts.key[i]], v)
@@ -209,9 +228,29 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 		}
 	}
 	ch.Removed = int64(len(gone))
-	for _, r := range ch.Rows {
-		if err := s.upsert(ctx, w, ts, r, nil, true); err != nil {
-			return fmt.Errorf("upsert chunk row: %w", err)
+	return nil
+}
+
+// updateRows writes rows over the destination rows with their keys, their
+// Unchanged columns left alone; a row the destination lacks is not written.
+func (s *Sink) updateRows(ctx context.Context, w *txn, ts *tableSQL, rows []change.Row) error {
+	for _, r := range rows {
+		set := make([]bool, len(r))
+		args := make([]any, 0, len(r)+len(ts.key))
+		for i, v := range r {
+			if !v.Unchanged && !ts.isKey[i] {
+				set[i] = true
+				args = append(args, encode(ts.kinds[i], v))
+			}
+		}
+		if len(args) == 0 {
+			continue
+		}
+		for _, k := range ts.key {
+			args = append(args, encode(ts.kinds[k], r[k]))
+		}
+		if _, err := w.ExecContext(ctx, ts.updateSQL(set), args...); err != nil {
+			return fmt.Errorf("update chunk row: %w", err)
 		}
 	}
 	return nil

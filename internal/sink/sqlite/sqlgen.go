@@ -138,6 +138,19 @@ func (ts *tableSQL) keyMatch() string {
 	return strings.Join(parts, " AND ")
 }
 
+// updateSQL sets the set columns of the row whose key follows them.
+func (ts *tableSQL) updateSQL(set []bool) string {
+	return ts.memo.Get(maskKey("update", set), func() string {
+		var sets []string
+		for i, c := range ts.cols {
+			if set[i] {
+				sets = append(sets, c+" = ?")
+			}
+		}
+		return "UPDATE " + ts.name + " SET " + strings.Join(sets, ", ") + " WHERE " + ts.keyMatch()
+	})
+}
+
 func (ts *tableSQL) deleteSQL() string {
 	return ts.memo.Get("delete", func() string {
 		return "DELETE FROM " + ts.name + " WHERE " + ts.keyMatch()

@@ -2,10 +2,13 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -31,6 +34,12 @@ type ReadOptions struct {
 	After change.Key // exclusive lower bound; nil for the first chunk
 	Upto  change.Key // inclusive upper bound; nil for none
 	Limit int        // 0 for no limit
+	// Filter is a SQL condition the rows must match ("" for none). It is
+	// the user's SQL, run as the source user in a read-only transaction.
+	Filter string
+	// Columns names the non-key columns to read (nil: all). The others
+	// come back Unchanged, so that writing the row keeps them.
+	Columns []string
 }
 
 // ReadChunk reads up to Limit rows with key in (After, Upto], in key order,
@@ -44,7 +53,7 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 	defer conn.Release()
 	chunk, err := readChunk(ctx, conn, t, opt)
 	if err != nil {
-		return Chunk{}, classify(fmt.Errorf("read chunk of %s: %w", t.ID, err))
+		return Chunk{}, classifyRead(fmt.Errorf("read chunk of %s: %w", t.ID, err))
 	}
 	return chunk, nil
 }
@@ -88,7 +97,7 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 		return Chunk{}, err
 	}
 	t = chunk.Table
-	sql, params := chunkQuery(t, opt)
+	sql, params, picked := chunkQuery(t, opt)
 	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
 	if opt.Limit > 0 {
 		chunk.Rows = make([]change.Row, 0, opt.Limit)
@@ -102,9 +111,17 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 		}
 		// One allocation per row: the values are slices of one string.
 		str := string(all)
-		row := make(change.Row, len(raw))
+		row := make(change.Row, len(t.Columns))
+		if picked != nil {
+			for j := range row {
+				row[j] = change.Value{Unchanged: true}
+			}
+		}
 		off := 0
 		for j, v := range raw {
+			if picked != nil {
+				j = picked[j]
+			}
 			if v == nil {
 				row[j] = change.Null
 				continue
@@ -127,16 +144,26 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 
 // chunkQuery builds the SELECT of a chunk. Identifiers are quoted; bound
 // values travel as text parameters of unknown type, so the server parses
-// them with the key columns' own input functions.
-func chunkQuery(t *change.Table, opt ReadOptions) (string, [][]byte) {
-	cols := make([]string, len(t.Columns))
+// them with the key columns' own input functions. picked maps the selected
+// columns to the table's when only some are read (nil: all are).
+func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, picked []int) {
+	picked = pickColumns(t, opt.Columns)
+	var cols []string
 	for i, c := range t.Columns {
-		cols[i] = quoteIdent(c.Name)
+		if picked == nil || slices.Contains(picked, i) {
+			cols = append(cols, quoteIdent(c.Name))
+		}
 	}
 	keyList := keyTuple(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(t.ID))
-	var params [][]byte
+	from := quoteTable(t.ID)
+	if opt.Filter != "" {
+		// A subquery of its own, on lines of its own: whatever the filter
+		// holds (a trailing -- comment, an unbalanced parenthesis) can
+		// only change which rows match, never the key range, order or limit.
+		from = "(SELECT * FROM " + from + " WHERE (\n" + opt.Filter + "\n)) AS filtered"
+	}
+	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), from)
 	var where []string
 	if opt.After != nil {
 		where = append(where, keyList+" > "+placeholders(len(params)+1, len(t.Key)))
@@ -153,8 +180,53 @@ func chunkQuery(t *change.Table, opt ReadOptions) (string, [][]byte) {
 	if opt.Limit > 0 {
 		b.WriteString(" LIMIT " + strconv.Itoa(opt.Limit))
 	}
-	return b.String(), params
+	return b.String(), params, picked
 }
+
+// pickColumns returns, in table order, the key columns and the named ones
+// (nil when names is nil: every column). Unknown names are left out;
+// CheckFilter and the caller's validation report them.
+func pickColumns(t *change.Table, names []string) []int {
+	if names == nil {
+		return nil
+	}
+	var picked []int
+	for i, c := range t.Columns {
+		if slices.Contains(t.Key, i) || slices.Contains(names, c.Name) {
+			picked = append(picked, i)
+		}
+	}
+	return picked
+}
+
+// CheckFilter asks the source whether filter is a valid condition on the
+// table, without reading a row. The error is the server's, saying where.
+func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
+	sql, params, _ := chunkQuery(t, ReadOptions{Filter: filter, Limit: 1})
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("check filter on %s: %w", t.ID, err)
+	}
+	defer conn.Release()
+	pc := conn.Conn().PgConn()
+	if _, err := pc.Exec(ctx, "BEGIN READ ONLY").ReadAll(); err != nil {
+		return fmt.Errorf("check filter on %s: %w", t.ID, err)
+	}
+	defer func() { pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll() }()
+	// EXPLAIN plans the query (names, types, syntax) without running it.
+	res := pc.ExecParams(ctx, "EXPLAIN "+sql, params, nil, nil, nil).Read()
+	var pgErr *pgconn.PgError
+	if errors.As(res.Err, &pgErr) {
+		return fmt.Errorf("%w on %s: %s", ErrFilter, t.ID, pgErr.Message)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("check filter on %s: %w", t.ID, res.Err)
+	}
+	return nil
+}
+
+// ErrFilter is a backfill filter the source refused.
+var ErrFilter = errors.New("the source refused the filter")
 
 func keyTuple(t *change.Table) string {
 	keys := make([]string, len(t.Key))

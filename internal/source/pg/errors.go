@@ -56,3 +56,15 @@ func classify(err error) error {
 // slotGoneHint: a reset re-creates the slot and backfills every object
 // itself (docs/statuses.md), so the hint does not ask for more.
 const slotGoneHint = "the replication slot is gone or invalidated, so changes may have been missed: run `tidemark stream reset STREAM` (the stream's name), which re-creates the slot and backfills every object"
+
+// classifyRead is classify for a chunk read, whose query holds the
+// backfill's filter: syntax, name, type and value errors fail the same way
+// on every retry.
+func classifyRead(err error) error {
+	err = classify(err)
+	var pgErr *pgconn.PgError
+	if !IsPermanent(err) && errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")) {
+		return &PermanentError{Err: err, Hint: "the source refused the chunk's query: check the backfill's filter, then initiate it again"}
+	}
+	return err
+}

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Objects", testObjects},
 		{"Backfills", testBackfills},
 		{"BackfillFilters", testBackfillFilters},
+		{"Runs", testRuns},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"Validation", testValidation},

@@ -1,0 +1,102 @@
+package cli_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
+)
+
+// TestBackfillAsOneRun: `backfill initiate --as-one-run` prints the run's
+// id and, with --wait, follows the run to its end; `backfill run` shows it
+// and `backfill stop-run` stops it, refused once it has ended. Then
+// `verify --repair` names the backfill it started.
+func TestBackfillAsOneRun(t *testing.T) {
+	t.Parallel()
+	_, dsn := shopSource(t, `CREATE TABLE a (id int PRIMARY KEY, v text);
+		CREATE TABLE b (id int PRIMARY KEY, v text);
+		INSERT INTO a SELECT g, 'a ' || g FROM generate_series(1, 20) g;
+		INSERT INTO b SELECT g, 'b ' || g FROM generate_series(1, 20) g`)
+	dir := t.TempDir()
+	port := freePort(t)
+	dest := filepath.Join(dir, "dest.db")
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+metadata: "sqlite://%s"
+api: {listen: "127.0.0.1:%d"}
+log: {level: info, format: json}
+streams:
+  - name: s
+    source: {dsn: "%s", status_interval: 1s}
+    destination: {type: sqlite, path: "%s"}
+    include: ["public.*"]
+    backfill: {mode: manual, chunk_size: 5, max_concurrent: 1}
+    batch: {max_delay: 20ms}
+    retry: {initial: 50ms, max: 1s}
+`, filepath.Join(dir, "meta.db"), port, dsn, dest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
+	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	args := func(a ...string) []string { return append(append([]string{}, addr...), a...) }
+	poll(t, d, "stream s running", func() bool {
+		r := tidemark(t, args("streams", "--json")...)
+		var streams []api.StreamView
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &streams) == nil && len(streams) == 1 && streams[0].State == store.StateRunning
+	})
+
+	expect(t, 0, []string{"run 1 of 2 backfill(s)", "backfill 1 of public.a: completed", "backfill 2 of public.b: completed", "run 1: completed"},
+		args("backfill", "initiate", "s", "public.a", "public.b", "--as-one-run", "--wait")...)
+	expect(t, 0, []string{"run 1 of s: completed, started by cli, 40 rows read", "public.a", "public.b"}, args("backfill", "run", "s", "1")...)
+	r := expect(t, 0, nil, args("backfill", "run", "s", "1", "--json")...)
+	var v stream.RunView
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Status != stream.StatusCompleted || len(v.Backfills) != 2 || v.Backfills[1].RunID != 1 {
+		t.Errorf("backfill run --json: %v, %+v", err, v)
+	}
+	expect(t, 4, []string{"cannot stop run 1: it has ended, completed"}, args("backfill", "stop-run", "s", "1")...)
+	expect(t, 1, []string{"not found"}, args("backfill", "run", "s", "9")...)
+
+	// A run at 1 row/s stays pending or active until stopped.
+	expect(t, 0, []string{"run 2 of 2 backfill(s)", "backfill 3 of public.a: pending", "backfill 4 of public.b: pending"},
+		args("backfill", "initiate", "s", "public.a", "public.b", "--as-one-run", "--rows-per-second", "1")...)
+	expect(t, 0, []string{"run 2 of s: stopped", "public.a  stopped", "public.b  stopped"}, args("backfill", "stop-run", "s", "2")...)
+
+	// verify --repair names the backfill it started for the differing range.
+	db, err := sql.Open("sqlite", "file:"+dest+"?_pragma=busy_timeout(20000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM "a" WHERE "id" = 7`); err != nil {
+		t.Fatal(err)
+	}
+	r = expect(t, 3, []string{"source and destination differ"}, args("verify", "s", "public.a", "--repair")...)
+	if !strings.Contains(r.stdout, "DIFFERS") || !strings.Contains(r.stdout, "repair of public.a: backfill 5") {
+		t.Errorf("verify --repair: %s", r)
+	}
+	poll(t, d, "the repair loaded", func() bool {
+		r := tidemark(t, args("backfill", "list", "--stream", "s", "--started-by", "repair", "--json")...)
+		var list []store.Backfill
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 1 {
+			return false
+		}
+		return list[0].ID == 5 && list[0].LoadedAt != nil
+	})
+	expect(t, 0, []string{"public.a", "ok"}, args("verify", "s", "public.a", "--repair")...)
+}
+
+func TestRunHelp(t *testing.T) {
+	t.Parallel()
+	expect(t, 0, []string{"run ", "stop-run "}, "backfill", "--help")
+	expect(t, 0, []string{"--as-one-run", "--filter SQL", "--columns a,b"}, "backfill", "initiate", "--help")
+	expect(t, 0, []string{"--repair"}, "verify", "--help")
+	expect(t, 2, []string{"wrong number of arguments"}, "backfill", "run", "s")
+	expect(t, 2, []string{"wrong number of arguments"}, "backfill", "stop-run", "s", "1", "2")
+}

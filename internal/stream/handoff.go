@@ -1,0 +1,67 @@
+package stream
+
+import "context"
+
+// maxQueued bounds the batches the applier holds for a busy writer; past it
+// the applier stops reading changes until the writer catches up.
+const maxQueued = 4
+
+// The applier hands batches to the writer over an unbuffered channel, so a
+// send succeeds exactly when the writer is idle. Full batches, chunks and
+// the ones the flush timer closes wait in outq, in order; when outq is
+// empty, the batch being filled goes as soon as the writer is idle (group
+// commit): a live change waits for the destination, not for a schedule.
+
+// flush closes the batch being filled and queues it for the writer.
+func (a *applier) flush() {
+	b := a.batch
+	b.Position = a.position
+	a.outq = append(a.outq, b)
+	a.lastSent = a.position
+	a.batch = a.newBatch()
+}
+
+// nextOut is the batch to offer the writer now, and the channel to offer
+// it on (nil, which never sends, when there is none).
+func (a *applier) nextOut() (*outBatch, chan<- *outBatch) {
+	if len(a.outq) > 0 {
+		return a.outq[0], a.out
+	}
+	if len(a.batch.Ops) > 0 {
+		a.batch.Position = a.position
+		return a.batch, a.out
+	}
+	return nil, nil
+}
+
+// handedOver records that the writer took b.
+func (a *applier) handedOver(b *outBatch) {
+	if len(a.outq) > 0 && a.outq[0] == b {
+		a.outq = a.outq[1:]
+		return
+	}
+	a.lastSent = b.Position
+	a.batch = a.newBatch()
+}
+
+// flushAndWait hands everything so far to the writer and waits for its
+// commit (verify and schema changes need the destination up to date).
+func (a *applier) flushAndWait(ctx context.Context) error {
+	done := make(chan struct{})
+	a.batch.done = done
+	a.flush()
+	for len(a.outq) > 0 {
+		select {
+		case a.out <- a.outq[0]:
+			a.outq = a.outq[1:]
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

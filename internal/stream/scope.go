@@ -1,0 +1,111 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source/pg"
+)
+
+// checkScope checks a filter and a column subset against each object's
+// table, as far as the stream knows the tables: an object it does not
+// stream yet is checked when its backfill starts (and fails then).
+func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o BackfillOptions) error {
+	if !o.partial() {
+		return nil
+	}
+	s.bf.mu.Lock()
+	rt := s.bf.rt
+	s.bf.mu.Unlock()
+	var problems []string
+	for _, id := range ids {
+		t := s.lookup(id)
+		if t == nil {
+			continue
+		}
+		problems = append(problems, columnProblems(t, o.Columns)...)
+		if o.Filter == "" || rt == nil {
+			continue
+		}
+		err := rt.src.CheckFilter(ctx, t, o.Filter)
+		if errors.Is(err, pg.ErrFilter) {
+			problems = append(problems, err.Error()+": give a SQL condition on the source table's columns, as after WHERE")
+		} else if err != nil {
+			return fmt.Errorf("check the filter: %w", err)
+		}
+	}
+	if len(problems) > 0 {
+		return &InvalidError{Msg: strings.Join(problems, "; ")}
+	}
+	return nil
+}
+
+// columnProblems says what is wrong with a column subset of t.
+func columnProblems(t *change.Table, cols []string) []string {
+	var out []string
+	for _, c := range cols {
+		i := t.ColumnIndex(c)
+		switch {
+		case i < 0:
+			names := make([]string, len(t.Columns))
+			for j, col := range t.Columns {
+				names[j] = col.Name
+			}
+			out = append(out, fmt.Sprintf("%s has no column %q: its columns are %s", t.ID, c, strings.Join(names, ", ")))
+		case slices.Contains(t.Key, i):
+			out = append(out, fmt.Sprintf("column %q is part of the key of %s: the key is always read, name only the columns to fill", c, t.ID))
+		}
+	}
+	return out
+}
+
+// scopeOf is what a chunk read asks beyond its key range.
+func scopeOf(o BackfillOptions) chunkSpec {
+	return chunkSpec{Filter: o.Filter, Columns: o.Columns}
+}
+
+// project keeps, in each row, the key and the columns a column subset
+// covers (all when cols is nil), for comparing only what a backfill wrote.
+func project(t *change.Table, rows []change.Row, cols []string) []change.Row {
+	if cols == nil {
+		return rows
+	}
+	var keep []int
+	for i, c := range t.Columns {
+		if slices.Contains(t.Key, i) || slices.Contains(cols, c.Name) {
+			keep = append(keep, i)
+		}
+	}
+	out := make([]change.Row, len(rows))
+	for n, r := range rows {
+		p := make(change.Row, len(r))
+		for i := range p {
+			p[i] = change.Null
+		}
+		for _, i := range keep {
+			p[i] = r[i]
+		}
+		out[n] = p
+	}
+	return out
+}
+
+// sameKeys keeps the destination rows whose key is among the source's: a
+// filtered backfill covers only the rows its filter selects.
+func sameKeys(t *change.Table, src, dst []change.Row) []change.Row {
+	in := make(map[string]bool, len(src))
+	for _, r := range src {
+		in[t.RowKey(r).Encode()] = true
+	}
+	var out []change.Row
+	for _, r := range dst {
+		if in[t.RowKey(r).Encode()] {
+			out = append(out, r)
+		}
+	}
+	return out
+}

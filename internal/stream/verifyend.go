@@ -1,0 +1,121 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Verify statuses recorded in a run (store.VerifySummary.Status).
+const (
+	VerifyRunning = "running"
+	VerifyMatch   = "match"
+	VerifyDiffer  = "differ"
+	VerifyError   = "error"
+	VerifyOff     = "off"
+)
+
+// verifyEnd verifies what a completed run covered — its ranges, the rows up
+// to a sample's end, its filter and columns — and records the result in the
+// run. With backfill.verify off it records that it did not.
+func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *coverage) {
+	if !m.cfg.Verify {
+		m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyOff} })
+		return
+	}
+	m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyRunning} })
+	ranges := c.opts.ranges
+	if c.sampleEnd != nil {
+		ranges = []keyRange{{High: c.sampleEnd}}
+	}
+	oc, err := verifyObject(ctx, rt, r.table, m.cfg.ChunkSize, ranges, scopeOf(c.opts))
+	now := time.Now().UTC()
+	sum := &store.VerifySummary{Status: VerifyMatch, SourceRows: int64(oc.SourceRows), DestRows: int64(oc.DestRows),
+		Ranges: len(oc.Ranges), FinishedAt: &now}
+	for _, rc := range oc.Ranges {
+		if !rc.Match {
+			sum.DifferingRanges++
+		}
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		sum.Status, sum.Error = VerifyError, "the stream stopped during the verify: run tidemark verify"
+	case err != nil:
+		sum.Status, sum.Error = VerifyError, err.Error()
+	case !oc.Match:
+		sum.Status = VerifyDiffer
+	}
+	if sum.Status == VerifyDiffer {
+		reason := fmt.Sprintf("the verify after backfill %d found %d of %d key ranges differing: run tidemark verify --repair %s %s",
+			r.rec.ID, sum.DifferingRanges, sum.Ranges, m.stream, config.FormatTable(r.table.ID))
+		m.log.Warn("backfill verify found differences", "backfill_id", r.rec.ID, "object", r.table.ID.String(),
+			"differing_ranges", sum.DifferingRanges, "ranges", sum.Ranges)
+		m.setReason(r, reason)
+	}
+	m.update(r, func(b *store.Backfill) { b.Verify = sum }) // last: waiting on it sees the reason
+}
+
+// setReason shows reason on a run's object while the run is its latest.
+func (m *backfills) setReason(r *run, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx := context.Background()
+	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
+	if err == nil && o.BackfillID == r.rec.ID {
+		o.Reason = reason
+		err = m.st.PutObject(ctx, o)
+	}
+	if err != nil {
+		m.log.Error("record object reason", "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+	}
+}
+
+// Repair starts, for each checked object whose ranges differ, one backfill
+// of just those ranges (adjacent ones joined), started by "repair", and
+// names it in the object's result. An object that may not be backfilled
+// now (one is active) gets the refusal as its error.
+func (s *Stream) Repair(ctx context.Context, checks []ObjectCheck) ([]ObjectCheck, error) {
+	for i := range checks {
+		oc := &checks[i]
+		ranges := differing(oc.Ranges)
+		if oc.Error != "" || len(ranges) == 0 {
+			continue
+		}
+		recs, err := s.bf.initiate(ctx, []change.TableID{oc.id}, "repair", BackfillOptions{ranges: ranges}.record(nil), false)
+		var refused *RefusedError
+		switch {
+		case errors.As(err, &refused):
+			oc.Error = "not repaired: " + refused.Msg
+		case err != nil:
+			return checks, fmt.Errorf("repair %s: %w", oc.Object, err)
+		case len(recs) == 1:
+			oc.Repair = &recs[0]
+		}
+	}
+	return checks, nil
+}
+
+// differing returns the ranges that differ, adjacent ones joined.
+func differing(checks []RangeCheck) []keyRange {
+	var out []keyRange
+	joined := false // the previous range differed too
+	for _, rc := range checks {
+		if rc.Match {
+			joined = false
+			continue
+		}
+		high := keyOf(toAny(rc.High))
+		if joined {
+			out[len(out)-1].High = high
+			continue
+		}
+		out = append(out, keyRange{Low: keyOf(toAny(rc.Low)), High: high})
+		joined = true
+	}
+	return out
+}
