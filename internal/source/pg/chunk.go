@@ -102,35 +102,11 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 	if opt.Limit > 0 {
 		chunk.Rows = make([]change.Row, 0, opt.Limit)
 	}
-	var all []byte
+	var scratch []byte
 	for rr.NextRow() {
-		raw := rr.Values()
-		all = all[:0]
-		for _, v := range raw {
-			all = append(all, v...)
-		}
-		// One allocation per row: the values are slices of one string.
-		str := string(all)
-		row := make(change.Row, len(t.Columns))
-		if picked != nil {
-			for j := range row {
-				row[j] = change.Value{Unchanged: true}
-			}
-		}
-		off := 0
-		for j, v := range raw {
-			if picked != nil {
-				j = picked[j]
-			}
-			if v == nil {
-				row[j] = change.Null
-				continue
-			}
-			row[j] = change.Text(str[off : off+len(v)])
-			off += len(v)
-			chunk.Bytes += int64(len(v))
-		}
+		row, n := textRow(rr.Values(), len(t.Columns), picked, &scratch)
 		chunk.Rows = append(chunk.Rows, row)
+		chunk.Bytes += n
 	}
 	if _, err := rr.Close(); err != nil {
 		return Chunk{}, err
@@ -140,6 +116,39 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 	}
 	committed = true
 	return chunk, nil
+}
+
+// textRow turns one result row into a table row of width columns, its
+// values placed by picked (nil: in order; the others Unchanged), and counts
+// its bytes. One string per row, gathered in scratch: the values are slices
+// of it.
+func textRow(raw [][]byte, width int, picked []int, scratch *[]byte) (change.Row, int64) {
+	all := (*scratch)[:0]
+	for _, v := range raw {
+		all = append(all, v...)
+	}
+	*scratch = all
+	size := len(all)
+	str := string(all)
+	row := make(change.Row, width)
+	if picked != nil {
+		for j := range row {
+			row[j] = change.Value{Unchanged: true}
+		}
+	}
+	off := 0
+	for j, v := range raw {
+		if picked != nil {
+			j = picked[j]
+		}
+		if v == nil {
+			row[j] = change.Null
+			continue
+		}
+		row[j] = change.Text(str[off : off+len(v)])
+		off += len(v)
+	}
+	return row, int64(size)
 }
 
 // chunkQuery builds the SELECT of a chunk. Identifiers are quoted; bound

@@ -1,0 +1,141 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// The applier's side of a chunk: once the stream has passed its position,
+// its rows are reconciled with its window (Merge) and written in a batch of
+// their own, or compared with the destination (verify).
+
+// finish removes a chunk from the pending ones and hands its result over;
+// a chunk no longer pending (abandoned, or finished) gets nothing.
+func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
+	for i, p := range a.pending {
+		if p == pc {
+			a.pending = append(a.pending[:i], a.pending[i+1:]...)
+			pc.result <- r
+			return
+		}
+	}
+}
+
+// mergeReady merges, in registration order, every submitted chunk whose
+// position the stream has passed, one at a time: while a merged chunk's
+// batch is not committed the others wait (their windows keep growing).
+func (a *applier) mergeReady(ctx context.Context) error {
+	for len(a.pending) > 0 && a.chunkBusy == nil {
+		var ready *pendingChunk
+		for _, p := range a.pending {
+			if p.submitted && a.position >= p.read.Position {
+				ready = p
+				break
+			}
+		}
+		if ready == nil {
+			return nil
+		}
+		if err := a.merge(ctx, ready); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
+	if pc.overflow {
+		a.finish(pc, ChunkResult{Retry: true, Reason: "window overflow"})
+		return nil
+	}
+	shape, err := a.conformChunk(ctx, pc)
+	if err != nil {
+		return err
+	}
+	if shape == nil { // the table was stopped by a schema change
+		a.finish(pc, ChunkResult{Err: errors.New(a.schema.stopped[pc.table.ID])})
+		return nil
+	}
+	pc.table = shape
+	t := pc.table
+	high := pc.upto
+	if (!pc.ends || pc.bounded) && len(pc.read.Rows) > 0 {
+		high = t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
+	}
+	var window []change.Change
+	for _, w := range pc.window {
+		if !pc.read.Snapshot.VisibleXid(w.xid) {
+			window = append(window, w.changes...)
+		}
+	}
+	inRange, err := a.classify(ctx, t, window, pc.low, high)
+	if err != nil {
+		// The source was unreachable for a moment: read the chunk again.
+		a.log.Warn("classifying window keys failed; the chunk is read again", "object", t.ID.String(), "err", err)
+		a.finish(pc, ChunkResult{Retry: true, Reason: err.Error()})
+		return nil
+	}
+	rows, conflicts, unresolved := Merge(t, pc.read.Rows, window, inRange)
+	if unresolved {
+		a.log.Debug("chunk row keeps destination value of an unchanged TOAST column", "object", t.ID.String())
+	}
+	if pc.verify {
+		check, err := a.verifyMerged(ctx, pc, high, rows)
+		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, Check: &check, Err: err})
+		return nil
+	}
+	if len(a.batch.Ops) > 0 {
+		a.flush() // the live changes so far go first, in a batch of their own
+	}
+	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows,
+		Keep: pc.scope.Filter != "" || pc.scope.Columns != nil, UpdateOnly: pc.scope.Columns != nil}
+	a.batch.Ops = append(a.batch.Ops, sink.Op{Chunk: chunk})
+	a.batch.changes += len(rows)
+	after := high
+	if pc.last {
+		after = pc.low
+	}
+	a.batch.Cursors[t.ID] = sink.Cursor{BackfillID: pc.backfillID, After: after, Done: pc.last, Rows: pc.rowsBefore + int64(len(rows))}
+	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), bytes: pc.read.Bytes, removed: chunk, last: pc.last})
+	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
+	// The chunk goes alone, and no other is merged until it is committed:
+	// a live change then waits for one chunk write at most.
+	a.chunkBusy = make(chan struct{})
+	a.batch.done, a.chunkBatch = a.chunkBusy, a.batch
+	a.flush()
+	return nil
+}
+
+// classify decides, in one round trip at most, which keys the window's
+// changes touch inside the chunk's range.
+func (a *applier) classify(ctx context.Context, t *change.Table, window []change.Change, low, high change.Key) (func(change.Key) bool, error) {
+	seen := map[string]bool{}
+	var keys []change.Key
+	add := func(k change.Key) {
+		if k == nil {
+			return
+		}
+		if enc := k.Encode(); !seen[enc] {
+			seen[enc] = false
+			keys = append(keys, k)
+		}
+	}
+	for _, c := range window {
+		add(c.OldKey)
+		if c.Row != nil {
+			add(t.RowKey(c.Row))
+		}
+	}
+	in, err := a.src.InRange(ctx, t, keys, low, high)
+	if err != nil {
+		return nil, fmt.Errorf("classify window keys of %s: %w", t.ID, err)
+	}
+	for i, k := range keys {
+		seen[k.Encode()] = in[i]
+	}
+	return func(k change.Key) bool { return seen[k.Encode()] }, nil
+}
