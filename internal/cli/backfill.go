@@ -298,10 +298,10 @@ func backfillListCmd(g *globals) *cobra.Command {
 				return g.printJSON(out)
 			}
 			tw := g.table()
-			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tERROR")
+			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tVERIFY\tERROR")
 			for _, b := range out {
-				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Stream, b.Schema, b.Table, b.Status, b.StartedBy,
-					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), b.Error)
+				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, b.Schema, b.Table, b.Status, b.StartedBy,
+					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), b.Error)
 			}
 			return tw.Flush()
 		},
@@ -312,4 +312,15 @@ func backfillListCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this (automatic, cli, api, api:NAME)")
 	c.Flags().StringVar(&since, "since", "", "only runs created at or after this RFC 3339 time")
 	return c
+}
+
+// verifyText is the verify that ended a backfill, in a word or two.
+func verifyText(v *store.VerifySummary) string {
+	switch {
+	case v == nil:
+		return "-"
+	case v.Status == "differ":
+		return fmt.Sprintf("differ (%d of %d ranges)", v.DifferingRanges, v.Ranges)
+	}
+	return v.Status
 }
