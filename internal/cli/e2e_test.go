@@ -111,15 +111,11 @@ func poll(t *testing.T, d *daemon, what string, cond func() bool) {
 	}
 }
 
-func TestEndToEnd(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	_, dsn := shopSource(t, `CREATE TABLE t (id int PRIMARY KEY, v text);
-		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`)
-
-	// 30 rows in chunks of 5 at 10 rows a second: the backfill of t stays
-	// Active for about 3 seconds, long enough for a second initiate to be
-	// refused.
+// sqliteDaemon starts a daemon with one stream, s, of dsn's public tables
+// into a SQLite file, with the given backfill settings. It returns the
+// daemon, the destination file and the CLI's --addr flag.
+func sqliteDaemon(t *testing.T, dsn, backfill string) (*daemon, string, []string) {
+	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
 	dest := filepath.Join(dir, "dest.db")
@@ -133,14 +129,26 @@ streams:
     source: {dsn: "%s", status_interval: 1s}
     destination: {type: sqlite, path: "%s"}
     include: ["public.*"]
-    backfill: {mode: manual, chunk_size: 5, rows_per_second: 10}
+    backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 50ms, max: 1s}
-`, filepath.Join(dir, "meta.db"), port, dsn, dest), 0o600); err != nil {
+`, filepath.Join(dir, "meta.db"), port, dsn, dest, backfill), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
-	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	return d, dest, []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dsn := shopSource(t, `CREATE TABLE t (id int PRIMARY KEY, v text);
+		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`)
+
+	// 30 rows in chunks of 5 at 10 rows a second: the backfill of t stays
+	// Active for about 3 seconds, long enough for a second initiate to be
+	// refused.
+	d, dest, addr := sqliteDaemon(t, dsn, "{mode: manual, chunk_size: 5, rows_per_second: 10}")
 	cli := func(args ...string) result { t.Helper(); return tidemark(t, append(addr, args...)...) }
 	cliJSON := func(out any, args ...string) {
 		t.Helper()

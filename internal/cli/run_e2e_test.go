@@ -3,9 +3,6 @@ package cli_test
 import (
 	"database/sql"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,27 +21,7 @@ func TestBackfillAsOneRun(t *testing.T) {
 		CREATE TABLE b (id int PRIMARY KEY, v text);
 		INSERT INTO a SELECT g, 'a ' || g FROM generate_series(1, 20) g;
 		INSERT INTO b SELECT g, 'b ' || g FROM generate_series(1, 20) g`)
-	dir := t.TempDir()
-	port := freePort(t)
-	dest := filepath.Join(dir, "dest.db")
-	cfg := filepath.Join(dir, "tidemark.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
-metadata: "sqlite://%s"
-api: {listen: "127.0.0.1:%d"}
-log: {level: info, format: json}
-streams:
-  - name: s
-    source: {dsn: "%s", status_interval: 1s}
-    destination: {type: sqlite, path: "%s"}
-    include: ["public.*"]
-    backfill: {mode: manual, chunk_size: 5, max_concurrent: 1}
-    batch: {max_delay: 20ms}
-    retry: {initial: 50ms, max: 1s}
-`, filepath.Join(dir, "meta.db"), port, dsn, dest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
-	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	d, dest, addr := sqliteDaemon(t, dsn, "{mode: manual, chunk_size: 5, max_concurrent: 1}")
 	args := func(a ...string) []string { return append(append([]string{}, addr...), a...) }
 	poll(t, d, "stream s running", func() bool {
 		r := tidemark(t, args("streams", "--json")...)
