@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
 
@@ -369,7 +370,7 @@ func TestConsoleStreamsRefusal(t *testing.T) {
 	br.waitJS(fmt.Sprintf(`%s.dataset.backfill !== "%d" && %s.querySelector('.badge').dataset.status === "active" && %s.disabled && !%s.disabled`,
 		newest, first, newest, initiateButton, stopButton))
 	jsValue[bool](br, newest+`.tmMark = true`)
-	br.waitJS(newest + `.tmMark === true && Number(` + newest + `.cells[9].textContent.replaceAll(",", "")) >= 40`)
+	br.waitJS(newest + `.tmMark === true && Number(` + newest + `.cells[10].textContent.replaceAll(",", "")) >= 40`)
 	second := e.backfills("stream=" + e.name + "&object=public.a")[0]
 	if rate := second.Options["rows_per_second"]; rate != 150.0 {
 		t.Errorf("the run initiated with 150 rows/s has options %v", second.Options)
@@ -458,4 +459,206 @@ func TestConsoleStreamsList(t *testing.T) {
 	if st := e.d.Streams()[0].State().State; st != "running" {
 		t.Errorf("the stream is %s after a cancelled reset", st)
 	}
+}
+
+// TestConsoleStreamsScoped initiates narrowed backfills from the dialog: a
+// filter or a column the source cannot take shows the daemon's 400 in the
+// dialog and starts nothing; a filtered backfill copies the matching rows
+// and its history row shows the filter and the verify that ended it
+// (match); a column subset over a destination missing rows ends with a
+// verify that differs, saying how many ranges; and two objects initiated
+// "As one run" share a run id, named in the success message and in the
+// history.
+func TestConsoleStreamsScoped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{
+		backfill: "{mode: manual, chunk_size: 40}",
+		setup: `
+		CREATE TABLE items (id int PRIMARY KEY, region text NOT NULL, qty int NOT NULL);
+		INSERT INTO items SELECT g, CASE WHEN g % 3 = 0 THEN 'eu' ELSE 'us' END, g * 2 FROM generate_series(1, 300) g;
+		CREATE TABLE tags (id int PRIMARY KEY, label text);
+		INSERT INTO tags SELECT g, 'tag ' || g FROM generate_series(1, 60) g;`,
+	})
+	const items, tags = "public.items", "public.tags"
+	b := newBrowser(t, e)
+	click := func(sel string) { b.t.Helper(); b.run(chromedp.Click(chromedp.CSS(sel))) }
+	// typeInto replaces the text of an input the way a user types it.
+	typeInto := func(sel, text string) {
+		b.t.Helper()
+		jsValue[bool](b, `(() => { const i = document.querySelector(`+jsString(sel)+`); i.value = ""; i.dispatchEvent(new Event("input")); return true; })()`)
+		if text != "" {
+			b.run(chromedp.SendKeys(chromedp.CSS(sel), text))
+		}
+	}
+	const filterInput, columnsInput = confirmDialog + ` input[name="filter"]`, confirmDialog + ` input[name="columns"]`
+	problem := `(document.querySelector('` + confirmDialog + ` .error-box') || {}).textContent`
+	runsOf := func(object string) []store.Backfill { return e.backfills("stream=" + e.name + "&object=" + object) }
+
+	b.open("#/streams/"+e.name, `tr[data-object="public.tags"]`)
+	b.waitJS(objectRow(items) + ` !== null`)
+	click(`input[data-select="public.items"]`)
+	b.waitJS(`!` + initiateButton + `.disabled`)
+	click(`button[data-action="initiate"]`)
+	b.run(chromedp.WaitVisible(chromedp.CSS(filterInput)))
+
+	// One object: no "As one run"; its non-key columns are offered.
+	if jsValue[bool](b, `document.querySelector('`+confirmDialog+` input[name="as_one_run"]') !== null`) {
+		t.Error(`the dialog for one object offers "As one run"`)
+	}
+	if got := jsValue[string](b, `[...document.querySelectorAll('`+confirmDialog+` datalist option')].map((o) => o.value).join(",")`); got != "region,qty" {
+		t.Errorf("the columns offered for items: %q, want region,qty", got)
+	}
+	if got := jsValue[string](b, `[...document.querySelectorAll('`+confirmDialog+` button.sk-colpick')].map((o) => o.textContent).join(",")`); got != "region,qty" {
+		t.Errorf("the column buttons for items: %q, want region,qty", got)
+	}
+
+	// A filter the source cannot take: the daemon's 400 stays in the
+	// dialog, and nothing starts.
+	typeInto(filterInput, "nosuch > 1")
+	click(confirmDialog + ` button[data-action="yes"]`)
+	b.waitJS(problem + `?.includes('column "nosuch" does not exist')`)
+	if msg := textOf(b, confirmDialog+` .error-box`); !strings.HasPrefix(msg, "bad request:") {
+		t.Errorf("a bad filter shows %q", msg)
+	}
+	b.shot("objects-bad-filter")
+	// So does a column the table does not have.
+	typeInto(filterInput, "")
+	typeInto(columnsInput, "nosuch")
+	click(confirmDialog + ` button[data-action="yes"]`)
+	b.waitJS(problem + `?.includes('public.items has no column "nosuch"')`)
+	if n := len(e.backfills("stream=" + e.name)); n != 0 {
+		t.Fatalf("%d backfills after refused initiations, want none", n)
+	}
+	if st := e.objects()[items].Status; st != "-" {
+		t.Fatalf("items is %q after refused initiations, want -", st)
+	}
+
+	// A filter that selects a third of the rows.
+	typeInto(columnsInput, "")
+	typeInto(filterInput, "region = 'eu'")
+	b.waitJS(`document.querySelector('` + confirmDialog + ` .sk-notes').textContent.includes("matching the filter")`)
+	click(confirmDialog + ` button[data-action="yes"]`)
+	b.waitJS(`document.querySelector('` + confirmDialog + `') === null`)
+	b.waitJS(objectStatus(items) + ` === "completed"`)
+	runs := runsOf(items)
+	if len(runs) != 1 || runs[0].Options["filter"] != "region = 'eu'" || runs[0].Options["columns"] != nil || runs[0].RunID != 0 {
+		t.Fatalf("items' runs after a filtered initiation: %+v", runs)
+	}
+	filtered := runs[0].ID
+	// The objects tab says how the verify went.
+	b.waitJS(`(` + objectRow(items) + `.querySelector('.sk-runcell [data-verify]') || {}).dataset?.verify === "match"`)
+
+	// The history shows the filter and the verify.
+	click(`tr[data-object="public.items"] a.sk-name`)
+	row := fmt.Sprintf(`tr[data-backfill="%d"]`, filtered)
+	b.waitJS(fmt.Sprintf(`(document.querySelector('%s [data-verify]') || {}).dataset?.verify === "match"`, row))
+	rec := e.backfill(filtered)
+	if rec.Verify == nil || rec.Verify.Status != "match" || rec.RowsRead != 100 || rec.Verify.SourceRows != 100 {
+		t.Fatalf("the filtered run: read %d rows, verify %+v; want 100 rows and a match", rec.RowsRead, rec.Verify)
+	}
+	if got := jsValue[string](b, `document.querySelector('`+row+` .sk-optfilter').textContent`); got != "where region = 'eu'" {
+		t.Errorf("the filtered run's options show %q", got)
+	}
+	if title := jsValue[string](b, `document.querySelector('`+row+` [data-verify]').title`); !strings.Contains(title, "100 source rows") {
+		t.Errorf("the verify's title: %q", title)
+	}
+	if head := textOf(b, `.sk-runs thead`); !strings.Contains(strings.ToLower(head), "verify") {
+		t.Errorf("the history's head lacks Verify: %q", head)
+	}
+	if src, dst := 100, destRows(t, e, "items"); src != dst {
+		t.Errorf("items: %d rows in the destination after the filtered backfill, want %d", dst, src)
+	}
+	b.shot("object-history-filter")
+
+	// A column subset, from the history page's own dialog, picked with its
+	// button: the destination holds only the filtered rows, so the verify
+	// differs, and says in how many ranges.
+	click(`button[data-action="initiate"]`)
+	b.run(chromedp.WaitVisible(chromedp.CSS(columnsInput)))
+	click(confirmDialog + ` button.sk-colpick[data-column="qty"]`)
+	if got := jsValue[string](b, `document.querySelector('`+columnsInput+`').value`); got != "qty" {
+		t.Errorf("the column button wrote %q", got)
+	}
+	click(confirmDialog + ` button[data-action="yes"]`)
+	b.waitJS(`document.querySelector('` + confirmDialog + `') === null`)
+	newest := `document.querySelector('tbody tr[data-backfill]')`
+	b.waitJS(fmt.Sprintf(`%s.dataset.backfill !== "%d" && (%s.querySelector('[data-verify]') || {}).dataset?.verify === "differ"`, newest, filtered, newest))
+	subset := runsOf(items)[0]
+	if cols, _ := subset.Options["columns"].([]any); len(cols) != 1 || cols[0] != "qty" || subset.Options["filter"] != nil {
+		t.Fatalf("the column-subset run's options: %v", subset.Options)
+	}
+	subset = e.backfill(subset.ID)
+	if subset.Verify == nil || subset.Verify.Status != "differ" || subset.Verify.DifferingRanges == 0 {
+		t.Fatalf("the column-subset run's verify: %+v, want differ", subset.Verify)
+	}
+	row = fmt.Sprintf(`tr[data-backfill="%d"]`, subset.ID)
+	want := fmt.Sprintf("differ %d of %d ranges", subset.Verify.DifferingRanges, subset.Verify.Ranges)
+	if got := textOf(b, row+` [data-verify]`); got != want {
+		t.Errorf("the differing verify shows %q, want %q", got, want)
+	}
+	if got := jsValue[string](b, `document.querySelector('`+row+` .sk-optcols').textContent`); got != "columns qty" {
+		t.Errorf("the column-subset run's options show %q", got)
+	}
+	// The object's reason says so, as the daemon does.
+	wantReason := e.objects()[items].Reason
+	if !strings.Contains(wantReason, "key ranges differing") {
+		t.Errorf("items' reason after a differing verify: %q", wantReason)
+	}
+	b.waitJS(`(document.querySelector('.sk-facts .sk-reason') || {}).textContent === ` + jsString(wantReason))
+	b.shot("object-history-verify")
+
+	// Two objects as one run, from the objects tab.
+	b.open("#/streams/"+e.name, `tr[data-object="public.tags"]`)
+	jsValue[bool](b, `(() => {
+		window.tmToasts = [];
+		new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) window.tmToasts.push(n.textContent); })
+			.observe(document.getElementById("toasts"), { childList: true });
+		return true;
+	})()`)
+	click(`input[data-select="public.items"]`)
+	click(`input[data-select="public.tags"]`)
+	b.waitJS(`!` + initiateButton + `.disabled`)
+	click(`button[data-action="initiate"]`)
+	b.run(chromedp.WaitVisible(chromedp.CSS(confirmDialog + ` input[name="as_one_run"]`)))
+	if jsValue[bool](b, `document.querySelector('`+columnsInput+`').hasAttribute("list")`) {
+		t.Error("with two objects selected, the columns input offers one object's columns")
+	}
+	click(confirmDialog + ` input[name="as_one_run"]`)
+	b.shot("objects-one-run-confirm")
+	click(confirmDialog + ` button[data-action="yes"]`)
+	b.waitJS(`document.querySelector('` + confirmDialog + `') === null && window.tmToasts.some((s) => / as run \d+$/.test(s))`)
+	a, c := runsOf(items)[0], runsOf(tags)[0]
+	if a.ID == subset.ID || a.RunID == 0 || c.RunID != a.RunID || a.Options["filter"] != nil || a.Options["columns"] != nil {
+		t.Fatalf("initiated as one run: items %+v, tags %+v", a, c)
+	}
+	toasts := jsValue[[]string](b, `window.tmToasts`)
+	if wantToast := fmt.Sprintf("Initiated the backfill of public.items and public.tags as run %d", a.RunID); !slices.Contains(toasts, wantToast) {
+		t.Errorf("the toasts %q lack %q", toasts, wantToast)
+	}
+	var run struct {
+		ID        int64            `json:"id"`
+		Backfills []store.Backfill `json:"backfills"`
+	}
+	e.ok(http.StatusOK, &run, "GET", fmt.Sprintf("/api/v1/streams/%s/runs/%d", e.name, a.RunID), "")
+	if run.ID != a.RunID || len(run.Backfills) != 2 {
+		t.Errorf("run %d: %+v", a.RunID, run)
+	}
+	// Both complete, verified, and the destination equals the source.
+	for _, o := range []string{items, tags} {
+		b.waitJS(objectStatus(o) + ` === "completed" && (` + objectRow(o) + `.querySelector('.sk-runcell [data-verify]') || {}).dataset?.verify === "match"`)
+	}
+	e.waitLoaded(items, tags)
+	for _, tbl := range []string{"items", "tags"} {
+		if src, dst := sourceRows(t, e, tbl), destRows(t, e, tbl); src != dst {
+			t.Errorf("%s: %d rows in the source, %d in the destination", tbl, src, dst)
+		}
+	}
+	// The reason of the earlier differing verify is gone.
+	b.waitJS(objectRow(items) + `.querySelector('.sk-reason') === null`)
+	b.shot("objects-one-run")
+
+	// The history names the run.
+	click(`tr[data-object="public.tags"] a.sk-name`)
+	b.waitJS(fmt.Sprintf(`(document.querySelector('tr[data-backfill="%d"] [data-run]') || {}).textContent === "run %d"`, c.ID, a.RunID))
+	b.waitJS(fmt.Sprintf(`(document.querySelector('tr[data-backfill="%d"] [data-verify]') || {}).dataset?.verify === "match"`, c.ID))
 }

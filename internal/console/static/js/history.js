@@ -3,8 +3,8 @@
 import { api, get, q } from "./api.js";
 import { ago, badge, bytes, dialog, errorBox, field, h, num, page, replace, throttle, time, toast } from "./ui.js";
 import {
-  backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rank, statusCell, stopBlock,
-  streamHref, streamPath,
+  backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rangesText, rank, statusCell, stopBlock,
+  streamHref, streamPath, verifyCell,
 } from "./streamkit.js";
 
 export async function objectPage(main, [name, object], ctx) {
@@ -25,7 +25,9 @@ export async function objectPage(main, [name, object], ctx) {
   const cols = h("div", { class: "sk-colpanel" });
   const tbody = h("tbody");
   const cols1 = [
-    ["ID", "num"], ["Status", "sk-runstatus"], ["Started by"], ["Created", "sk-time"], ["Started", "sk-time"], ["Finished", "sk-time"], ["Loaded", "sk-time"], ["Duration", "num"],
+    ["ID", "num"], ["Status", "sk-runstatus"],
+    ["Verify", "sk-verifycol", "The verify that ended the run: source and destination compared over what it covered, key range by key range"],
+    ["Started by"], ["Created", "sk-time"], ["Started", "sk-time"], ["Finished", "sk-time"], ["Loaded", "sk-time"], ["Duration", "num"],
     ["Read", "num", "Rows read from the source"], ["Written", "num", "Rows written to the destination after the merge with the live changes"],
     ["Removed", "num", "Destination rows deleted because the source no longer had them"], ["Bytes", "num", "Bytes read from the source"],
     ["Chunks", "num", "Chunks committed in the destination"], ["Retries", "num", "Chunk reads repeated after an error or for a fresh merge"],
@@ -175,15 +177,15 @@ export async function objectPage(main, [name, object], ctx) {
       const t = time(iso);
       return h("span", { title: time(iso, undefined, true) + " · " + ago(iso) }, t.slice(0, 10) === day ? t.slice(11) : t);
     };
-    const reason = optionsText(r);
     const d = elapsed(r);
     row.tr.dataset.status = r.status;
     // The cells stay; what they hold is redrawn.
     if (!row.tr.cells.length) for (const [, c] of cols1) row.tr.append(h("td", { class: c || null }));
     const cells = [
-      h("span", { class: "sk-id" }, "#" + r.id),
+      [h("span", { class: "sk-id" }, "#" + r.id), r.run_id ? h("div", { class: "sk-sub sk-runid", dataset: { run: String(r.run_id) }, title: "Initiated with other objects as one run: GET /api/v1/streams/" + name + "/runs/" + r.run_id }, "run " + r.run_id) : null],
       [badge(r.status), r.status === "active" ? progressBar(r) : null],
-      [r.started_by, reason ? h("div", { class: "sk-sub", title: reason }, reason) : null],
+      verifyCell(r.verify),
+      [r.started_by, optionLines(r)],
       h("span", { title: time(r.created_at, undefined, true) + " · " + ago(r.created_at) }, h("span", { class: "sk-date" }, day), " ", time(r.created_at).slice(11)),
       when(r.started_at),
       when(r.finished_at),
@@ -217,7 +219,7 @@ export async function objectPage(main, [name, object], ctx) {
     s.runs.set(b.id, b);
     if (pushed) s.seen.set(b.id, now);
     if (s.obj && !(s.obj.backfill_id && b.id < s.obj.backfill_id)) {
-      s.obj = { ...s.obj, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b) };
+      s.obj = { ...s.obj, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b, s.obj.object) };
       s.touched = now;
     }
     render();
@@ -252,3 +254,18 @@ export async function objectPage(main, [name, object], ctx) {
 }
 
 const zero = (n, f) => (n ? f(n) : h("span", { class: "muted" }, "0"));
+
+// optionLines shows what a run was asked for under who started it: the
+// careful options on one line, then its filter, its columns and a repair's
+// key ranges each on a line of its own (the whole text as the title).
+function optionLines(r) {
+  const o = r.options || {};
+  const rest = optionsText({ options: { ...o, filter: undefined, columns: undefined, ranges: undefined } });
+  const line = (cls, label, text) => h("div", { class: "sk-sub " + cls, title: text }, h("span", { class: "sk-optk" }, label), " ", text);
+  return [
+    rest ? h("div", { class: "sk-sub", title: rest }, rest) : null,
+    o.filter ? line("sk-optfilter", "where", o.filter) : null,
+    Array.isArray(o.columns) ? line("sk-optcols", "columns", o.columns.join(", ")) : null,
+    Array.isArray(o.ranges) ? h("div", { class: "sk-sub sk-optranges", title: rangesText(o.ranges) }, rangesText(o.ranges)) : null,
+  ];
+}

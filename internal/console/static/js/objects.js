@@ -309,7 +309,7 @@ export async function streamPage(main, [name], ctx) {
     const o = key && s.objects.get(key);
     if (!o) { refreshSoon(); return; }
     if (o.backfill_id && b.id < o.backfill_id) return; // an older run no longer says the status
-    const next = { ...o, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b) };
+    const next = { ...o, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b, key) };
     s.objects.set(key, next);
     s.touched.set(key, now);
     fillRow(s.rows.get(key), next);

@@ -3,7 +3,7 @@
 // stream controls (pause, resume, reset) and a few cells. The rules only
 // pre-empt: the API stays the judge, and a refusal is shown as it says.
 import { enc, get, post } from "./api.js";
-import { ago, badge, bytes, dialog, errorBox, field, h, num, span, time, toast, userZone } from "./ui.js";
+import { ago, badge, bytes, dialog, errorBox, field, h, num, replace, span, time, toast, userZone } from "./ui.js";
 
 // The statuses a backfill may be initiated from, and stopped from.
 const initiable = new Set(["-", "completed", "stopped", "failed"]);
@@ -45,22 +45,31 @@ export function stopBlock(objs) {
 // backfills of objs in stream, sends the request on confirmation and
 // resolves to the API's answer, or null when the user cancelled. A refusal
 // stays in the dialog with the API's message. Initiating shows the
-// source's estimate of the work and offers the careful-backfill options.
+// source's estimate of the work and offers what to backfill (a row filter,
+// a column subset, several objects as one run) and the careful-backfill
+// options.
 export async function backfillAction(kind, stream, objs, streamState) {
   const names = objs.map((o) => o.object);
   const initiate = kind === "initiate";
   const verb = initiate ? "Initiate backfill" : "Stop backfill";
   const title = verb + " of " + (names.length === 1 ? names[0] : names.length + " objects") + "?";
-  const notes = [];
-  if (initiate) {
-    notes.push(h("p", {}, names.length === 1 ? "Every row the table holds is copied from the source again, chunk by chunk, merged with the live changes." :
-      "Every row the tables hold is copied from the source again, chunk by chunk, merged with the live changes. Backfills run a few at a time (backfill.max_concurrent); the others wait in this order."));
-    const again = objs.filter((o) => o.status === "completed");
-    if (again.length) notes.push(h("p", { class: "muted" }, list(again.map((o) => o.object)) + (again.length === 1 ? " is" : " are") + " already backfilled: each key range of the destination is replaced with the source's rows."));
-    if (streamState && streamState !== "running") notes.push(h("p", { class: "sk-note" }, "The stream is " + streamState.replaceAll("_", " ") + ": the backfills stay pending until it runs."));
-  } else {
-    notes.push(h("p", {}, "The backfill" + (names.length === 1 ? " becomes" : "s become") + " stopped. The rows copied so far stay in the destination; initiating again copies every row anew."));
-  }
+  const notes = h("div", { class: "sk-notes" });
+  const scoped = initiate ? scope(objs) : null;
+  const describe = () => {
+    const parts = [];
+    if (initiate) {
+      const sc = scoped.state();
+      parts.push(h("p", {}, initiateNote(names.length, sc)));
+      const again = objs.filter((o) => o.status === "completed");
+      if (again.length && !sc.filter && !sc.columns) parts.push(h("p", { class: "muted" }, list(again.map((o) => o.object)) + (again.length === 1 ? " is" : " are") + " already backfilled: each key range of the destination is replaced with the source's rows."));
+      if (streamState && streamState !== "running") parts.push(h("p", { class: "sk-note" }, "The stream is " + streamState.replaceAll("_", " ") + ": the backfills stay pending until it runs."));
+    } else {
+      parts.push(h("p", {}, "The backfill" + (names.length === 1 ? " becomes" : "s become") + " stopped. The rows copied so far stay in the destination; initiating again copies every row anew."));
+    }
+    notes.replaceChildren(...parts);
+  };
+  describe();
+  if (scoped) scoped.onChange(describe);
   const sizes = new Map(names.map((n) => [n, h("span", { class: "sk-size" })]));
   const items = h("ul", { class: "sk-objects" }, objs.map((o) => h("li", {}, h("span", { class: "sk-objname" }, o.object), h("span", { class: "sk-right" }, sizes.get(o.object), badge(o.status)))));
   const total = h("div", { class: "sk-estimate" });
@@ -71,22 +80,105 @@ export async function backfillAction(kind, stream, objs, streamState) {
   const v = await dialog({
     title,
     name: "confirm",
-    body: [notes, items, total, opts && opts.node, problem],
+    body: [notes, items, total, scoped && scoped.node, opts && opts.node, problem],
     buttons: [{ label: "Cancel" }, { label: verb, value: "yes", kind: initiate ? "primary" : "danger" }],
     onPress: async () => {
       problem.replaceChildren();
       try {
-        answer = await post(streamPath(stream) + (initiate ? "/backfills" : "/backfills/stop"), { objects: names, ...(opts ? opts.values() : {}) });
+        const body = { objects: names, ...(scoped ? scoped.values() : {}), ...(opts ? opts.values() : {}) };
+        answer = await post(streamPath(stream) + (initiate ? "/backfills" : "/backfills/stop"), body);
         return true;
       } catch (e) {
         problem.replaceChildren(errorBox(e));
+        problem.scrollIntoView({ block: "nearest" });
         return false;
       }
     },
   });
   if (v !== "yes") return null;
-  toast((initiate ? "Initiated the backfill of " : "Stopped the backfill of ") + list(names));
+  const run = initiate && Array.isArray(answer) && answer.length ? answer[0].run_id : 0;
+  toast((initiate ? "Initiated the backfill of " : "Stopped the backfill of ") + list(names) + (run ? " as run " + run : ""));
   return answer;
+}
+
+// initiateNote says what an initiation copies, given the scope chosen.
+function initiateNote(count, sc) {
+  const one = count === 1;
+  const queue = one ? "" : " Backfills run a few at a time (backfill.max_concurrent); the others wait in this order.";
+  if (!sc.filter && !sc.columns) {
+    return (one ? "Every row the table holds is copied" : "Every row the tables hold is copied") + " from the source again, chunk by chunk, merged with the live changes." + queue;
+  }
+  const held = " written over the rows the destination already holds (a row it lacks is not inserted)";
+  const s = !sc.columns ? "Only the source rows matching the filter are copied again; the destination's other rows are left alone, even ones the source no longer has." :
+    !sc.filter ? "Only the key and the named columns are read from the source and" + held + "; their other columns are left alone." :
+      "Only the key and the named columns of the source rows matching the filter are read and" + held + "; other rows and columns are left alone.";
+  return s + " Chunk by chunk, merged with the live changes." + queue;
+}
+
+// scope is the part of an initiation that narrows it: a row filter, a
+// column subset and, for several objects, one run (docs/backfill.md,
+// backfilling part of a table). Only what is filled in is sent.
+let listSeq = 0;
+function scope(objs) {
+  const filter = h("input", { type: "text", name: "filter", class: "mono", spellcheck: "false", autocomplete: "off",
+    placeholder: "e.g. region = 'eu' AND created_at >= '2026-01-01'", "aria-label": "Filter: a SQL condition on the source table" });
+  // With one object, its non-key columns are offered: in a datalist that
+  // completes the name being typed after the last comma, and as buttons.
+  const one = objs.length === 1 ? objs[0] : null;
+  const offered = one && one.columns ? one.columns.filter((c) => !c.key).map((c) => c.name) : [];
+  const listId = "sk-columns-" + ++listSeq;
+  const datalist = h("datalist", { id: listId });
+  const columns = h("input", { type: "text", name: "columns", class: "mono", spellcheck: "false", autocomplete: "off",
+    list: offered.length ? listId : null, placeholder: offered.length ? offered.slice(0, 3).join(", ") : "name, name",
+    "aria-label": "Columns: non-key column names, separated by commas" });
+  const chosen = () => columns.value.split(",").map((c) => c.trim()).filter(Boolean);
+  const suggest = () => {
+    const v = columns.value;
+    const cut = v.lastIndexOf(",");
+    const prefix = cut < 0 ? "" : v.slice(0, cut + 1).trimEnd() + " ";
+    const have = new Set(chosen());
+    datalist.replaceChildren(...offered.filter((c) => !have.has(c) || v.slice(cut + 1).trim() === c).map((c) => h("option", { value: prefix + c })));
+  };
+  const pick = (c) => {
+    const have = chosen();
+    if (!have.includes(c)) have.push(c);
+    columns.value = have.join(", ");
+    columns.dispatchEvent(new Event("input"));
+    columns.focus();
+  };
+  const oneRun = objs.length > 1 ? h("input", { type: "checkbox", name: "as_one_run" }) : null;
+  const listeners = [];
+  const changed = () => { suggest(); for (const fn of listeners) fn(); };
+  for (const el of [filter, columns, oneRun]) if (el) el.addEventListener("input", changed);
+  suggest();
+  const colsHint = one ? (one.columns === null ? "Not streamed: its columns are not known." :
+    offered.length ? "Non-key columns of " + one.object + ":" : "It has no non-key column.") :
+    "Non-key column names, for every selected object.";
+  const node = h("div", { class: "sk-scope" },
+    field("Filter", filter, "A SQL condition on the source table, as after WHERE: only the rows matching it are backfilled, the destination's other rows are left alone. The estimate above is of whole tables."),
+    h("div", { class: "field sk-colfield" },
+      h("label", { class: "field-label", for: listId + "-in" }, "Columns"),
+      columns, datalist,
+      h("span", { class: "hint" }, "Fill only these columns, on the rows the destination holds; the key is always read. ", colsHint,
+        offered.length ? h("span", { class: "sk-colpicks" }, offered.map((c) => h("button", { type: "button", class: "sk-colpick", dataset: { column: c }, title: "Add " + c, onclick: () => pick(c) }, c))) : null)),
+    oneRun ? h("label", { class: "check sk-onerun" }, oneRun,
+      h("span", {}, "As one run", h("span", { class: "hint" }, "One run id for these backfills, completed when every one is"))) : null);
+  columns.id = listId + "-in";
+  return {
+    node,
+    onChange(fn) { listeners.push(fn); },
+    state() {
+      return { filter: filter.value.trim() !== "", columns: columns.value.trim() !== "" };
+    },
+    values() {
+      const v = {};
+      if (filter.value.trim() !== "") v.filter = filter.value.trim();
+      // Commas alone send an empty list, which the daemon refuses, saying so.
+      if (columns.value.trim() !== "") v.columns = chosen();
+      if (oneRun && oneRun.checked) v.as_one_run = true;
+      return v;
+    },
+  };
 }
 
 // estimate fills in what the source says the backfill of names would
@@ -105,7 +197,7 @@ async function estimate(stream, names, sizes, total) {
     if (est.rows > 0) parts.push(rowsText(est.rows, (est.objects || []).every((o) => o.rows_exact)));
     if (est.bytes > 0) parts.push(bytes(est.bytes));
     const eta = est.seconds > 0 ? "about " + duration(est.seconds) + " at " + num(Math.round(est.rows_per_second)) + " rows/s" : "";
-    total.replaceChildren(
+    replace(total,
       h("span", {}, parts.length ? "In all " + parts.join(", ") : "Nothing to size"),
       eta ? h("span", {}, "; " + eta) : null,
       est.basis ? h("div", { class: "muted" }, est.basis) : null);
@@ -151,7 +243,48 @@ export function optionsText(r) {
   if (o.sample_rows > 0) parts.push("sample of " + num(o.sample_rows) + " rows");
   if (o.rows_per_second > 0) parts.push(num(o.rows_per_second) + " rows/s");
   if (o.run_at) parts.push("at " + time(o.run_at));
+  if (o.filter) parts.push("where " + o.filter);
+  if (Array.isArray(o.columns)) parts.push("columns " + o.columns.join(", "));
+  if (Array.isArray(o.ranges)) parts.push(rangesText(o.ranges));
   return parts.join(" · ");
+}
+
+// rangesText names a repair's key ranges (low exclusive, high inclusive,
+// none unbounded), as a count, then each range.
+export function rangesText(ranges) {
+  const key = (k) => (Array.isArray(k) && k.length ? k.length === 1 ? k[0] : "(" + k.join(", ") + ")" : null);
+  const one = (r) => {
+    const lo = key(r && r.low), hi = key(r && r.high);
+    return lo === null && hi === null ? "all keys" : lo === null ? "keys ≤ " + hi : hi === null ? "keys > " + lo : lo + " < key ≤ " + hi;
+  };
+  return num(ranges.length) + (ranges.length === 1 ? " key range: " : " key ranges: ") + ranges.map(one).join(", ");
+}
+
+// verifyText says in words what a run's ending verify found; "" when it
+// has none.
+export function verifyText(v) {
+  if (!v) return "";
+  switch (v.status) {
+    case "match": return "verify: match";
+    case "differ": return "verify: " + num(v.differing_ranges) + " of " + num(v.ranges) + (v.ranges === 1 ? " key range differs" : " key ranges differ");
+    case "error": return "verify failed: " + (v.error || "error");
+    case "off": return "not verified (backfill.verify is off)";
+    case "running": return "verifying…";
+  }
+  return "verify: " + v.status;
+}
+
+// verifyCell shows a run's ending verify: match, differ N of M ranges,
+// error (its message as the title), off, running, or – for none.
+export function verifyCell(v) {
+  if (!v) return h("span", { class: "muted", title: "No verify yet: a run is verified once it completes" }, "–");
+  const counts = num(v.source_rows) + " source rows, " + num(v.destination_rows) + " destination rows, " + num(v.ranges) + (v.ranges === 1 ? " key range" : " key ranges") + " compared" +
+    (v.finished_at ? "; finished " + time(v.finished_at, undefined, true) : "");
+  const text = { match: "match", differ: "differ", error: "error", off: "off", running: "running" }[v.status] || v.status;
+  const title = v.status === "error" ? v.error || "error" : v.status === "off" ? "Not verified: the stream's backfill.verify is off" :
+    v.status === "running" ? "Verifying what the run covered" : counts;
+  return h("span", { class: "sk-verify v-" + String(v.status).replace(/[^a-z]/g, ""), dataset: { verify: v.status }, title },
+    text, v.status === "differ" ? h("span", { class: "sk-vn" }, " " + num(v.differing_ranges) + " of " + num(v.ranges) + (v.ranges === 1 ? " range" : " ranges")) : null);
 }
 
 // pendingReason is the reason a pending object shows, as the daemon words
@@ -161,10 +294,17 @@ export function pendingReason(r) {
   return at && new Date(at) > Date.now() ? "scheduled to start at " + new Date(at).toISOString().replace(/\.\d+Z$/, "Z") : "";
 }
 
-// objectReason is the reason an object shows once run r is its latest.
-export function objectReason(r) {
+// objectReason is the reason an object (named object, as the API writes
+// it) shows once run r is its latest; for a verify that differed, as the
+// daemon words it.
+export function objectReason(r, object) {
   if (r.status === "failed") return r.error || "";
   if (r.status === "pending") return pendingReason(r);
+  const v = r.verify;
+  if (r.status === "completed" && v && v.status === "differ") {
+    return "the verify after backfill " + r.id + " found " + v.differing_ranges + " of " + v.ranges + " key ranges differing: run tidemark verify --repair " +
+      r.stream + " " + (object || r.schema + "." + r.table);
+  }
   return "";
 }
 
@@ -293,8 +433,9 @@ export function progressCell(o, r, streamState) {
         h("div", { class: "sk-sub" }, "started " + ago(r.started_at) + by + (r.rows_estimate > 0 ? " · " + Math.floor(100 * Math.min(1, r.rows_read / r.rows_estimate)) + "%" : "") +
           (r.options && r.options.rows_per_second > 0 ? " · " + num(r.options.rows_per_second) + " rows/s" : ""))];
     case "completed":
-      return h("div", { class: "sk-sub" }, num(r.rows_written) + " rows · " + num(r.chunks) + (r.chunks === 1 ? " chunk" : " chunks") +
-        (r.bytes ? " · " + bytes(r.bytes) : "") + " · " + duration(elapsed(r)) + (r.loaded_at ? "" : " · loading"));
+      return [h("div", { class: "sk-sub" }, num(r.rows_written) + " rows · " + num(r.chunks) + (r.chunks === 1 ? " chunk" : " chunks") +
+        (r.bytes ? " · " + bytes(r.bytes) : "") + " · " + duration(elapsed(r)) + (r.loaded_at ? "" : " · loading")),
+      r.verify ? h("div", { class: "sk-sub sk-vsub v-" + String(r.verify.status).replace(/[^a-z]/g, ""), title: r.verify.error || null, dataset: { verify: r.verify.status } }, verifyText(r.verify)) : null];
     case "stopped":
       return h("div", { class: "sk-sub" }, "stopped after " + num(r.rows_written) + " rows, " + ago(r.finished_at));
     case "failed":
