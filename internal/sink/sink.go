@@ -44,6 +44,10 @@ type Sink interface {
 	// above, in the destination's key order, as source text values. Verify
 	// uses it.
 	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
+	// ReadKeys returns the destination rows of a table with the given keys
+	// (those it holds, in no particular order), as ReadRange does. Verify
+	// of a filtered backfill uses it.
+	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
 	Close() error
 }
 
@@ -103,4 +107,7 @@ type Chunk struct {
 	// Removed is set by Apply: how many destination rows of the range were
 	// deleted because the source no longer has them.
 	Removed int64
+	// Skipped is set by Apply: how many rows of an UpdateOnly chunk the
+	// destination lacked, so were not written.
+	Skipped int64
 }

@@ -56,6 +56,7 @@ type positionSource interface {
 // while the writer is idle.
 type rangeReader interface {
 	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
+	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
 }
 
 // pendingChunk is a chunk between registration and merge. Registration

@@ -44,6 +44,30 @@ func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o Backfil
 	return nil
 }
 
+// scopeFits checks a run's filter and columns against its table as the run
+// starts (initiated before the stream knew the table, or the table changed
+// since) and fails the run when they do not fit; a source that cannot be
+// asked now leaves it to the chunk reads.
+func (m *backfills) scopeFits(ctx context.Context, rt *runtime, r *run) bool {
+	r.mu.Lock()
+	o := optionsOf(r.rec)
+	r.mu.Unlock()
+	if !o.partial() {
+		return true
+	}
+	problems := columnProblems(r.table, o.Columns)
+	if o.Filter != "" {
+		if err := rt.src.CheckFilter(ctx, r.table, o.Filter); errors.Is(err, pg.ErrFilter) {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) == 0 {
+		return true
+	}
+	m.fail(r, fmt.Errorf("%s: initiate the backfill again with a filter and columns that fit the table", strings.Join(problems, "; ")))
+	return false
+}
+
 // columnProblems says what is wrong with a column subset of t.
 func columnProblems(t *change.Table, cols []string) []string {
 	var out []string
@@ -94,18 +118,35 @@ func project(t *change.Table, rows []change.Row, cols []string) []change.Row {
 	return out
 }
 
-// sameKeys keeps the destination rows whose key is among the source's: a
-// filtered backfill covers only the rows its filter selects.
-func sameKeys(t *change.Table, src, dst []change.Row) []change.Row {
-	in := make(map[string]bool, len(src))
-	for _, r := range src {
-		in[t.RowKey(r).Encode()] = true
-	}
-	var out []change.Row
-	for _, r := range dst {
-		if in[t.RowKey(r).Encode()] {
-			out = append(out, r)
+// keepUnresolved takes, for the values of merged source rows that stayed
+// Unchanged (a TOASTed value an update left alone, no earlier state known),
+// the destination's value of the row with the same key: the value the sink
+// kept, which verify cannot compare with anything.
+func keepUnresolved(t *change.Table, src, dst []change.Row) []change.Row {
+	var byKey map[string]change.Row
+	out := src
+	for n, r := range src {
+		if !slices.ContainsFunc(r, func(v change.Value) bool { return v.Unchanged }) {
+			continue
 		}
+		if byKey == nil {
+			byKey = make(map[string]change.Row, len(dst))
+			for _, d := range dst {
+				byKey[t.RowKey(d).Encode()] = d
+			}
+			out = slices.Clone(src)
+		}
+		d := byKey[t.RowKey(r).Encode()]
+		if d == nil {
+			continue
+		}
+		filled := slices.Clone(r)
+		for i, v := range r {
+			if v.Unchanged {
+				filled[i] = d[i]
+			}
+		}
+		out[n] = filled
 	}
 	return out
 }

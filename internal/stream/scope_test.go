@@ -1,10 +1,12 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
@@ -153,6 +155,9 @@ func TestColumnSubsetBackfill(t *testing.T) {
 			}
 			e.waitLoaded("orders")
 			run := e.waitVerified(recs[0].ID)
+			if run.RowsWritten != 2999 {
+				t.Errorf("column backfill wrote %d rows, want 2999 (not the row the destination lacks)", run.RowsWritten)
+			}
 			if run.Verify.Status != VerifyDiffer || run.Verify.DifferingRanges != 1 {
 				t.Fatalf("verify of the column backfill: %+v; want one differing range (the row the destination lacks)", *run.Verify)
 			}
@@ -220,5 +225,89 @@ func TestVerifyOff(t *testing.T) {
 	o := e.waitLoaded("orders")
 	if run := e.waitVerified(o.BackfillID); run.Verify.Status != VerifyOff {
 		t.Fatalf("verify with backfill.verify off: %+v", *run.Verify)
+	}
+}
+
+// TestColumnRenamedBeforeStart: a column subset whose column was renamed
+// between the initiate and the run's start fails the run, saying so,
+// rather than completing having written nothing.
+func TestColumnRenamedBeforeStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{setup: ordersSetup, yaml: "backfill: {mode: manual}"})
+	e.start()
+	e.waitState(store.StateRunning)
+	at := time.Now().Add(1500 * time.Millisecond)
+	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{ordersID}, store.StartedByCLI, BackfillOptions{Columns: []string{"note"}, RunAt: &at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`ALTER TABLE orders RENAME COLUMN note TO remark`)
+	var b store.Backfill
+	e.waitFor("the run failed", func() bool {
+		if b, err = e.st.GetBackfill(e.ctx, recs[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		return b.Status == StatusFailed || b.Status == StatusCompleted
+	})
+	if b.Status != StatusFailed || !strings.Contains(b.Error, `has no column "note"`) {
+		t.Fatalf("run of a renamed column: %s %q; want failed, naming the column", b.Status, b.Error)
+	}
+}
+
+// TestInterruptedVerifyEnds: a verify left running by a daemon that was
+// killed is recorded as ended in error when the stream starts again.
+func TestInterruptedVerifyEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{setup: ordersSetup, yaml: "backfill: {mode: manual}"})
+	now := time.Now().UTC()
+	rec := store.Backfill{Stream: e.cfg.Name, Schema: "public", Table: "orders", StartedBy: store.StartedByCLI,
+		Status: StatusCompleted, FinishedAt: &now, LoadedAt: &now, Verify: &store.VerifySummary{Status: VerifyRunning}}
+	if err := e.st.CreateBackfill(e.ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitFor("the interrupted verify recorded", func() bool {
+		b, err := e.st.GetBackfill(e.ctx, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Verify != nil && b.Verify.Status == VerifyError && strings.Contains(b.Verify.Error, "stopped during the verify")
+	})
+}
+
+// TestFilteredVerifyUnderWrites: while a filtered backfill runs, live
+// updates to rows outside its filter (leaving their out-of-line TOASTed
+// column unchanged) land in its chunks' windows; its verify still matches.
+func TestFilteredVerifyUnderWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
+		CREATE TABLE docs (id int PRIMARY KEY, region text NOT NULL, amount int NOT NULL, doc text);
+		ALTER TABLE docs ALTER COLUMN doc SET STORAGE EXTERNAL;
+		INSERT INTO docs SELECT g, CASE WHEN g % 3 = 0 THEN 'eu' ELSE 'us' END, g, repeat(md5(g::text), 100)
+		FROM generate_series(1, 3000) g;`})
+	e.start()
+	e.waitVerified(e.waitLoaded("docs").BackfillID)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			id := 1 + (i*7919)%3000
+			if id%3 == 0 {
+				id++
+			}
+			_, _ = e.src.Exec(ctx, "UPDATE docs SET amount = amount + 1 WHERE id = $1", id)
+		}
+	}()
+	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{{Schema: "public", Name: "docs"}}, store.StartedByCLI, BackfillOptions{Filter: "region = 'eu'"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	run := e.waitVerified(recs[0].ID)
+	cancel()
+	<-done
+	if run.Verify.Status != VerifyMatch || run.WindowConflicts == 0 {
+		t.Fatalf("filtered run under writes: verify %+v, %d window conflicts; want a match, with conflicts", *run.Verify, run.WindowConflicts)
 	}
 }

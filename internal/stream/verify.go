@@ -127,15 +127,26 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 	if err := a.flushAndWait(ctx); err != nil {
 		return RangeCheck{}, err
 	}
-	dst, err := a.dest.ReadRange(ctx, pc.table, pc.low, high)
-	if err != nil {
-		return RangeCheck{}, fmt.Errorf("read destination range of %s: %w", pc.table.ID, err)
-	}
+	t := pc.table
+	var dst []change.Row
+	var err error
 	if pc.scope.Filter != "" {
-		dst = sameKeys(pc.table, rows, dst)
+		// Only the rows the filter selected: the range may span most of
+		// the destination's table.
+		keys := make([]change.Key, len(rows))
+		for i, r := range rows {
+			keys[i] = t.RowKey(r)
+		}
+		dst, err = a.dest.ReadKeys(ctx, t, keys)
+	} else {
+		dst, err = a.dest.ReadRange(ctx, t, pc.low, high)
 	}
-	rows, dst = project(pc.table, rows, pc.scope.Columns), project(pc.table, dst, pc.scope.Columns)
-	return checkRange(pc.table, pc.low, high, rows, dst), nil
+	if err != nil {
+		return RangeCheck{}, fmt.Errorf("read destination rows of %s: %w", t.ID, err)
+	}
+	rows = keepUnresolved(t, rows, dst)
+	rows, dst = project(t, rows, pc.scope.Columns), project(t, dst, pc.scope.Columns)
+	return checkRange(t, pc.low, high, rows, dst), nil
 }
 
 // ErrNotRunning is returned for work that needs the stream running.

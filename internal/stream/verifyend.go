@@ -60,6 +60,24 @@ func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *cover
 	m.update(r, func(b *store.Backfill) { b.Verify = sum }) // last: waiting on it sees the reason
 }
 
+// endInterruptedVerifies records, after a restart, the verifies the daemon
+// was running when it stopped (killed: a clean stop records its own) as
+// ended in error, in recs too; none is started again.
+func (m *backfills) endInterruptedVerifies(ctx context.Context, recs []store.Backfill) error {
+	for i := range recs {
+		if v := recs[i].Verify; v == nil || v.Status != VerifyRunning {
+			continue
+		}
+		now := time.Now().UTC()
+		recs[i].Verify = &store.VerifySummary{Status: VerifyError, FinishedAt: &now,
+			Error: "the daemon stopped during the verify: run tidemark verify"}
+		if err := m.st.UpdateBackfill(ctx, recs[i]); err != nil {
+			return fmt.Errorf("record the interrupted verify of backfill %d: %w", recs[i].ID, err)
+		}
+	}
+	return nil
+}
+
 // setReason shows reason on a run's object while the run is its latest.
 func (m *backfills) setReason(r *run, reason string) {
 	m.mu.Lock()

@@ -16,7 +16,7 @@ import (
 // when the backfill is complete, failed, stopped or the stream detaches
 // (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
-	if !m.ensureTable(ctx, rt, r) {
+	if !m.ensureTable(ctx, rt, r) || !m.scopeFits(ctx, rt, r) {
 		return
 	}
 	if !m.activate(ctx, r) {
@@ -349,7 +349,8 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 			continue
 		}
 		m.update(r, func(rec *store.Backfill) {
-			rec.RowsWritten += int64(c.rows)
+			// Less a column subset's rows the destination lacked.
+			rec.RowsWritten += int64(c.rows) - c.removed.Skipped
 			rec.RowsRemoved += c.removed.Removed
 			rec.Chunks++
 			if c.last {

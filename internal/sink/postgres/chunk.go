@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,15 +27,19 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
 		}
 	}
-	ch.Removed = 0
+	ch.Removed, ch.Skipped = 0, 0
 	if ch.UpdateOnly {
 		return queueUpdates(ctx, p, ts, ch)
 	}
 	if err := s.ensureStaging(ctx, ts); err != nil {
 		return err
 	}
-	if done, err := s.applyChunkDiff(ctx, p, ts, ch); err != nil || done {
-		return err
+	// A filtered chunk's range holds rows it did not read, perhaps most of
+	// the table: it is not read, the chunk's rows are upserted.
+	if !ch.Keep {
+		if done, err := s.applyChunkDiff(ctx, p, ts, ch); err != nil || done {
+			return err
+		}
 	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
 	var partial []change.Row
@@ -210,7 +215,8 @@ func needsEscape(s string) bool {
 // destination that already holds the rows then writes almost nothing, and
 // one over a range that live changes partly filled keeps COPY's speed.
 // done is false when the caller's set-based path is the better one: an
-// empty range, many differing rows, or rows carrying Unchanged values.
+// empty range, many differing rows, or rows carrying Unchanged values; or
+// when a row the range lacked turned out to be there (the COPY is undone).
 func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk) (bool, error) {
 	for _, r := range ch.Rows {
 		for _, v := range r {
@@ -242,9 +248,6 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 			changed = append(changed, r)
 		}
 	}
-	if ch.Keep {
-		clear(have) // rows outside the chunk's filter stay
-	}
 	// Row by row pays off only for a few differences.
 	if len(changed)+len(have) > len(ch.Rows)/8+16 {
 		return false, nil
@@ -269,10 +272,25 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	if err != nil {
 		return false, err
 	}
+	// Under a savepoint: should a row the read missed be there after all
+	// (another writer, a key the destination compares otherwise), the
+	// COPY's duplicate key undoes only it, and the set-based path, which
+	// upserts, takes over.
+	if err := p.queue(ctx, "SAVEPOINT absent_rows", nil, "savepoint"+of); err != nil {
+		return false, err
+	}
 	if err := p.flush(ctx); err != nil {
 		return false, err
 	}
-	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name)); err != nil {
+	_, err = s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if err := p.queue(ctx, "ROLLBACK TO SAVEPOINT absent_rows", nil, "roll back absent rows"+of); err != nil {
+			return false, err
+		}
+		return false, p.flush(ctx) // before the next statement is prepared
+	}
+	if err != nil {
 		return false, fmt.Errorf("copy absent rows%s: %w", of, err)
 	}
 	return true, nil
@@ -311,7 +329,12 @@ func queueUpdates(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk
 			continue
 		}
 		args = append(args, keyArgs(ch.Table.RowKey(r))...)
-		if err := p.queue(ctx, ts.updateSQL(set), args, "update chunk row"+of); err != nil {
+		err := p.queueTagged(ctx, ts.updateSQL(set), args, "update chunk row"+of, func(tag pgconn.CommandTag) {
+			if tag.RowsAffected() == 0 {
+				ch.Skipped++
+			}
+		})
+		if err != nil {
 			return err
 		}
 	}

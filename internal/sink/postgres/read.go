@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
 )
 
@@ -34,8 +35,38 @@ func (s *Sink) readRange(ctx context.Context, t *change.Table, low, high change.
 		return nil, err
 	}
 	// Text results: exactly what the destination's output functions print.
-	rr := s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil)
+	return textRows(s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil), nil)
+}
+
+// keysPerRead bounds the keys one ReadKeys query asks for (parameters).
+const keysPerRead = 1000
+
+// ReadKeys returns the rows with the given keys that the table holds.
+func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error) {
+	if err := s.ensureConn(ctx); err != nil {
+		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+	}
+	ts, err := s.table(t)
+	if err != nil {
+		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+	}
 	var rows []change.Row
+	for start := 0; start < len(keys); start += keysPerRead {
+		part := keys[start:min(start+keysPerRead, len(keys))]
+		args := make([][]byte, 0, len(part)*len(ts.key))
+		for _, k := range part {
+			args = append(args, keyArgs(k)...)
+		}
+		rr := s.conn.PgConn().ExecParams(ctx, ts.selectKeysSQL(len(part)), args, nil, nil, nil)
+		if rows, err = textRows(rr, rows); err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+		}
+	}
+	return rows, nil
+}
+
+// textRows appends a result's rows, as text values, to rows.
+func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) {
 	for rr.NextRow() {
 		vals := rr.Values()
 		row := make(change.Row, len(vals))

@@ -206,6 +206,17 @@ func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
 	return strings.Join(conds, " AND ")
 }
 
+// selectKeysSQL reads the rows whose key is one of n keys, parameters in
+// key column order, key after key.
+func (ts *tableSQL) selectKeysSQL(n int) string {
+	tuples := make([]string, n)
+	for i := range tuples {
+		tuples[i] = "(" + params(1+i*len(ts.key), len(ts.key)) + ")"
+	}
+	return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE (" + ts.keyList("d.") + ") IN (" +
+		strings.Join(tuples, ", ") + ")"
+}
+
 func (ts *tableSQL) selectRangeSQL(low, high bool) string {
 	return ts.memo.Get(maskKey("select", []bool{low, high}), func() string {
 		return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE " +

@@ -1,6 +1,7 @@
 package sinktest
 
 import (
+	"sort"
 	"strconv"
 	"testing"
 
@@ -201,6 +202,9 @@ func testChunkUpdateOnly(t *testing.T, s sink.Sink) {
 	)
 	upd.Keep, upd.UpdateOnly = true, true
 	applyChunk(t, s, upd, 0)
+	if upd.Skipped != 1 {
+		t.Errorf("skipped %d rows, want 1 (key 4, not in the table)", upd.Skipped)
+	}
 	expect(t, s, tbl, order("1", "c1", "filled"), order("2", "c2", "n"), order("3", "c3", nil))
 }
 
@@ -254,5 +258,40 @@ func testReadRangeBounds(t *testing.T, s sink.Sink) {
 		{k("3"), k("4"), nil},
 	} {
 		expectRows(t, "range ("+tc.low.Encode()+", "+tc.high.Encode()+"]", ids(readRange(t, s, tbl, tc.low, tc.high)), tc.want)
+	}
+}
+
+// testReadKeys: the rows with the asked keys that the table holds, simple
+// and composite keys, and more keys than one query asks for.
+func testReadKeys(t *testing.T, s sink.Sink) {
+	tbl := orders()
+	ensure(t, s, tbl)
+	seedOrders(t, s, tbl, "1", "2", "9", "10")
+	got, err := s.ReadKeys(t.Context(), tbl, []change.Key{k("10"), k("2"), k("77")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(got, func(i, j int) bool { return len(got[i][0].Text) < len(got[j][0].Text) })
+	expectRows(t, "keys 10, 2, 77", got, []change.Row{order("2", "c2", "n"), order("10", "c10", "n")})
+
+	ln := lines()
+	ensure(t, s, ln)
+	var ops []sink.Op
+	var keys []change.Key
+	for i := range 1500 {
+		id := strconv.Itoa(i)
+		ops = append(ops, ins(ln, r("1", id, "eu")))
+		if i%2 == 0 {
+			keys = append(keys, k("eu", id))
+		}
+	}
+	apply(t, s, ops...)
+	keys = append(keys, k("us", "4"))
+	got, err = s.ReadKeys(t.Context(), ln, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 750 {
+		t.Fatalf("composite keys: %d rows, want the 750 even ids of eu", len(got))
 	}
 }

@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) sink.Sink) {
 		{"ChunkUpdateOnly", testChunkUpdateOnly},
 		{"CompositeKey", testCompositeKey},
 		{"ReadRangeBounds", testReadRangeBounds},
+		{"ReadKeys", testReadKeys},
 		{"Checkpoint", testCheckpoint},
 		{"ApplyTwiceIsOnce", testApplyTwiceIsOnce},
 		{"FailedBatchCommitsNothing", testFailedBatchCommitsNothing},

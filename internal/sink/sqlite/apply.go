@@ -191,7 +191,7 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 	}
 	ch.Removed = 0
 	if ch.UpdateOnly {
-		return s.updateRows(ctx, w, ts, ch.Rows)
+		return s.updateRows(ctx, w, ts, ch)
 	}
 	if !ch.Keep {
 		if err := s.deleteMissing(ctx, w, ts, ch, keep); err != nil {
@@ -233,8 +233,9 @@ func (s *Sink) deleteMissing(ctx context.Context, w *txn, ts *tableSQL, ch *sink
 
 // updateRows writes rows over the destination rows with their keys, their
 // Unchanged columns left alone; a row the destination lacks is not written.
-func (s *Sink) updateRows(ctx context.Context, w *txn, ts *tableSQL, rows []change.Row) error {
-	for _, r := range rows {
+func (s *Sink) updateRows(ctx context.Context, w *txn, ts *tableSQL, ch *sink.Chunk) error {
+	ch.Skipped = 0
+	for _, r := range ch.Rows {
 		set := make([]bool, len(r))
 		args := make([]any, 0, len(r)+len(ts.key))
 		for i, v := range r {
@@ -249,8 +250,12 @@ func (s *Sink) updateRows(ctx context.Context, w *txn, ts *tableSQL, rows []chan
 		for _, k := range ts.key {
 			args = append(args, encode(ts.kinds[k], r[k]))
 		}
-		if _, err := w.ExecContext(ctx, ts.updateSQL(set), args...); err != nil {
+		res, err := w.ExecContext(ctx, ts.updateSQL(set), args...)
+		if err != nil {
 			return fmt.Errorf("update chunk row: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			ch.Skipped++
 		}
 	}
 	return nil

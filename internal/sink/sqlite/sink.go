@@ -151,6 +151,43 @@ func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.
 	return rows, nil
 }
 
+// ReadKeys returns the rows with the given keys that the table holds.
+func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error) {
+	ts, err := s.table(t)
+	if err != nil {
+		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+	}
+	all := make([]int, len(ts.cols))
+	for i := range all {
+		all[i] = i
+	}
+	var out []change.Row
+	for _, k := range keys {
+		rows, err := s.db.QueryContext(ctx, ts.selectByKeySQL(all), ts.keyArgs(k)...)
+		if err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+		}
+		for rows.Next() {
+			vals, err := scanValues(rows, len(all))
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+			}
+			row := make(change.Row, len(vals))
+			for i, v := range vals {
+				row[i] = decode(ts.kinds[i], v)
+			}
+			out = append(out, row)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+		}
+	}
+	return out, nil
+}
+
 // scanRange calls fn with the stored values of the cols columns (indexes)
 // of each row in (low, high], in key order.
 func scanRange(ctx context.Context, q querier, ts *tableSQL, cols []int, low, high change.Key, fn func([]any)) error {

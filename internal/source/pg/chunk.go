@@ -97,7 +97,10 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 		return Chunk{}, err
 	}
 	t = chunk.Table
-	sql, params, picked := chunkQuery(t, opt)
+	sql, params, picked, err := chunkQuery(t, opt)
+	if err != nil {
+		return Chunk{}, err
+	}
 	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
 	if opt.Limit > 0 {
 		chunk.Rows = make([]change.Row, 0, opt.Limit)
@@ -155,8 +158,10 @@ func textRow(raw [][]byte, width int, picked []int, scratch *[]byte) (change.Row
 // values travel as text parameters of unknown type, so the server parses
 // them with the key columns' own input functions. picked maps the selected
 // columns to the table's when only some are read (nil: all are).
-func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, picked []int) {
-	picked = pickColumns(t, opt.Columns)
+func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, picked []int, err error) {
+	if picked, err = pickColumns(t, opt.Columns); err != nil {
+		return "", nil, nil, err
+	}
 	var cols []string
 	for i, c := range t.Columns {
 		if picked == nil || slices.Contains(picked, i) {
@@ -167,9 +172,11 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 	var b strings.Builder
 	from := quoteTable(t.ID)
 	if opt.Filter != "" {
-		// A subquery of its own, on lines of its own: whatever the filter
-		// holds (a trailing -- comment, an unbalanced parenthesis) can
-		// only change which rows match, never the key range, order or limit.
+		// A subquery of its own, on lines of its own: a trailing --
+		// comment or an unbalanced parenthesis in the filter cannot take
+		// the key range, order or limit out of the chunk's query. (SQL
+		// written to escape the subquery can still add rows: the filter is
+		// trusted as the stream's source user's, docs/backfill.md.)
 		from = "(SELECT * FROM " + from + " WHERE (\n" + opt.Filter + "\n)) AS filtered"
 	}
 	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), from)
@@ -189,15 +196,21 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 	if opt.Limit > 0 {
 		b.WriteString(" LIMIT " + strconv.Itoa(opt.Limit))
 	}
-	return b.String(), params, picked
+	return b.String(), params, picked, nil
 }
 
 // pickColumns returns, in table order, the key columns and the named ones
-// (nil when names is nil: every column). Unknown names are left out;
-// CheckFilter and the caller's validation report them.
-func pickColumns(t *change.Table, names []string) []int {
+// (nil when names is nil: every column). A name the table lacks (renamed
+// since the backfill was asked) is an error no retry cures.
+func pickColumns(t *change.Table, names []string) ([]int, error) {
 	if names == nil {
-		return nil
+		return nil, nil
+	}
+	for _, n := range names {
+		if t.ColumnIndex(n) < 0 {
+			return nil, &PermanentError{Err: fmt.Errorf("%s has no column %q", t.ID, n),
+				Hint: "initiate the backfill again with the table's columns"}
+		}
 	}
 	var picked []int
 	for i, c := range t.Columns {
@@ -205,13 +218,16 @@ func pickColumns(t *change.Table, names []string) []int {
 			picked = append(picked, i)
 		}
 	}
-	return picked
+	return picked, nil
 }
 
 // CheckFilter asks the source whether filter is a valid condition on the
 // table, without reading a row. The error is the server's, saying where.
 func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
-	sql, params, _ := chunkQuery(t, ReadOptions{Filter: filter, Limit: 1})
+	sql, params, _, err := chunkQuery(t, ReadOptions{Filter: filter, Limit: 1})
+	if err != nil {
+		return err
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("check filter on %s: %w", t.ID, err)
@@ -225,7 +241,7 @@ func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string
 	// EXPLAIN plans the query (names, types, syntax) without running it.
 	res := pc.ExecParams(ctx, "EXPLAIN "+sql, params, nil, nil, nil).Read()
 	var pgErr *pgconn.PgError
-	if errors.As(res.Err, &pgErr) {
+	if errors.As(res.Err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")) {
 		return fmt.Errorf("%w on %s: %s", ErrFilter, t.ID, pgErr.Message)
 	}
 	if res.Err != nil {

@@ -64,7 +64,7 @@ func classifyRead(err error) error {
 	err = classify(err)
 	var pgErr *pgconn.PgError
 	if !IsPermanent(err) && errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")) {
-		return &PermanentError{Err: err, Hint: "the source refused the chunk's query: check the backfill's filter, then initiate it again"}
+		return &PermanentError{Err: err, Hint: "the source refused the chunk's query (the backfill's filter, if it has one, or a key column whose type changed): fix it, then initiate the backfill again"}
 	}
 	return err
 }
