@@ -196,6 +196,7 @@ func TestScopeRefusals(t *testing.T) {
 		{BackfillOptions{Filter: "nosuch = 1"}, `column "nosuch" does not exist`},
 		{BackfillOptions{Filter: "region = 'eu'; DROP TABLE victim"}, "refused the filter"},
 		{BackfillOptions{Filter: "   "}, "filter is blank"},
+		{BackfillOptions{Filter: "generate_series(1, 2) > 1"}, "set-returning functions are not allowed"},
 		{BackfillOptions{Columns: []string{"nope"}}, `has no column "nope": its columns are id, region, amount, note`},
 		{BackfillOptions{Columns: []string{"id"}}, `column "id" is part of the key`},
 		{BackfillOptions{Columns: []string{}}, "columns is empty"},
@@ -309,5 +310,27 @@ func TestFilteredVerifyUnderWrites(t *testing.T) {
 	<-done
 	if run.Verify.Status != VerifyMatch || run.WindowConflicts == 0 {
 		t.Fatalf("filtered run under writes: verify %+v, %d window conflicts; want a match, with conflicts", *run.Verify, run.WindowConflicts)
+	}
+}
+
+// TestFilterAfterRename: a column the filter does not use, renamed while a
+// filtered run waits for its start and nothing writes to the table, is no
+// reason to refuse the filter.
+func TestFilterAfterRename(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: ordersSetup, yaml: "backfill: {mode: automatic}"})
+	e.start()
+	e.waitVerified(e.waitLoaded("orders").BackfillID)
+	at := time.Now().Add(time.Second)
+	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{ordersID}, store.StartedByCLI, BackfillOptions{Filter: "region = 'eu'", RunAt: &at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`ALTER TABLE orders RENAME COLUMN note TO remark`)
+	if _, err := e.s.InitiateWith(e.ctx, []change.TableID{{Schema: "public", Name: "nope"}}, store.StartedByCLI, BackfillOptions{Filter: "region = 'eu'"}); err == nil || strings.Contains(err.Error(), "filter") {
+		t.Errorf("a second filtered initiate after the rename: %v; want refused for the unknown object only", err)
+	}
+	if run := e.waitVerified(recs[0].ID); run.Status != StatusCompleted || run.RowsRead != 1000 {
+		t.Fatalf("filtered run after a rename: %s, %d rows read, error %q", run.Status, run.RowsRead, run.Error)
 	}
 }

@@ -52,7 +52,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	of := " of " + ts.id.String()
 	if !ch.Keep { // a filtered chunk's range holds rows it did not read
 		err := p.queueTagged(ctx, ts.chunkDeleteSQL(ch.Low != nil, ch.High != nil, len(ch.Rows) > 0), bounds,
-			"delete rows missing from the chunk"+of, func(tag pgconn.CommandTag) { ch.Removed = tag.RowsAffected() })
+			"delete rows missing from the chunk"+of, func(tag pgconn.CommandTag) { ch.Removed += tag.RowsAffected() })
 		if err != nil {
 			return err
 		}

@@ -275,9 +275,13 @@ func TestChunkAbsentRowThere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(&sink.Chunk{Table: tbl, Rows: []change.Row{row("1", "a"), row("2", "b"), row("9", "i")}})
-	apply(&sink.Chunk{Table: tbl, Low: change.Key{change.Text("1")}, High: change.Key{change.Text("3")},
-		Rows: []change.Row{row("2", "b"), row("9", "new")}})
+	apply(&sink.Chunk{Table: tbl, Rows: []change.Row{row("1", "a"), row("2", "b"), row("3", "c"), row("9", "i")}})
+	ch := &sink.Chunk{Table: tbl, Low: change.Key{change.Text("1")}, High: change.Key{change.Text("3")},
+		Rows: []change.Row{row("2", "b"), row("9", "new")}}
+	apply(ch)
+	if ch.Removed != 1 {
+		t.Errorf("removed %d rows, want 1 (3, deleted before the fallback)", ch.Removed)
+	}
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -38,8 +38,9 @@ func (s *Sink) readRange(ctx context.Context, t *change.Table, low, high change.
 	return textRows(s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil), nil)
 }
 
-// keysPerRead bounds the keys one ReadKeys query asks for (parameters).
-const keysPerRead = 1000
+// paramsPerRead bounds the parameters of one ReadKeys query (PostgreSQL
+// takes at most 65,535).
+const paramsPerRead = 30000
 
 // ReadKeys returns the rows with the given keys that the table holds.
 func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error) {
@@ -51,8 +52,9 @@ func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key)
 		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
 	}
 	var rows []change.Row
-	for start := 0; start < len(keys); start += keysPerRead {
-		part := keys[start:min(start+keysPerRead, len(keys))]
+	per := max(paramsPerRead/len(ts.key), 1)
+	for start := 0; start < len(keys); start += per {
+		part := keys[start:min(start+per, len(keys))]
 		args := make([][]byte, 0, len(part)*len(ts.key))
 		for _, k := range part {
 			args = append(args, keyArgs(k)...)

@@ -170,16 +170,7 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 	}
 	keyList := keyTuple(t)
 	var b strings.Builder
-	from := quoteTable(t.ID)
-	if opt.Filter != "" {
-		// A subquery of its own, on lines of its own: a trailing --
-		// comment or an unbalanced parenthesis in the filter cannot take
-		// the key range, order or limit out of the chunk's query. (SQL
-		// written to escape the subquery can still add rows: the filter is
-		// trusted as the stream's source user's, docs/backfill.md.)
-		from = "(SELECT * FROM " + from + " WHERE (\n" + opt.Filter + "\n)) AS filtered"
-	}
-	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), from)
+	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), filteredFrom(t, opt.Filter))
 	var where []string
 	if opt.After != nil {
 		where = append(where, keyList+" > "+placeholders(len(params)+1, len(t.Key)))
@@ -197,6 +188,31 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 		b.WriteString(" LIMIT " + strconv.Itoa(opt.Limit))
 	}
 	return b.String(), params, picked, nil
+}
+
+// filteredFrom is the FROM item of a chunk's query: the table, or the rows
+// of it the filter selects. A subquery of its own, on lines of its own: a
+// trailing -- comment or an unbalanced parenthesis in the filter cannot take
+// the key range, order or limit out of the chunk's query. (SQL written to
+// escape the subquery can still add rows: the filter is trusted as the
+// stream's source user's, docs/backfill.md.)
+func filteredFrom(t *change.Table, filter string) string {
+	if filter == "" {
+		return quoteTable(t.ID)
+	}
+	return "(SELECT * FROM " + quoteTable(t.ID) + " WHERE (\n" + filter + "\n)) AS filtered"
+}
+
+// transientClass says whether a server error's SQLSTATE class may clear up
+// on its own: connection, transaction rollback, resources, object state,
+// operator intervention, system and internal errors. Any other error in a
+// filter's query is the filter's.
+func transientClass(code string) bool {
+	switch code[:min(2, len(code))] {
+	case "08", "40", "53", "55", "57", "58", "XX":
+		return true
+	}
+	return false
 }
 
 // pickColumns returns, in table order, the key columns and the named ones
@@ -224,10 +240,9 @@ func pickColumns(t *change.Table, names []string) ([]int, error) {
 // CheckFilter asks the source whether filter is a valid condition on the
 // table, without reading a row. The error is the server's, saying where.
 func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
-	sql, params, _, err := chunkQuery(t, ReadOptions{Filter: filter, Limit: 1})
-	if err != nil {
-		return err
-	}
+	// The table as the source has it now, not as the stream last saw it:
+	// a column renamed meanwhile is not the filter's fault.
+	sql := "SELECT 1 FROM " + filteredFrom(t, filter) + " LIMIT 1"
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("check filter on %s: %w", t.ID, err)
@@ -239,9 +254,9 @@ func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string
 	}
 	defer func() { pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll() }()
 	// EXPLAIN plans the query (names, types, syntax) without running it.
-	res := pc.ExecParams(ctx, "EXPLAIN "+sql, params, nil, nil, nil).Read()
+	res := pc.ExecParams(ctx, "EXPLAIN "+sql, nil, nil, nil, nil).Read()
 	var pgErr *pgconn.PgError
-	if errors.As(res.Err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")) {
+	if errors.As(res.Err, &pgErr) && !transientClass(pgErr.Code) {
 		return fmt.Errorf("%w on %s: %s", ErrFilter, t.ID, pgErr.Message)
 	}
 	if res.Err != nil {

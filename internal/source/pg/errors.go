@@ -58,12 +58,13 @@ func classify(err error) error {
 const slotGoneHint = "the replication slot is gone or invalidated, so changes may have been missed: run `tidemark stream reset STREAM` (the stream's name), which re-creates the slot and backfills every object"
 
 // classifyRead is classify for a chunk read, whose query holds the
-// backfill's filter: syntax, name, type and value errors fail the same way
-// on every retry.
+// backfill's filter: a server error of a class that does not clear up on
+// its own (syntax, names, types, values, unsupported features) fails the
+// same way on every retry.
 func classifyRead(err error) error {
 	err = classify(err)
 	var pgErr *pgconn.PgError
-	if !IsPermanent(err) && errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22")) {
+	if !IsPermanent(err) && errors.As(err, &pgErr) && !transientClass(pgErr.Code) {
 		return &PermanentError{Err: err, Hint: "the source refused the chunk's query (the backfill's filter, if it has one, or a key column whose type changed): fix it, then initiate the backfill again"}
 	}
 	return err
