@@ -133,18 +133,8 @@ func (s *Sink) ReadRange(ctx context.Context, t *change.Table, low, high change.
 	if err != nil {
 		return nil, fmt.Errorf("read range of %s: %w", t.ID, err)
 	}
-	all := make([]int, len(ts.cols))
-	for i := range all {
-		all[i] = i
-	}
 	var rows []change.Row
-	err = scanRange(ctx, s.db, ts, all, low, high, func(vals []any) {
-		row := make(change.Row, len(vals))
-		for i, v := range vals {
-			row[i] = decode(ts.kinds[i], v)
-		}
-		rows = append(rows, row)
-	})
+	err = scanRange(ctx, s.db, ts, ts.all(), low, high, func(vals []any) { rows = append(rows, ts.decodeRow(vals)) })
 	if err != nil {
 		return nil, fmt.Errorf("read range of %s: %w", t.ID, err)
 	}
@@ -157,35 +147,52 @@ func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
 	}
+	var out []change.Row
+	for _, k := range keys {
+		row, err := s.readKey(ctx, ts, k)
+		if err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+		}
+		if row != nil {
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// readKey returns the row with key k, nil when there is none.
+func (s *Sink) readKey(ctx context.Context, ts *tableSQL, k change.Key) (change.Row, error) {
+	rows, err := s.db.QueryContext(ctx, ts.selectByKeySQL(ts.all()), ts.keyArgs(k)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	vals, err := scanValues(rows, len(ts.cols))
+	if err != nil {
+		return nil, err
+	}
+	return ts.decodeRow(vals), nil
+}
+
+// all lists every column's index.
+func (ts *tableSQL) all() []int {
 	all := make([]int, len(ts.cols))
 	for i := range all {
 		all[i] = i
 	}
-	var out []change.Row
-	for _, k := range keys {
-		rows, err := s.db.QueryContext(ctx, ts.selectByKeySQL(all), ts.keyArgs(k)...)
-		if err != nil {
-			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
-		}
-		for rows.Next() {
-			vals, err := scanValues(rows, len(all))
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
-			}
-			row := make(change.Row, len(vals))
-			for i, v := range vals {
-				row[i] = decode(ts.kinds[i], v)
-			}
-			out = append(out, row)
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
-		}
+	return all
+}
+
+// decodeRow turns every column's stored value into source text.
+func (ts *tableSQL) decodeRow(vals []any) change.Row {
+	row := make(change.Row, len(vals))
+	for i, v := range vals {
+		row[i] = decode(ts.kinds[i], v)
 	}
-	return out, nil
+	return row
 }
 
 // scanRange calls fn with the stored values of the cols columns (indexes)
