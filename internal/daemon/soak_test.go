@@ -948,6 +948,23 @@ func (s *soak) sqliteDigest(tb soakTable) (string, error) {
 	return fmt.Sprintf("%d:%s", n, hex.EncodeToString(h.Sum(nil))), nil
 }
 
+// scanPairs reads (key, row) text pairs, from PostgreSQL or SQLite.
+func scanPairs(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}) (map[string]string, error) {
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
 // explain logs the rows by which each destination differs from the source.
 func (s *soak) explain(tb soakTable) {
 	keyExpr := func(cast func(string) string) string {
@@ -963,15 +980,7 @@ func (s *soak) explain(tb soakTable) {
 			return nil, err
 		}
 		defer rows.Close()
-		out := map[string]string{}
-		for rows.Next() {
-			var k, v string
-			if err := rows.Scan(&k, &v); err != nil {
-				return nil, err
-			}
-			out[k] = v
-		}
-		return out, rows.Err()
+		return scanPairs(rows)
 	}
 	readLite := func() (map[string]string, error) {
 		lite, err := s.liteDB()
@@ -983,15 +992,7 @@ func (s *soak) explain(tb soakTable) {
 			return nil, err
 		}
 		defer rows.Close()
-		out := map[string]string{}
-		for rows.Next() {
-			var k, v string
-			if err := rows.Scan(&k, &v); err != nil {
-				return nil, err
-			}
-			out[k] = v
-		}
-		return out, rows.Err()
+		return scanPairs(rows)
 	}
 	src, err := readPG(s.src)
 	if err != nil {

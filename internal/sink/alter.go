@@ -3,6 +3,9 @@ package sink
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -102,4 +105,24 @@ func CompareColumns(check *TableCheck, t *change.Table, dest []string, judge fun
 		}
 	}
 	return nil
+}
+
+// KeyProblem compares a destination table's primary key, given as its
+// columns' names by position in the key (any numbering that sorts in key
+// order), with the source table's key; "" when they agree, else the
+// difference and then fix.
+func KeyProblem(t *change.Table, destKey map[int]string, fix string) string {
+	positions := slices.Sorted(maps.Keys(destKey))
+	got := make([]string, len(positions))
+	for i, p := range positions {
+		got[i] = destKey[p]
+	}
+	want := make([]string, len(t.Key))
+	for i, c := range t.KeyColumns() {
+		want[i] = c.Name
+	}
+	if slices.Equal(got, want) {
+		return ""
+	}
+	return fmt.Sprintf("the destination's primary key is (%s), the source's key is (%s): %s", strings.Join(got, ", "), strings.Join(want, ", "), fix)
 }

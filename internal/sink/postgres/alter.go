@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -266,25 +265,13 @@ func (s *Sink) compareType(ctx context.Context, t *change.Table, c change.Column
 
 // keyProblem compares the destination's primary key with the table's key.
 func keyProblem(t *change.Table, ts *tableSQL, cols []destColumn) string {
-	var have []destColumn
+	key := map[int]string{}
 	for _, c := range cols {
 		if c.keyPos >= 0 {
-			have = append(have, c)
+			key[c.keyPos] = c.name
 		}
 	}
-	slices.SortFunc(have, func(a, b destColumn) int { return a.keyPos - b.keyPos })
-	got := make([]string, len(have))
-	for i, c := range have {
-		got[i] = c.name
-	}
-	want := make([]string, len(t.Key))
-	for i, c := range t.KeyColumns() {
-		want[i] = c.Name
-	}
-	if slices.Equal(got, want) {
-		return ""
-	}
-	return fmt.Sprintf("the destination's primary key is (%s), the source's key is (%s): give %s that primary key or drop it", strings.Join(got, ", "), strings.Join(want, ", "), ts.name)
+	return sink.KeyProblem(t, key, "give "+ts.name+" that primary key or drop it")
 }
 
 func pgxName(id change.TableID) string { return quote(id.Schema) + "." + quote(id.Name) }

@@ -253,23 +253,14 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 	if err := sink.CompareColumns(&check, t, names, judge, drop); err != nil {
 		return check, err
 	}
-	var key []destColumn
+	key := map[int]string{}
 	for _, c := range cols {
 		if c.pk > 0 {
-			key = append(key, c)
+			key[c.pk] = c.name
 		}
 	}
-	slices.SortFunc(key, func(a, b destColumn) int { return a.pk - b.pk })
-	got := make([]string, len(key))
-	for i, c := range key {
-		got[i] = c.name
-	}
-	want := make([]string, len(t.Key))
-	for i, c := range t.KeyColumns() {
-		want[i] = c.Name
-	}
-	if !slices.Equal(got, want) {
-		check.Problems = append(check.Problems, fmt.Sprintf("the destination's primary key is (%s), the source's key is (%s): drop the destination table %s", strings.Join(got, ", "), strings.Join(want, ", "), ts.name))
+	if p := sink.KeyProblem(t, key, "drop the destination table "+ts.name); p != "" {
+		check.Problems = append(check.Problems, p)
 	}
 	return check, nil
 }

@@ -1,7 +1,7 @@
 // One object of a stream: its status, its columns and every backfill run
 // of it, newest first, updated live from pushed events.
 import { api, get, q } from "./api.js";
-import { ago, badge, bytes, dialog, errorBox, field, h, num, page, replace, throttle, time, toast } from "./ui.js";
+import { ago, badge, bytes, dialog, errorBox, field, h, num, page, refresher, replace, throttle, time, toast } from "./ui.js";
 import {
   backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rangesText, rank, statusCell, stopBlock,
   streamHref, streamPath, verifyCell,
@@ -58,16 +58,7 @@ export async function objectPage(main, [name, object], ctx) {
     render();
   }
 
-  async function refresh() {
-    try {
-      await load();
-      notice.hidden = true;
-    } catch (e) {
-      if (!ctx.alive()) return;
-      replace(notice, errorBox({ code: "refresh failed", message: e.message + " (showing the last answer; retrying)" }));
-      notice.hidden = false;
-    }
-  }
+  const refresh = refresher(ctx, notice, load);
   const refreshSoon = throttle(refresh, 800);
 
   function render() {

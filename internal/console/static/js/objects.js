@@ -3,7 +3,7 @@
 // Pushed backfill events update the rows in place; the list is re-read
 // every few seconds for the 7-day counters and for anything an event missed.
 import { get, q } from "./api.js";
-import { ago, bytes, errorBox, h, num, page, replace, select, throttle, time } from "./ui.js";
+import { ago, bytes, h, num, page, refresher, replace, select, throttle, time } from "./ui.js";
 import {
   backfillAction, fact, columnsCell, initiateBlock, list, loadedCell, objectHref, objectReason, pairKey, progressCell, rank,
   stateCell, statusCell, stopBlock, streamControls, streamPath,
@@ -124,16 +124,7 @@ export async function streamPage(main, [name], ctx) {
     }
   }
 
-  async function refresh() {
-    try {
-      await load(false);
-      notice.hidden = true;
-    } catch (e) {
-      if (!ctx.alive()) return;
-      replace(notice, errorBox({ code: "refresh failed", message: e.message + " (showing the last answer; retrying)" }));
-      notice.hidden = false;
-    }
-  }
+  const refresh = refresher(ctx, notice, () => load(false));
   const refreshSoon = throttle(refresh, 800);
 
   function render() {

@@ -3,7 +3,7 @@
 // A stream's Objects tab is in objects.js, an object's history in
 // history.js.
 import { bus, get } from "./api.js";
-import { ago, bytes, errorBox, h, num, page, replace, throttle, time } from "./ui.js";
+import { ago, bytes, h, num, page, refresher, replace, throttle, time } from "./ui.js";
 import { stateCell, streamControls, streamHref, streamPath } from "./streamkit.js";
 import { streamPage } from "./objects.js";
 import { objectPage } from "./history.js";
@@ -58,17 +58,10 @@ export async function streamsPage(main, _params, ctx) {
     render();
   }
 
-  async function refresh() {
-    try {
-      await loadStreams();
-      await loadObjects();
-      notice.hidden = true;
-    } catch (e) {
-      if (!ctx.alive()) return;
-      replace(notice, errorBox({ code: "refresh failed", message: e.message + " (showing the last answer; retrying)" }));
-      notice.hidden = false;
-    }
-  }
+  const refresh = refresher(ctx, notice, async () => {
+    await loadStreams();
+    await loadObjects();
+  });
   const refreshSoon = throttle(refresh, 1000);
   const objectsSoon = throttle(() => loadObjects().catch(() => {}), 4000);
 

@@ -161,6 +161,21 @@ export function table(columns, rows, { empty = "Nothing here yet.", rowAttrs } =
 }
 
 // throttle runs fn at most once per ms, trailing.
+// refresher returns a page's refresh: load, and on failure a notice that
+// the page shows the last answer (until a later refresh succeeds).
+export function refresher(ctx, notice, load) {
+  return async () => {
+    try {
+      await load();
+      notice.hidden = true;
+    } catch (e) {
+      if (!ctx.alive()) return;
+      replace(notice, errorBox({ code: "refresh failed", message: e.message + " (showing the last answer; retrying)" }));
+      notice.hidden = false;
+    }
+  };
+}
+
 export function throttle(fn, ms) {
   let timer = null;
   return (...args) => {
