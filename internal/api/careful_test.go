@@ -28,9 +28,7 @@ func careful(t *testing.T) (*env, *sql.DB) {
 
 func (e *env) initiateOne(body string) store.Backfill {
 	e.t.Helper()
-	var recs []store.Backfill
-	e.ok(201, &recs, "POST", "/api/v1/streams/"+e.name+"/backfills", body)
-	return recs[0]
+	return e.initiate(201, body)[0]
 }
 
 func (e *env) waitBackfill(id int64, what string, cond func(store.Backfill) bool) store.Backfill {

@@ -293,9 +293,9 @@ type RateRequest struct {
 }
 
 func (s *Server) setRate(w http.ResponseWriter, r *http.Request, _ string) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
 	}
 	var req RateRequest
 	if err := decode(r, &req); err != nil {

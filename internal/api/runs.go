@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -25,9 +24,9 @@ func (s *Server) onRun(w http.ResponseWriter, r *http.Request, act func(*stream.
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return badRequest("run id %q is not a positive number", r.PathValue("id"))
+	id, err := pathID(r, "run")
+	if err != nil {
+		return err
 	}
 	v, err := act(str, r.Context(), id)
 	if err != nil {

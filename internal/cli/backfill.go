@@ -145,14 +145,14 @@ followed until it has ended, then its status is printed.`,
 			if err != nil {
 				return err
 			}
+			if !g.json && len(out) > 0 && out[0].RunID != 0 {
+				fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", out[0].RunID, len(out))
+			}
 			if wait {
 				return g.followRun(c.Context(), es, args[0], out)
 			}
 			if g.json {
 				return g.printJSON(out)
-			}
-			if len(out) > 0 && out[0].RunID != 0 {
-				fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", out[0].RunID, len(out))
 			}
 			for _, b := range out {
 				fmt.Fprintf(g.stdout, "backfill %d of %s.%s: %s\n", b.ID, b.Schema, b.Table, b.Status)
@@ -171,16 +171,13 @@ followed until it has ended, then its status is printed.`,
 }
 
 // followRun follows initiated backfills to their end (see
-// followBackfills); the backfills of one run are announced first and the
-// run's status printed last.
+// followBackfills); for the backfills of one run, the run's status is
+// printed last.
 func (g *globals) followRun(ctx context.Context, es *eventStream, streamName string, out []store.Backfill) error {
 	if len(out) == 0 || out[0].RunID == 0 {
 		return g.followBackfills(ctx, es, out)
 	}
 	id := out[0].RunID
-	if !g.json {
-		fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", id, len(out))
-	}
 	err := g.followBackfills(ctx, es, out)
 	if g.json {
 		return err

@@ -72,7 +72,10 @@ func TestBackfillAsOneRun(t *testing.T) {
 func TestRunHelp(t *testing.T) {
 	t.Parallel()
 	expect(t, 0, []string{"run ", "stop-run "}, "backfill", "--help")
-	expect(t, 0, []string{"--as-one-run", "--filter SQL", "--columns a,b"}, "backfill", "initiate", "--help")
+	// The flags' own lines, not the command's description.
+	expect(t, 0, []string{"make the backfills one run: one id, completed when every backfill is",
+		"backfill only the source rows matching the SQL condition",
+		"fill only the non-key columns a,b of rows the destination holds"}, "backfill", "initiate", "--help")
 	expect(t, 0, []string{"--repair"}, "verify", "--help")
 	expect(t, 2, []string{"wrong number of arguments"}, "backfill", "run", "s")
 	expect(t, 2, []string{"wrong number of arguments"}, "backfill", "stop-run", "s", "1", "2")

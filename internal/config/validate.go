@@ -325,9 +325,7 @@ func (v *checker) tuning(p string, s *Stream) {
 	if s.Retry.Initial > 0 && s.Retry.Max < s.Retry.Initial {
 		v.add(p+".retry.max", "%s is less than retry.initial (%s): use at least %s", s.Retry.Max, s.Retry.Initial, s.Retry.Initial)
 	}
-	if bf.ChunkWriteTarget < 0 {
-		v.add(p+".backfill.chunk_write_target", "%s is out of range: use 0 (always chunk_size) or a duration above 0, e.g. 20ms", bf.ChunkWriteTarget)
-	}
+	v.nonNegative(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, "0 (always chunk_size) or a duration above 0, e.g. 20ms")
 	if s.LagWarn < 0 {
 		v.add(p+".lag_warn", "%s is out of range: use 0 (never warn) or a duration above 0, e.g. 5m", s.LagWarn)
 	}

@@ -164,7 +164,7 @@ func retainedCheck(name, slot, stream, key string, retained, warnBytes int64) Ch
 	return ok(name, fmt.Sprintf("%s (warns above %s)", detail, BytesText(warnBytes)))
 }
 
-// bytesText renders a byte count in binary units.
+// BytesText renders a byte count in binary units.
 func BytesText(n int64) string {
 	const unit = 1024
 	if n < unit {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -50,8 +51,6 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, []Backfill, error) {
 	if err != nil {
 		return Run{}, nil, fmt.Errorf("get run %d: %w", id, err)
 	}
-	for i, j := 0, len(members)-1; i < j; i, j = i+1, j-1 {
-		members[i], members[j] = members[j], members[i]
-	}
+	slices.Reverse(members) // oldest first
 	return r, members, nil
 }

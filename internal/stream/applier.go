@@ -142,12 +142,11 @@ type applier struct {
 	batch    *outBatch
 	lastSent change.LSN
 	// outq holds the batches ready for the writer, oldest first (see
-	// handoff.go); chunkBusy is closed when the last chunk's batch is
-	// committed (nil: none is in flight).
-	outq       []*outBatch
-	chunkBusy  chan struct{}
-	chunkBatch *outBatch  // the batch chunkBusy belongs to
-	pace       *chunkPace // learns chunk write times; nil: not paced
+	// handoff.go); inFlight is the merged chunk's batch until it is
+	// committed (its done closed), nil when none is.
+	outq     []*outBatch
+	inFlight *outBatch
+	pace     *chunkPace // learns chunk write times; nil: not paced
 }
 
 type appliedTxn struct {
@@ -263,10 +262,8 @@ func (a *applier) run(ctx context.Context) error {
 			return ctx.Err()
 		case out <- next:
 			a.handedOver(next)
-		case <-a.chunkBusy:
-			a.chunkBusy = nil
-			a.pace.observe(a.chunkBatch.changes, a.chunkBatch.took)
-			if err := a.mergeReady(ctx); err != nil {
+		case <-a.chunkDone():
+			if err := a.chunkCommitted(ctx); err != nil {
 				return err
 			}
 			arm()

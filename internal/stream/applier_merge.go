@@ -29,7 +29,7 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 // position the stream has passed, one at a time: while a merged chunk's
 // batch is not committed the others wait (their windows keep growing).
 func (a *applier) mergeReady(ctx context.Context) error {
-	for len(a.pending) > 0 && a.chunkBusy == nil {
+	for len(a.pending) > 0 && a.inFlight == nil {
 		var ready *pendingChunk
 		for _, p := range a.pending {
 			if p.submitted && a.position >= p.read.Position {
@@ -104,8 +104,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
 	// The chunk goes alone, and no other is merged until it is committed:
 	// a live change then waits for one chunk write at most.
-	a.chunkBusy = make(chan struct{})
-	a.batch.done, a.chunkBatch = a.chunkBusy, a.batch
+	a.batch.done, a.inFlight = make(chan struct{}), a.batch
 	a.flush()
 	return nil
 }
@@ -119,7 +118,8 @@ func (a *applier) classify(ctx context.Context, t *change.Table, window []change
 		if k == nil {
 			return
 		}
-		if enc := k.Encode(); !seen[enc] {
+		enc := k.Encode()
+		if _, dup := seen[enc]; !dup {
 			seen[enc] = false
 			keys = append(keys, k)
 		}

@@ -57,3 +57,70 @@ func TestAppliedButInvisibleForcesReread(t *testing.T) {
 		t.Fatalf("chunk whose snapshot sees every applied transaction: %+v", r)
 	}
 }
+
+// A batch with changes is offered to the writer at once when nothing is
+// queued (group commit), not held for the flush timer; one that only moved
+// the position is not.
+func TestFillingBatchOfferedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	if b, out := a.nextOut(); b != nil || out != nil {
+		t.Fatalf("an empty batch offered: %v", b)
+	}
+	a.handleEvent(ctx, change.Event{Progress: 5})
+	if b, _ := a.nextOut(); b != nil {
+		t.Fatal("a batch that only moved the position offered before the timer")
+	}
+	txn := &change.Txn{Xid: 901, EndLSN: 10, Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
+	if err := a.handleEvent(ctx, change.Event{Txn: txn}); err != nil {
+		t.Fatal(err)
+	}
+	b, out := a.nextOut()
+	if b == nil || out == nil || len(b.Ops) != 1 || b.Position != 10 {
+		t.Fatalf("batch with one change not offered at once: %+v", b)
+	}
+	a.handedOver(b)
+	if next, _ := a.nextOut(); next != nil || a.lastSent != 10 {
+		t.Fatalf("after the hand-over: offered %v, last sent %v", next, a.lastSent)
+	}
+}
+
+// A merged chunk is written in a batch of its own, after the live changes
+// before it; no other chunk is merged until it is committed.
+func TestChunkAloneAndOneInFlight(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	txn := &change.Txn{Xid: 902, EndLSN: 10, Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(7, "a", "b")}}}
+	if err := a.handleEvent(ctx, change.Event{Txn: txn}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(id int) *pendingChunk {
+		pc := &pendingChunk{table: modelTable, result: make(chan ChunkResult, 1), ends: true}
+		a.handleRequest(ctx, applierRequest{register: pc, ack: make(chan struct{})})
+		pc.read = ChunkRead{Snapshot: setSnapshot{902: true}, Position: 5, Rows: []change.Row{row(id, "x", "y")}}
+		if err := a.handleRequest(ctx, applierRequest{submit: pc}); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	first := submit(1)
+	if r := <-first.result; r.Retry {
+		t.Fatalf("first chunk: %+v", r)
+	}
+	if len(a.outq) != 2 || a.outq[0].Ops[0].Change == nil || len(a.outq[1].Ops) != 1 || a.outq[1].Ops[0].Chunk == nil || a.inFlight != a.outq[1] {
+		t.Fatalf("queue after the merge: %d batches, want the live change, then the chunk alone, in flight", len(a.outq))
+	}
+	second := submit(2)
+	select {
+	case r := <-second.result:
+		t.Fatalf("second chunk merged while the first is in flight: %+v", r)
+	default:
+	}
+	close(a.inFlight.done) // the writer committed it
+	if err := a.chunkCommitted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-second.result; r.Retry || len(a.outq) != 3 || a.inFlight != a.outq[2] {
+		t.Fatalf("second chunk after the first committed: %+v, %d batches queued", r, len(a.outq))
+	}
+}

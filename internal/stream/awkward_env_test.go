@@ -60,15 +60,17 @@ func (e *env) objectIDs() []change.TableID {
 }
 
 // waitLoadedID waits until an object's backfill is completed and loaded.
-func (e *env) waitLoadedID(id change.TableID) {
+func (e *env) waitLoadedID(id change.TableID) store.Object {
 	e.t.Helper()
+	var o store.Object
 	e.waitFor(id.String()+" completed and loaded", func() bool {
-		o := e.objectOf(id)
+		o = e.objectOf(id)
 		if o.Status == StatusFailed {
 			e.t.Fatalf("backfill of %s failed: %s", id, o.Reason)
 		}
 		return o.Status == StatusCompleted && o.Loaded
 	})
+	return o
 }
 
 // backfill initiates backfills of the tables and waits until every one is

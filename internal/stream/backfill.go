@@ -304,12 +304,12 @@ func (m *backfills) loadLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A run's loaded time and its object's loaded flag are two writes: a
-	// daemon killed between them left the object behind. The newest run of
-	// each object says what the object should show.
 	if err := m.endInterruptedVerifies(ctx, recs); err != nil {
 		return err
 	}
+	// A run's loaded time and its object's loaded flag are two writes: a
+	// daemon killed between them left the object behind. The newest run of
+	// each object says what the object should show.
 	newest := map[change.TableID]bool{}
 	for _, rec := range recs { // newest first
 		id := change.TableID{Schema: rec.Schema, Name: rec.Table}

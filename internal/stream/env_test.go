@@ -261,25 +261,13 @@ func (e *env) exec(sql string, args ...any) {
 
 func (e *env) object(table string) store.Object {
 	e.t.Helper()
-	o, err := e.st.GetObject(e.ctx, e.cfg.Name, "public", table)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return o
+	return e.objectOf(change.TableID{Schema: "public", Name: table})
 }
 
 // waitLoaded waits until an object's backfill is Completed and loaded.
 func (e *env) waitLoaded(table string) store.Object {
 	e.t.Helper()
-	var o store.Object
-	e.waitFor(table+" completed and loaded", func() bool {
-		o = e.object(table)
-		if o.Status == StatusFailed {
-			e.t.Fatalf("backfill of %s failed: %s", table, o.Reason)
-		}
-		return o.Status == StatusCompleted && o.Loaded
-	})
-	return o
+	return e.waitLoadedID(change.TableID{Schema: "public", Name: table})
 }
 
 // openDest opens the destination the way the stream does.
@@ -324,21 +312,7 @@ func (e *env) sourceRows(t *change.Table) map[string]change.Row {
 // on every event until it holds, and the last difference is reported.
 func (e *env) assertConverged(table string) {
 	e.t.Helper()
-	t := e.s.lookup(change.TableID{Schema: "public", Name: table})
-	if t == nil {
-		e.t.Fatalf("table %s is not streamed", table)
-	}
-	snk := e.openDest()
-	var diff string
-	e.waitFor("destination equal to source for "+table, func() bool {
-		want := e.sourceRows(t)
-		got, err := snk.ReadRange(e.ctx, t, nil, nil)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		diff = diffRows(t, want, got)
-		return diff == ""
-	}, func() string { return diff })
+	e.assertConvergedID(change.TableID{Schema: "public", Name: table})
 }
 
 func diffRows(t *change.Table, want map[string]change.Row, got []change.Row) string {

@@ -12,6 +12,23 @@ const maxQueued = 4
 // empty, the batch being filled goes as soon as the writer is idle (group
 // commit): a live change waits for the destination, not for a schedule.
 
+// chunkDone is closed when the merged chunk's batch is committed; nil
+// (never ready) when no chunk is in flight.
+func (a *applier) chunkDone() <-chan struct{} {
+	if a.inFlight == nil {
+		return nil
+	}
+	return a.inFlight.done
+}
+
+// chunkCommitted learns from the committed chunk's write and merges the
+// chunks that waited for it.
+func (a *applier) chunkCommitted(ctx context.Context) error {
+	a.pace.observe(a.inFlight.changes, a.inFlight.took)
+	a.inFlight = nil
+	return a.mergeReady(ctx)
+}
+
 // flush closes the batch being filled and queues it for the writer.
 func (a *applier) flush() {
 	b := a.batch

@@ -133,7 +133,7 @@ func TestDestinationRejectsChange(t *testing.T) {
 			if st := e.s.State(); st.State != store.StateRunning {
 				t.Fatalf("stream state %+v after a column was added, want running", st)
 			}
-			e.schemaDestExec(`ALTER TABLE t DROP COLUMN extra`)
+			e.execInDest(`ALTER TABLE t DROP COLUMN extra`)
 			e.exec(`INSERT INTO t VALUES (2, 'y')`)
 			failed := h.waitState(e, store.StateFailed)
 			if !strings.Contains(failed.Reason, "destination rejected") || !strings.Contains(failed.Reason, "make the destination table match") {

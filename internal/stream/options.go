@@ -137,9 +137,11 @@ func stringsOf(v any) []string {
 	return out
 }
 
-// keyOf is a key from its text values (nil for none: unbounded).
-func keyOf(v any) change.Key {
-	ss := stringsOf(v)
+// keyOf is a key from its text values in a decoded record.
+func keyOf(v any) change.Key { return keyFromText(stringsOf(v)) }
+
+// keyFromText is a key from its text values (nil for none: unbounded).
+func keyFromText(ss []string) change.Key {
 	if len(ss) == 0 {
 		return nil
 	}

@@ -309,7 +309,7 @@ func (a *applier) conformChunk(ctx context.Context, pc *pendingChunk) (*change.T
 	for i := range pc.window {
 		for j, c := range pc.window[i].changes {
 			if c.Table != d {
-				pc.window[i].changes[j] = newTranslation(c.Table, d).change(c)
+				pc.window[i].changes[j] = a.translationOf(c.Table).change(c) // cached: d is the destination's shape
 			}
 		}
 	}

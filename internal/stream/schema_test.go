@@ -97,25 +97,6 @@ func (e *env) schemaSQLite() *sql.DB {
 	return db
 }
 
-// schemaDestExec changes the destination behind the stream's back.
-func (e *env) schemaDestExec(stmt string) {
-	e.t.Helper()
-	if e.dest == "postgres" {
-		conn, err := pgx.Connect(e.ctx, e.dstDSN)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(e.ctx, stmt); err != nil {
-			e.t.Fatalf("%s: %v", stmt, err)
-		}
-		return
-	}
-	if _, err := e.schemaSQLite().ExecContext(e.ctx, stmt); err != nil {
-		e.t.Fatalf("%s: %v", stmt, err)
-	}
-}
-
 // schemaWaitFailed waits until an object is failed and returns its reason.
 func (e *env) schemaWaitFailed(table string) string {
 	e.t.Helper()
@@ -272,7 +253,7 @@ func TestSchemaDropColumn(t *testing.T) {
 				t.Fatalf("initiate before the destination matches: %v, want refused", err)
 			}
 			schemaWantIn(t, "refusal", err.Error(), `destination column "v" is not in the source table`)
-			e.schemaDestExec(`ALTER TABLE a DROP COLUMN v`)
+			e.execInDest(`ALTER TABLE a DROP COLUMN v`)
 			if _, err := e.s.Initiate(e.ctx, ids, store.StartedByAPI, nil); err != nil {
 				t.Fatal(err)
 			}

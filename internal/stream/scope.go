@@ -44,30 +44,6 @@ func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o Backfil
 	return nil
 }
 
-// scopeFits checks a run's filter and columns against its table as the run
-// starts (initiated before the stream knew the table, or the table changed
-// since) and fails the run when they do not fit; a source that cannot be
-// asked now leaves it to the chunk reads.
-func (m *backfills) scopeFits(ctx context.Context, rt *runtime, r *run) bool {
-	r.mu.Lock()
-	o := optionsOf(r.rec)
-	r.mu.Unlock()
-	if !o.partial() {
-		return true
-	}
-	problems := columnProblems(r.table, o.Columns)
-	if o.Filter != "" {
-		if err := rt.src.CheckFilter(ctx, r.table, o.Filter); errors.Is(err, pg.ErrFilter) {
-			problems = append(problems, err.Error())
-		}
-	}
-	if len(problems) == 0 {
-		return true
-	}
-	m.fail(r, fmt.Errorf("%s: initiate the backfill again with a filter and columns that fit the table", strings.Join(problems, "; ")))
-	return false
-}
-
 // columnProblems says what is wrong with a column subset of t.
 func columnProblems(t *change.Table, cols []string) []string {
 	var out []string

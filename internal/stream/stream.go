@@ -341,15 +341,13 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		slot.Exists = false
 	}
 	if !slot.Exists && cp.Position > 0 && !resetting {
-		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s is gone but the destination was at %s", s.cfg.Source.Slot, cp.Position),
-			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
+		return s.slotLost("is gone but the destination was at %s", cp.Position)
 	}
 	// An invalidated slot is reported here, with the stream's name, as
 	// watchSlot reports it while running (EnsureSlot's own error cannot
 	// name the stream).
 	if slot.Exists && slot.Invalidated && !resetting {
-		return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was invalidated (%s)", s.cfg.Source.Slot, slot.InvalidatedReason),
-			Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
+		return s.slotLost("was invalidated (%s)", slot.InvalidatedReason)
 	}
 	firstStart := !slot.Exists && cp.Position == 0
 	resetAll := resetting && !slot.Exists
@@ -508,10 +506,10 @@ func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
 		info, err := src.Slot(ctx)
 		if err == nil {
 			if info.Invalidated {
-				return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was invalidated (%s)", s.cfg.Source.Slot, info.InvalidatedReason), Hint: "run `tidemark stream reset " + s.cfg.Name + "` to re-create it and backfill every object"}
+				return s.slotLost("was invalidated (%s)", info.InvalidatedReason)
 			}
 			if !info.Exists {
-				return &pg.PermanentError{Err: fmt.Errorf("replication slot %s was dropped", s.cfg.Source.Slot), Hint: "run `tidemark stream reset " + s.cfg.Name + "` to re-create it and backfill every object"}
+				return s.slotLost("was dropped")
 			}
 			s.mu.Lock()
 			s.walBytes = info.RetainedWALBytes
@@ -526,4 +524,12 @@ func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
 		case <-t.C:
 		}
 	}
+}
+
+// slotLost is the error of a replication slot gone or invalidated: what
+// happened to it (a format and its arguments, after the slot's name), and
+// the way back.
+func (s *Stream) slotLost(what string, args ...any) error {
+	return &pg.PermanentError{Err: fmt.Errorf("replication slot %s "+what, append([]any{s.cfg.Source.Slot}, args...)...),
+		Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
 }

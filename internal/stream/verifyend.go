@@ -127,12 +127,12 @@ func differing(checks []RangeCheck) []keyRange {
 			joined = false
 			continue
 		}
-		high := keyOf(toAny(rc.High))
+		high := keyFromText(rc.High)
 		if joined {
 			out[len(out)-1].High = high
 			continue
 		}
-		out = append(out, keyRange{Low: keyOf(toAny(rc.Low)), High: high})
+		out = append(out, keyRange{Low: keyFromText(rc.Low), High: high})
 		joined = true
 	}
 	return out

@@ -16,7 +16,7 @@ import (
 // when the backfill is complete, failed, stopped or the stream detaches
 // (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
-	if !m.ensureTable(ctx, rt, r) || !m.scopeFits(ctx, rt, r) {
+	if !m.ensureTable(ctx, rt, r) {
 		return
 	}
 	if !m.activate(ctx, r) {
@@ -69,7 +69,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		if err := rt.applier.register(ctx, pc); err != nil {
 			return false, false
 		}
-		spec := scopeOf(c.opts)
+		spec := pc.scope
 		size := rt.applier.pace.limit(m.cfg.ChunkSize, time.Now())
 		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
 		read, err := rt.src.ReadChunk(ctx, r.table, spec)

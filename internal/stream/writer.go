@@ -36,11 +36,9 @@ func (w *writer) run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			start := time.Now()
 			if err := w.apply(ctx, b); err != nil {
 				return err
 			}
-			b.took = time.Since(start)
 			w.confirm(b.Position)
 			// What was committed is recorded even when the stream is stopping.
 			w.committed(context.WithoutCancel(ctx), b)
@@ -54,8 +52,10 @@ func (w *writer) run(ctx context.Context) error {
 func (w *writer) apply(ctx context.Context, b *outBatch) error {
 	delay := w.retry.Initial
 	for attempt := 1; ; attempt++ {
+		start := time.Now()
 		err := w.sink.Apply(ctx, &b.Batch)
 		if err == nil {
+			b.took = time.Since(start) // the attempt that committed, not an outage before it
 			if attempt > 1 {
 				w.degraded(nil)
 			}

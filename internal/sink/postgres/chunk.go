@@ -13,8 +13,9 @@ import (
 
 // applyChunk replaces the destination rows of (Low, High] by the chunk's
 // rows, set-based: COPY the rows into a staging table, delete the range's
-// rows the staging table lacks, upsert the rest, skipping identical rows;
-// or COPY them straight in when the range is empty. The statements after
+// rows the staging table lacks (unless Keep), upsert the rest, skipping
+// identical rows; or COPY them straight in when the range is empty. An
+// UpdateOnly chunk is written row by row (queueUpdates). The statements after
 // the COPY stay queued and go with the next round trip. staged records the
 // staging tables this transaction has filled.
 func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, staged map[change.TableID]bool) error {

@@ -291,3 +291,35 @@ func TestChunkAbsentRowThere(t *testing.T) {
 		t.Fatalf("rows %v, want [1=a 2=b 9=new]", got)
 	}
 }
+
+// TestReadKeysInParts: keys beyond one query's parameters are read in
+// several queries, none lost or repeated.
+func TestReadKeysInParts(t *testing.T) {
+	defer func(n int) { paramsPerRead = n }(paramsPerRead)
+	paramsPerRead = 4 // two composite keys a query
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	tbl := &change.Table{
+		ID:      change.TableID{Schema: "public", Name: "kp"},
+		Columns: []change.Column{{Name: "a", Type: "integer"}, {Name: "b", Type: "text", Collation: "C"}, {Name: "v", Type: "text"}},
+		Key:     []int{0, 1},
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	var rows []change.Row
+	var keys []change.Key
+	for i := range 7 {
+		r := change.Row{change.Text(strconv.Itoa(i)), change.Text("k"), change.Text("v")}
+		rows = append(rows, r)
+		keys = append(keys, tbl.RowKey(r))
+	}
+	if err := s.Apply(t.Context(), &sink.Batch{Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: rows}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadKeys(t.Context(), tbl, append(keys, change.Key{change.Text("99"), change.Text("k")}))
+	if err != nil || len(got) != 7 {
+		t.Fatalf("read 8 keys (7 there) two at a time: %d rows, %v", len(got), err)
+	}
+}

@@ -39,8 +39,8 @@ func (s *Sink) readRange(ctx context.Context, t *change.Table, low, high change.
 }
 
 // paramsPerRead bounds the parameters of one ReadKeys query (PostgreSQL
-// takes at most 65,535).
-const paramsPerRead = 30000
+// takes at most 65,535); a variable for tests.
+var paramsPerRead = 30000
 
 // ReadKeys returns the rows with the given keys that the table holds.
 func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error) {

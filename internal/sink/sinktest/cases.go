@@ -167,7 +167,8 @@ func testChunkUnboundedAndPartialRows(t *testing.T, s sink.Sink) {
 }
 
 // testChunkKeep: a filtered chunk upserts its rows and leaves the range's
-// other rows, in the range-diff path and the set-based one alike.
+// other rows, over a populated range and over an empty one (written
+// straight in).
 func testChunkKeep(t *testing.T, s sink.Sink) {
 	tbl := orders()
 	ensure(t, s, tbl)
@@ -186,6 +187,12 @@ func testChunkKeep(t *testing.T, s sink.Sink) {
 	applyChunk(t, s, keep, 0)
 	if got := readAll(t, s, tbl); len(got) != 56 {
 		t.Fatalf("after a kept whole-table chunk of 50 new rows: %d rows, want 56", len(got))
+	}
+	keep = chunk(tbl, k("60"), nil, order("70", "c70", "n"), order("71", "c71", "n"))
+	keep.Keep = true
+	applyChunk(t, s, keep, 0)
+	if got := readRange(t, s, tbl, k("60"), nil); len(got) != 2 {
+		t.Fatalf("a kept chunk over an empty range: %d rows, want 2", len(got))
 	}
 }
 

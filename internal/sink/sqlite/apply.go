@@ -182,19 +182,17 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
 		}
 	}
-	keep := make(map[string]bool, len(ch.Rows))
 	for n, r := range ch.Rows {
 		if len(r) != len(ts.cols) {
 			return fmt.Errorf("chunk row %d has %d values, table has %d columns", n, len(r), len(ts.cols))
 		}
-		keep[ch.Table.RowKey(r).Encode()] = true
 	}
 	ch.Removed = 0
 	if ch.UpdateOnly {
 		return s.updateRows(ctx, w, ts, ch)
 	}
 	if !ch.Keep {
-		if err := s.deleteMissing(ctx, w, ts, ch, keep); err != nil {
+		if err := s.deleteMissing(ctx, w, ts, ch); err != nil {
 			return err
 		}
 	}
@@ -207,7 +205,11 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 }
 
 // deleteMissing deletes the range's rows whose key the chunk lacks.
-func (s *Sink) deleteMissing(ctx context.Context, w *txn, ts *tableSQL, ch *sink.Chunk, keep map[string]bool) error {
+func (s *Sink) deleteMissing(ctx context.Context, w *txn, ts *tableSQL, ch *sink.Chunk) error {
+	keep := make(map[string]bool, len(ch.Rows))
+	for _, r := range ch.Rows {
+		keep[ch.Table.RowKey(r).Encode()] = true
+	}
 	// Collect first, delete after: no writes while a read is open.
 	var gone [][]any
 	err := scanRange(ctx, w, ts, ts.key, ch.Low, ch.High, func(vals []any) {

@@ -147,9 +147,14 @@ func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
 	}
+	stmt, err := s.db.PrepareContext(ctx, ts.selectByKeySQL(ts.all()))
+	if err != nil {
+		return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
+	}
+	defer stmt.Close()
 	var out []change.Row
 	for _, k := range keys {
-		row, err := s.readKey(ctx, ts, k)
+		row, err := readKey(ctx, stmt, ts, k)
 		if err != nil {
 			return nil, fmt.Errorf("read keys of %s: %w", t.ID, err)
 		}
@@ -161,8 +166,8 @@ func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key)
 }
 
 // readKey returns the row with key k, nil when there is none.
-func (s *Sink) readKey(ctx context.Context, ts *tableSQL, k change.Key) (change.Row, error) {
-	rows, err := s.db.QueryContext(ctx, ts.selectByKeySQL(ts.all()), ts.keyArgs(k)...)
+func readKey(ctx context.Context, stmt *sql.Stmt, ts *tableSQL, k change.Key) (change.Row, error) {
+	rows, err := stmt.QueryContext(ctx, ts.keyArgs(k)...)
 	if err != nil {
 		return nil, err
 	}

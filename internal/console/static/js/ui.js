@@ -160,7 +160,6 @@ export function table(columns, rows, { empty = "Nothing here yet.", rowAttrs } =
     h("tbody", {}, rows.map((r) => h("tr", rowAttrs ? rowAttrs(r) : {}, columns.map((c) => h("td", { class: c.class || null }, c.cell(r)))))));
 }
 
-// throttle runs fn at most once per ms, trailing.
 // refresher returns a page's refresh: load, and on failure a notice that
 // the page shows the last answer (until a later refresh succeeds).
 export function refresher(ctx, notice, load) {
@@ -176,6 +175,7 @@ export function refresher(ctx, notice, load) {
   };
 }
 
+// throttle runs fn at most once per ms, trailing.
 export function throttle(fn, ms) {
   let timer = null;
   return (...args) => {
