@@ -78,7 +78,7 @@ func (s *Sink) alterTable(ctx context.Context, t *change.Table, steps []sink.Alt
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	delete(s.temps, t.ID)
+	s.staging.forget(t.ID)
 	// A prepared statement must not change its result's types; rather
 	// than track which ones read the table, start over.
 	s.dropStatements(ctx)

@@ -25,8 +25,8 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 		return fmt.Errorf("apply batch of stream %q: %w", b.Stream, err)
 	}
 	if err := s.apply(ctx, b); err != nil {
-		// A rolled-back transaction takes staging tables it created along.
-		s.temps = make(map[change.TableID]bool)
+		// A rolled-back transaction undoes its staging tables' creation and drops.
+		s.staging.rolledBack()
 		if stalePlan(err) && !s.conn.IsClosed() {
 			s.dropStatements(ctx) // the retry prepares them again
 		}
@@ -35,6 +35,7 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 		}
 		return fmt.Errorf("apply batch of stream %q: %w", b.Stream, err)
 	}
+	s.staging.committed()
 	return nil
 }
 

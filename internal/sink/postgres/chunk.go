@@ -116,22 +116,6 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 	return empty, partial, nil
 }
 
-// ensureStaging creates the session's staging table for ts once per
-// connection: a temporary table shaped like the target, without its
-// indexes, emptied by every commit (in place: unlike TRUNCATE, no new
-// relfilenode and no catalog churn per chunk).
-func (s *Sink) ensureStaging(ctx context.Context, ts *tableSQL) error {
-	if s.temps[ts.id] {
-		return nil
-	}
-	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ") ON COMMIT DELETE ROWS"
-	if _, err := s.conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
-		return fmt.Errorf("create staging table: %w", err)
-	}
-	s.temps[ts.id] = true
-	return nil
-}
-
 // copyData renders rows in COPY's text format. It also returns the rows
 // carrying Unchanged values, staged with NULL in their place.
 func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {

@@ -32,11 +32,11 @@ var sessionParams = map[string]string{
 // Sink writes to one PostgreSQL database over a single connection; like every
 // sink it is used by one goroutine at a time.
 type Sink struct {
-	cfg    *pgx.ConnConfig
-	conn   *pgx.Conn
-	stmts  map[string]string       // SQL -> prepared statement name, per connection
-	temps  map[change.TableID]bool // staging tables created on this connection
-	tables *sink.ShapeCache[*tableSQL]
+	cfg     *pgx.ConnConfig
+	conn    *pgx.Conn
+	stmts   map[string]string // SQL -> prepared statement name, per connection
+	staging stagingTables     // staging tables on this connection
+	tables  *sink.ShapeCache[*tableSQL]
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -78,7 +78,7 @@ func (s *Sink) ensureConn(ctx context.Context) error {
 	}
 	s.conn = conn
 	s.stmts = make(map[string]string)
-	s.temps = make(map[change.TableID]bool)
+	s.staging = stagingTables{}
 	return nil
 }
 

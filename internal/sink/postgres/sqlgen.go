@@ -32,7 +32,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 	ts := &tableSQL{
 		id:    t.ID,
 		name:  pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize(),
-		tmp:   "pg_temp." + quote(tempName(t.ID)),
+		tmp:   stagingName(t.ID),
 		cols:  make([]string, len(t.Columns)),
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
@@ -52,11 +52,12 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 
 func quote(s string) string { return pgx.Identifier{s}.Sanitize() }
 
-// tempName derives the staging table's name from the table's identity, so
-// that it is the same on every connection and fits in NAMEDATALEN.
-func tempName(id change.TableID) string {
+// stagingName derives the staging table's name from the table's identity,
+// so that it is the same on every connection and fits in NAMEDATALEN; it is
+// qualified by pg_temp so that it never names a table of the database.
+func stagingName(id change.TableID) string {
 	h := sha256.Sum256([]byte(id.Schema + "\x00" + id.Name))
-	return "_tidemark_chunk_" + hex.EncodeToString(h[:12])
+	return "pg_temp." + quote("_tidemark_chunk_"+hex.EncodeToString(h[:12]))
 }
 
 // list joins the quoted columns selected by pick, each prefixed by alias.

@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// TestStagingTablesBounded checks that backfilling many tables one after
+// another leaves at most maxStaging staging tables on the sink's session:
+// PostgreSQL empties every one of them at each chunk commit, so a chunk
+// commit would otherwise cost more with every table done. A table whose
+// staging table was dropped gets a new one, and a rolled-back batch leaves
+// the sink's record of them true.
+func TestStagingTablesBounded(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var pid int
+	if err := s.conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// The sink session's temporary schema is pg_temp_N with N its backend's
+	// proc number, which another session cannot name: count the staging
+	// tables of every temporary schema (the sink is the only session making them).
+	staging := func() int {
+		t.Helper()
+		n, err := strconv.Atoi(query(t, conn, `SELECT count(*)::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relpersistence = 't' AND n.nspname LIKE 'pg_temp_%' AND c.relname LIKE '\_tidemark\_chunk\_%'`)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tables := make([]*change.Table, 3*maxStaging)
+	for i := range tables {
+		tables[i] = &change.Table{
+			ID:      change.TableID{Schema: "public", Name: fmt.Sprintf("t%02d", i)},
+			Columns: []change.Column{{Name: "id", Type: "integer"}, {Name: "v", Type: "text"}},
+			Key:     []int{0},
+		}
+		if err := s.EnsureTable(t.Context(), tables[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(v string) []change.Row {
+		var out []change.Row
+		for id := 1; id <= 50; id++ {
+			out = append(out, change.Row{change.Text(strconv.Itoa(id)), change.Text(v)})
+		}
+		return out
+	}
+	apply := func(tbl *change.Table, v string) error {
+		// Twice: the second chunk finds its range filled and goes
+		// through the staging table.
+		for range 2 {
+			b := &sink.Batch{Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: rows(v)}}}}
+			if err := s.Apply(t.Context(), b); err != nil {
+				return err
+			}
+			v += "'"
+		}
+		return nil
+	}
+	for i, tbl := range tables {
+		if err := apply(tbl, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if n, want := staging(), min(i+1, maxStaging); n != want {
+			t.Fatalf("after %d tables: %d staging tables on the session, want %d", i+1, n, want)
+		}
+	}
+	// The first table's staging table was dropped long ago: it comes back.
+	if err := apply(tables[0], "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, conn, `SELECT DISTINCT v FROM t00`); len(got) != 1 || got[0] != "b'" {
+		t.Errorf("t00 holds %q after a chunk through a re-created staging table, want b'", got)
+	}
+	// A batch that creates a staging table (dropping another) and then
+	// fails rolls both back; the sink's record must follow, or it would
+	// skip creating a table it believes exists.
+	bad := &sink.Batch{Ops: []sink.Op{
+		{Chunk: &sink.Chunk{Table: tables[1], Rows: rows("c")}},
+		{Chunk: &sink.Chunk{Table: tables[1], Rows: []change.Row{{change.Text("x"), change.Text("c")}}}},
+	}}
+	if err := s.Apply(t.Context(), bad); err == nil {
+		t.Fatal("a chunk with a non-integer key was applied")
+	}
+	for _, tbl := range tables[:maxStaging+2] {
+		if err := apply(tbl, "d"); err != nil {
+			t.Fatalf("after a rolled-back batch: %v", err)
+		}
+	}
+	if n := staging(); n != maxStaging {
+		t.Errorf("%d staging tables on the session after the rollback, want %d", n, maxStaging)
+	}
+}
