@@ -162,6 +162,10 @@ func (v *checker) dsn(path, dsn, what string) {
 		v.add(path, "missing: give %s as a postgres:// URL", what)
 	case !postgresURL(dsn):
 		v.add(path, "not a postgres:// URL: %s", postgresURLFix)
+	default:
+		if p := badPort(dsn); p != "" {
+			v.add(path, "port %q is out of range: use a port from %d to %d, or leave it out for 5432", shown(p), minPort, maxPort)
+		}
 	}
 }
 

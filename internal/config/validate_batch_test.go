@@ -55,6 +55,8 @@ var batchCases = []problemCase{
 		{"connections[3].path", "missing: give the database file, e.g. path: warehouse.db"},
 		{"connections[3].dsn", "only postgres connections have a dsn: remove it, or use path"},
 		{"connections[4].dsn", "not a postgres:// URL: " + postgresURLFix}}},
+	{"connection dsn port", "connections: [{name: w, type: postgres, dsn: 'postgres://u:secret@db:70000/x'}]\n" + oneTask, []Problem{
+		{"connections[0].dsn", `port "70000" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
 	{"connection dsn unset", "connections: [{name: w, type: postgres, dsn: '${WAREHOUSE_DSN}'}]\n" + oneTask, []Problem{
 		{"connections[0].dsn", "environment variable WAREHOUSE_DSN is not set: set it, or give a default with ${WAREHOUSE_DSN:-default}"}}},
 

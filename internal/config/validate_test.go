@@ -109,6 +109,16 @@ var validationCases = []problemCase{
 		"not a postgres:// URL: " + postgresURLFix}}},
 	{"source dsn unescaped", streams(kv{"source": "{dsn: 'postgres://u:sec ret@db/x'}"}), []Problem{{"streams[0].source.dsn",
 		"not a postgres:// URL: " + postgresURLFix}}},
+	{"source dsn port", streams(kv{"source": "{dsn: 'postgres://u:secret@db:99999/x'}"}), []Problem{{"streams[0].source.dsn",
+		`port "99999" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
+	{"source dsn port zero", streams(kv{"source": "{dsn: 'postgres://u:secret@db:0/x'}"}), []Problem{{"streams[0].source.dsn",
+		`port "0" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
+	{"source dsn port of a second host", streams(kv{"source": "{dsn: 'postgres://u:secret@a:1,b:65536/x'}"}), []Problem{{"streams[0].source.dsn",
+		`port "65536" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
+	{"source dsn port parameter", streams(kv{"source": "{dsn: 'postgresql://db/x?sslmode=disable&port=5432,-1'}"}), []Problem{{"streams[0].source.dsn",
+		`port "-1" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
+	{"metadata port", "metadata: 'postgres://u:secret@db:65536/x'\n" + one, []Problem{{"metadata",
+		`port "65536" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
 	{"publication too long", streams(kv{"source": `{dsn: "postgres://db/x", publication: ` + strings.Repeat("p", 64) + "}"}),
 		[]Problem{{"streams[0].source.publication",
 			`"ppppppppppppppppppppppppppppppppppppp..." is not a valid publication name: use at most 63 bytes`}}},
@@ -138,6 +148,8 @@ var validationCases = []problemCase{
 		{"streams[0].destination.path", "only sqlite destinations have a path: remove it, or use dsn"}}},
 	{"postgres destination dsn", streams(kv{"destination": "{type: postgres, dsn: 'mysql://u:secret@h'}"}), []Problem{
 		{"streams[0].destination.dsn", "not a postgres:// URL: " + postgresURLFix}}},
+	{"postgres destination port", streams(kv{"destination": "{type: postgres, dsn: 'postgres://u:secret@h:99999999999999999999/x'}"}), []Problem{
+		{"streams[0].destination.dsn", `port "99999999999999999999" is out of range: use a port from 1 to 65535, or leave it out for 5432`}}},
 	{"sqlite destination", streams(kv{"destination": "{type: sqlite, dsn: 'postgres://u:secret@db/x'}"}), []Problem{
 		{"streams[0].destination.path", "missing: give the database file, e.g. path: replica.db"},
 		{"streams[0].destination.dsn", "only postgres destinations have a dsn: remove it, or use path"}}},
@@ -323,4 +335,31 @@ func TestValidateConfigLiteral(t *testing.T) {
 		Problem{"streams[0].include[1]", "empty pattern: write schema.table, e.g. public.*"},
 		Problem{"streams[0].backfill.mode", "missing: use automatic or manual"},
 	)
+}
+
+// Ports at both bounds, in every place a postgres:// URL names one.
+func TestDSNPortBounds(t *testing.T) {
+	for _, c := range []struct {
+		dsn, bad string
+	}{
+		{"postgres://db/x", ""},
+		{"postgres://db:/x", ""},
+		{"postgres://db:1/x", ""},
+		{"postgres://db:65535/x", ""},
+		{"postgres://db:0/x", "0"},
+		{"postgres://db:65536/x", "65536"},
+		{"postgres://u:p%40ss:w@db:5432/x", ""},
+		{"postgres://u:pw@[::1]:65535,[fe80::1]/x", ""},
+		{"postgres://u:pw@[::1]:65536/x", "65536"},
+		{"postgres://a:5432,b:99999/x", "99999"},
+		{"postgres://a?port=65535", ""},
+		{"postgres://a?port=0", "0"},
+		{"postgres://a?host=b&port=5432,1e3", "1e3"},
+		{"postgres://a/x?port=%39%39%39%39%39", "99999"},
+		{"postgres://a:-5432/x", "-5432"},
+	} {
+		if got := badPort(c.dsn); got != c.bad {
+			t.Errorf("badPort(%s) = %q, want %q", c.dsn, got, c.bad)
+		}
+	}
 }

@@ -253,10 +253,21 @@ func (s *Source) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 }
 
 // redactErr keeps a DSN parse error from echoing the DSN and its password.
+// pgx's error wraps a cause for some problems and only carries a message
+// for others (an invalid port wraps nothing), so both are read.
 func redactErr(err error) string {
 	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return "invalid DSN (" + errors.Unwrap(pe).Error() + ")"
+	if !errors.As(err, &pe) || pe == nil {
+		return "invalid DSN"
 	}
-	return "invalid DSN"
+	if cause := errors.Unwrap(pe); cause != nil {
+		return "invalid DSN (" + cause.Error() + ")"
+	}
+	// The message follows the quoted DSN: "cannot parse `…`: invalid port".
+	text := pe.Error()
+	i := strings.LastIndex(text, "`: ")
+	if i < 0 || strings.ContainsRune(text[i+3:], '`') {
+		return "invalid DSN"
+	}
+	return "invalid DSN (" + text[i+3:] + ")"
 }
