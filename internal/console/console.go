@@ -6,8 +6,11 @@ package console
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 )
 
 //go:embed static
@@ -37,6 +40,31 @@ func Handler() http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		// The files change with the binary; revalidation is cheap on loopback.
 		h.Set("Cache-Control", "no-cache")
+		if msg := badPath(r.URL.Path); msg != "" {
+			http.Error(w, msg, http.StatusBadRequest)
+			return
+		}
 		fsrv.ServeHTTP(w, r)
 	})
+}
+
+// maxPath bounds a console path; the longest file name is far shorter.
+const maxPath = 1024
+
+// badPath says why a request path cannot name a console file, or "" when
+// it can. The file server would answer such paths 500 (invalid UTF-8, as in
+// the overlong encoding %c0%ae of ".") or look them up for nothing.
+func badPath(p string) string {
+	name := strings.TrimSuffix(strings.TrimPrefix(p, Prefix), "/")
+	switch {
+	case len(p) > maxPath:
+		return fmt.Sprintf("bad console path: longer than %d bytes", maxPath)
+	case !utf8.ValidString(name):
+		return "bad console path: not UTF-8"
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return "bad console path: control characters or backslashes"
+	case name != "" && !fs.ValidPath(name):
+		return "bad console path: empty, . or .. elements"
+	}
+	return ""
 }
