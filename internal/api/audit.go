@@ -352,8 +352,12 @@ func writeAuditCSV(w http.ResponseWriter, recs []AuditRecord) error {
 		if err != nil {
 			return fmt.Errorf("encode the figures of %s backfill %d: %w", rec.Kind, rec.ID, err)
 		}
-		_ = cw.Write([]string{rec.Kind, strconv.FormatInt(rec.ID, 10), rec.Name, rec.Object, rec.Stream, rec.Task, rec.State, rec.StartedBy,
-			csvTime(&rec.CreatedAt), csvTime(rec.StartedAt), csvTime(rec.FinishedAt), rec.Error, string(rec.Options), string(figures)})
+		row := []string{rec.Kind, strconv.FormatInt(rec.ID, 10), rec.Name, rec.Object, rec.Stream, rec.Task, rec.State, rec.StartedBy,
+			csvTime(&rec.CreatedAt), csvTime(rec.StartedAt), csvTime(rec.FinishedAt), rec.Error, string(rec.Options), string(figures)}
+		for i, cell := range row {
+			row[i] = CSVCell(cell)
+		}
+		_ = cw.Write(row)
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
@@ -364,6 +368,18 @@ func writeAuditCSV(w http.ResponseWriter, recs []AuditRecord) error {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes()) // a client that went away gets nothing more
 	return nil
+}
+
+// CSVCell neutralises a cell a spreadsheet would read as a formula: one
+// starting with =, +, -, @, a tab or a carriage return gets a leading single
+// quote (OWASP's advice against CSV injection). Names, reasons and options
+// come from requests, task outputs and source tables, so every cell of the
+// audit trail passes through it.
+func CSVCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 // csvTime is t in RFC 3339 (UTC, with its fraction), or "" for none.

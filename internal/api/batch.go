@@ -539,6 +539,9 @@ func (s *Server) exportNodes(w http.ResponseWriter, r *http.Request, _ string) e
 		if t, ok := e.Graph().Task(tid); ok {
 			row = []string{t.ID, t.Name, t.Project, t.Owner, t.Output, t.Type, t.Schedule.String(), strconv.Itoa(counts[tid])}
 		}
+		for i, cell := range row {
+			row[i] = CSVCell(cell)
+		}
 		_ = cw.Write(row)
 	}
 	cw.Flush()

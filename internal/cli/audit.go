@@ -64,7 +64,7 @@ creation time (RFC 3339). --format csv prints the API's CSV as it is
 				if err != nil {
 					return err
 				}
-				_, err = g.stdout.Write(body)
+				_, err = g.rawOut().Write(body)
 				return err
 			}
 			var out []auditRecord
@@ -80,8 +80,8 @@ creation time (RFC 3339). --format csv prints the API's CSV as it is
 			tw := g.table()
 			fmt.Fprintln(tw, "KIND\tID\tNAME\tSTATE\tSTARTED BY\tCREATED\tFINISHED\tFIGURES\tERROR")
 			for _, r := range out {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, r.ID, oneLine(r.Name), r.State, r.StartedBy,
-					ago(&r.CreatedAt), ago(r.FinishedAt), auditFigures(r), dash(oneLine(firstLine(r.Error))))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, r.ID, cell(r.Name), r.State, cell(r.StartedBy),
+					ago(&r.CreatedAt), ago(r.FinishedAt), auditFigures(r), dash(cell(firstLine(r.Error))))
 			}
 			return tw.Flush()
 		},

@@ -59,7 +59,7 @@ first completed backfill unless rows_per_second is set.`,
 			tw := g.table()
 			fmt.Fprintln(tw, "OBJECT\tROWS\tBYTES\tDURATION\tNOTE")
 			for _, o := range est.Objects {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Object, estimateRows(o.Rows, o.RowsExact), bytesText(o.Bytes), seconds(o.Seconds), o.Error)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(o.Object), estimateRows(o.Rows, o.RowsExact), bytesText(o.Bytes), seconds(o.Seconds), cell(o.Error))
 			}
 			fmt.Fprintf(tw, "total\t%s\t%s\t%s\t\n", thousands(est.Rows), bytesText(est.Bytes), seconds(est.Seconds))
 			if err := tw.Flush(); err != nil {
@@ -238,8 +238,8 @@ func (g *globals) printRun(v stream.RunView) error {
 	tw := g.table()
 	fmt.Fprintln(tw, "ID\tOBJECT\tSTATUS\tREAD\tWRITTEN\tSTARTED\tFINISHED\tLOADED\tERROR")
 	for _, b := range v.Backfills {
-		fmt.Fprintf(tw, "%d\t%s.%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Schema, b.Table, b.Status, b.RowsRead, b.RowsWritten,
-			ago(b.StartedAt), ago(b.FinishedAt), ago(b.LoadedAt), b.Error)
+		fmt.Fprintf(tw, "%d\t%s.%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, cell(b.Schema), cell(b.Table), b.Status, b.RowsRead, b.RowsWritten,
+			ago(b.StartedAt), ago(b.FinishedAt), ago(b.LoadedAt), cell(b.Error))
 	}
 	return tw.Flush()
 }
@@ -297,8 +297,8 @@ func backfillListCmd(g *globals) *cobra.Command {
 			tw := g.table()
 			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tVERIFY\tERROR")
 			for _, b := range out {
-				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, b.Schema, b.Table, b.Status, b.StartedBy,
-					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), b.Error)
+				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, cell(b.Schema), cell(b.Table), b.Status, cell(b.StartedBy),
+					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), cell(b.Error))
 			}
 			return tw.Flush()
 		},

@@ -385,7 +385,7 @@ func batchListCmd(g *globals) *cobra.Command {
 			tw := g.table()
 			fmt.Fprintln(tw, "ID\tNAME\tTASK\tSTATE\tINSTANCES\tSTARTED BY\tCREATED\tFINISHED")
 			for _, b := range out {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.Name, b.Task, b.State, stateCounts(b), b.StartedBy, ago(&b.CreatedAt), ago(b.FinishedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, cell(b.Name), b.Task, b.State, stateCounts(b), cell(b.StartedBy), ago(&b.CreatedAt), ago(b.FinishedAt))
 			}
 			return tw.Flush()
 		},
@@ -457,7 +457,7 @@ func batchInstancesCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "ID\tGROUP\tTASK\tBIZ TIME\tMODE\tSTATE\tATTEMPT\tFINISHED\tREASON")
 			for _, in := range out {
 				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", in.ID, in.Group, in.Task, in.BizTime.Format("2006-01-02 15:04Z07:00"),
-					in.Mode, in.State, in.Attempt, ago(in.FinishedAt), firstLine(in.Reason+" "+in.Error))
+					in.Mode, in.State, in.Attempt, ago(in.FinishedAt), cell(firstLine(in.Reason+" "+in.Error)))
 			}
 			return tw.Flush()
 		},
@@ -522,7 +522,7 @@ func batchExportCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = g.stdout.Write(body)
+			_, err = g.rawOut().Write(body)
 			return err
 		},
 	}

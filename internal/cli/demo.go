@@ -94,7 +94,7 @@ func runDemo(ctx context.Context, g *globals, rows int, keep bool) error {
 	}
 	stopWriter()
 	say("backfills completed while a writer made %d changes; objects:", <-writes)
-	return reportDemo(ctx, &globals{addr: "http://" + d.Addr, stdout: g.stdout, stderr: g.stderr}, say)
+	return reportDemo(ctx, &globals{addr: "http://" + d.Addr, stdout: g.stdout, raw: g.raw, stderr: g.stderr}, say)
 }
 
 func demoConfig(dir, dsn, dest string) (*config.Config, error) {

@@ -124,7 +124,7 @@ func (es *eventStream) streamEnded(what string) error {
 // terminal reports whether stdout is a terminal that can redraw lines, and
 // its width (0 when unknown).
 func (g *globals) terminal() (bool, int) {
-	f, ok := g.stdout.(*os.File)
+	f, ok := g.rawOut().(*os.File)
 	if !ok || !isatty.IsTerminal(f.Fd()) || os.Getenv("TERM") == "dumb" {
 		return false, 0
 	}
@@ -134,7 +134,7 @@ func (g *globals) terminal() (bool, int) {
 // progress is a renderer on stdout for the terminal, if it is one.
 func (g *globals) progress() *progress {
 	tty, width := g.terminal()
-	p := newProgress(g.stdout, tty)
+	p := newProgress(g.rawOut(), tty)
 	p.width = width
 	return p
 }
@@ -145,6 +145,6 @@ func (g *globals) jsonLine(v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(g.stdout, "%s\n", data)
+	_, err = fmt.Fprintf(g.rawOut(), "%s\n", data)
 	return err
 }

@@ -152,7 +152,7 @@ func (f *backfillFollower) printChanged() error {
 		}
 		if string(data) != r.sent {
 			r.sent = string(data)
-			if _, err := fmt.Fprintf(f.g.stdout, "%s\n", data); err != nil {
+			if _, err := fmt.Fprintf(f.g.rawOut(), "%s\n", data); err != nil {
 				return err
 			}
 		}

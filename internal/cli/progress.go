@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,17 @@ func (p *progress) final(items []progressItem) { p.show(items, true) }
 
 func (p *progress) show(items []progressItem, force bool) {
 	now := p.now()
+	// The display goes to the raw output (it draws with escapes of its
+	// own): the texts from the daemon are filtered here.
+	items = slices.Clone(items)
+	for i := range items {
+		it := &items[i]
+		it.Label, it.Status = oneLine(safeText(it.Label)), oneLine(safeText(it.Status))
+		it.Detail = slices.Clone(it.Detail)
+		for j, d := range it.Detail {
+			it.Detail[j] = oneLine(safeText(d))
+		}
+	}
 	changed := len(items) != p.drawn // new items, or items gone
 	for _, it := range items {
 		st := p.items[it.Key]

@@ -35,10 +35,13 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 type globals struct {
-	addr   string
-	token  string
-	json   bool
+	addr  string
+	token string
+	json  bool
+	// stdout filters what it prints through safeText; raw is the same
+	// output unfiltered, for JSON, CSV and the progress display.
 	stdout io.Writer
+	raw    io.Writer
 	stderr io.Writer
 	// stopSignals releases SIGINT/SIGTERM so a second one ends the process.
 	stopSignals func()
@@ -46,7 +49,7 @@ type globals struct {
 
 // Execute runs the command line and returns the exit code.
 func Execute(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr, stopSignals: stopSignals}
+	g := &globals{stdout: textWriter{stdout}, raw: stdout, stderr: stderr, stopSignals: stopSignals}
 	root := &cobra.Command{
 		Use:           "tidemark",
 		Short:         "Backfill engine: stream PostgreSQL changes into a destination and backfill any table while the stream flows",
@@ -69,7 +72,7 @@ func Execute(ctx context.Context, stopSignals func(), args []string, stdout, std
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "tidemark:", err)
+	fmt.Fprintln(stderr, "tidemark:", safeText(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -13,7 +13,7 @@ import (
 )
 
 func (g *globals) printJSON(v any) error {
-	enc := json.NewEncoder(g.stdout)
+	enc := json.NewEncoder(g.rawOut())
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
@@ -38,7 +38,7 @@ func streamsCmd(g *globals) *cobra.Command {
 			tw := g.table()
 			fmt.Fprintln(tw, "STREAM\tSTATE\tWAL RETAINED\tREASON")
 			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, bytesText(s.RetainedWALBytes), s.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, bytesText(s.RetainedWALBytes), cell(s.Reason))
 			}
 			return tw.Flush()
 		},
@@ -65,7 +65,7 @@ func objectsCmd(g *globals) *cobra.Command {
 				if o.BackfillID != 0 {
 					loaded = yesNo(o.Loaded)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", o.Object, o.Status, loaded, o.Events7d, bytesText(o.Bytes30d), len(o.Columns), o.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", cell(o.Object), o.Status, loaded, o.Events7d, bytesText(o.Bytes30d), len(o.Columns), cell(o.Reason))
 			}
 			return tw.Flush()
 		},
