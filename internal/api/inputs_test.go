@@ -127,3 +127,40 @@ func TestAuditCSVNeutralisesFormulas(t *testing.T) {
 		t.Errorf("nodes.csv: %d %s", r.status, r.body)
 	}
 }
+
+// TestRateAndSampleBounds sends an initiate's and a rate change's numbers
+// at both ends of their ranges and past them: 1e-12 rows per second was
+// accepted and paced as no limit.
+func TestRateAndSampleBounds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", setup: `CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)`})
+	e.waitFor("public.t discovered", func() bool { _, ok := e.objects()["public.t"]; return ok })
+	path := "/api/v1/streams/" + e.name + "/backfills"
+	for _, body := range []string{
+		`{"objects": ["t"], "rows_per_second": 1e-12}`,
+		`{"objects": ["t"], "rows_per_second": 0.999}`,
+		`{"objects": ["t"], "rows_per_second": -1}`,
+		`{"objects": ["t"], "rows_per_second": 1000000001}`,
+		`{"objects": ["t"], "rows_per_second": 1e308}`,
+		`{"objects": ["t"], "sample_rows": 1000000000001}`,
+		`{"objects": ["t"], "sample_rows": -1}`,
+	} {
+		if msg := e.fails(http.StatusBadRequest, "bad_request", "POST", path, body); !strings.Contains(msg, " to 1000000000") {
+			t.Errorf("%s: %q does not name the range", body, msg)
+		}
+	}
+	for _, body := range []string{`{"objects": ["t"], "rows_per_second": 1e999}`, `{"objects": ["t"], "rows_per_second": NaN}`,
+		`{"objects": ["t"], "sample_rows": 99999999999999999999}`} {
+		e.fails(http.StatusBadRequest, "bad_request", "POST", path, body)
+	}
+	// The upper ends, on a run kept pending.
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	b := e.initiate(http.StatusCreated, `{"objects": ["t"], "rows_per_second": 1000000000, "sample_rows": 1000000000000, "run_at": "`+later+`"}`)[0]
+	patch := fmt.Sprintf("/api/v1/backfills/%d", b.ID)
+	for _, rate := range []string{"1", "1000000000", "0", "12.5"} {
+		e.ok(http.StatusOK, nil, "PATCH", patch, `{"rows_per_second": `+rate+`}`)
+	}
+	for _, rate := range []string{"1e-12", "0.5", "-1", "1000000000.5", "1e999", "NaN", `"Inf"`} {
+		e.fails(http.StatusBadRequest, "bad_request", "PATCH", patch, `{"rows_per_second": `+rate+`}`)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -123,6 +124,10 @@ with "tidemark backfill stop-run STREAM ID". With --wait, the run is
 followed until it has ended, then its status is printed.`,
 		Args: usageArgs(2, -1),
 		RunE: func(c *cobra.Command, args []string) error {
+			// Checked here too: NaN and infinities do not even encode as JSON.
+			if stream.CheckRate(req.RowsPerSecond) != nil {
+				return usageErr("--rows-per-second %g: use 0 (the stream's limit) or a rate from 1 to %d", req.RowsPerSecond, config.MaxRowsPerSecond)
+			}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
@@ -251,8 +256,8 @@ func backfillSetRateCmd(g *globals) *cobra.Command {
 		Args:  usageArgs(2, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			rate, err := strconv.ParseFloat(args[1], 64)
-			if err != nil || rate < 0 {
-				return &exitError{code: ExitUsage, err: fmt.Errorf("ROWS_PER_SECOND %q: use a number of at least 0 (0: the stream's limit)", args[1])}
+			if err != nil || stream.CheckRate(rate) != nil {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("ROWS_PER_SECOND %q: use 0 (the stream's limit) or a rate from 1 to %d", args[1], config.MaxRowsPerSecond)}
 			}
 			var out store.Backfill
 			if err := g.client().do(c.Context(), "PATCH", "/api/v1/backfills/"+url.PathEscape(args[0]), api.RateRequest{RowsPerSecond: &rate}, &out); err != nil {

@@ -80,3 +80,18 @@ tasks:
 		t.Errorf("audit --format csv: name %q, want it as stored, %q", got, evil)
 	}
 }
+
+// A rate flag outside its range is bad usage, refused before any request
+// (NaN and infinities would not even encode as JSON); --addr points nowhere.
+func TestRateFlagBounds(t *testing.T) {
+	t.Parallel()
+	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	for _, rate := range []string{"1e-12", "0.5", "-1", "1000000001", "NaN", "Inf", "-Inf"} {
+		expect(t, 2, []string{"--rows-per-second", "use 0 (the stream's limit) or a rate from 1 to 1000000000"},
+			append(addr, "backfill", "initiate", "s", "public.t", "--rows-per-second", rate)...)
+		expect(t, 2, []string{"ROWS_PER_SECOND", "use 0 (the stream's limit) or a rate from 1 to 1000000000"},
+			append(addr, "backfill", "set-rate", "--", "1", rate)...)
+	}
+	// In range, the request is sent: the daemon is not there.
+	expect(t, 1, []string{"127.0.0.1"}, append(addr, "backfill", "initiate", "s", "public.t", "--rows-per-second", "1000000000")...)
+}

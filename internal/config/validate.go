@@ -65,6 +65,24 @@ func (e *ValidationError) Unwrap() []error {
 	return errs
 }
 
+// Upper bounds of the numeric keys: far above any useful value, they keep a
+// typo (an extra few zeros) from becoming a limit that never applies or a
+// timer that never fires.
+const (
+	// MaxRowsPerSecond bounds every rows-per-second limit: the stream's
+	// and an initiate's.
+	MaxRowsPerSecond     = 1_000_000_000
+	maxWindowChanges     = 1_000_000_000
+	maxBatchChanges      = 10_000_000
+	maxWALWarnBytes      = 1 << 50 // 1 PiB
+	maxStatusInterval    = time.Hour
+	maxBatchDelay        = time.Hour
+	maxRetryWait         = 24 * time.Hour
+	maxChunkWriteTarget  = time.Minute
+	maxLagWarn           = 30 * 24 * time.Hour
+	maxDiscoveryInterval = 24 * time.Hour
+)
+
 const (
 	sqliteScheme   = "sqlite://"
 	maxNameBytes   = 63 // PostgreSQL's NAMEDATALEN - 1
@@ -140,10 +158,49 @@ func (v *checker) intRange(path string, n, lo, hi int) {
 	}
 }
 
-func (v *checker) positive(path string, d time.Duration, example string) {
-	if d <= 0 {
-		v.add(path, "%s is out of range: use a duration above 0, e.g. %s", d, example)
+// atLeast checks a count whose documented range is lo or more up to a
+// sanity bound hi: below lo it asks for lo or more, above hi it names
+// the whole range.
+func (v *checker) atLeast(path string, n, lo, hi int64) {
+	switch {
+	case n < lo:
+		v.add(path, "%d is out of range: use %d or more", n, lo)
+	case n > hi:
+		v.add(path, "%d is out of range: use %d to %d", n, lo, hi)
 	}
+}
+
+// positive checks a duration above 0 and at most hi.
+func (v *checker) positive(path string, d, hi time.Duration, example string) {
+	switch {
+	case d <= 0:
+		v.add(path, "%s is out of range: use a duration above 0, e.g. %s", d, example)
+	case d > hi:
+		v.add(path, "%s is out of range: use a duration above 0 and at most %s, e.g. %s", d, shortDuration(hi), example)
+	}
+}
+
+// nonNegative checks a duration from 0 to hi; use says what to use
+// instead of a negative one.
+func (v *checker) nonNegative(path string, d, hi time.Duration, use string) {
+	switch {
+	case d < 0:
+		v.add(path, "%s is out of range: use %s", d, use)
+	case d > hi:
+		v.add(path, "%s is out of range: use 0 to %s", d, shortDuration(hi))
+	}
+}
+
+// shortDuration is d without the zero minutes and seconds of a whole hour.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "h0m0s") {
+		return strings.TrimSuffix(s, "0m0s")
+	}
+	if strings.HasSuffix(s, "m0s") {
+		return strings.TrimSuffix(s, "0s")
+	}
+	return s
 }
 
 // postgresURL reports whether s is a URL pgx reads as a PostgreSQL DSN.
@@ -248,9 +305,12 @@ func (v *checker) source(p string, s *Stream) {
 		v.add(p+".slot", "%q is not a valid slot name: use 1 to %d lower-case letters, digits and underscores",
 			shown(src.Slot), maxNameBytes)
 	}
-	v.positive(p+".status_interval", src.StatusInterval, "10s")
-	if src.WALWarnBytes < 0 {
+	v.positive(p+".status_interval", src.StatusInterval, maxStatusInterval, "10s")
+	switch {
+	case src.WALWarnBytes < 0:
 		v.add(p+".wal_warn_bytes", "%d is out of range: use 0 (never warn) or more", src.WALWarnBytes)
+	case src.WALWarnBytes > maxWALWarnBytes:
+		v.add(p+".wal_warn_bytes", "%d is out of range: use 0 (never warn) to %d (1 PiB)", src.WALWarnBytes, int64(maxWALWarnBytes))
 	}
 }
 
@@ -321,19 +381,20 @@ func (v *checker) tuning(p string, s *Stream) {
 	v.oneOf(p+".backfill.mode", bf.Mode, BackfillAutomatic, BackfillManual)
 	v.intRange(p+".backfill.max_concurrent", bf.MaxConcurrent, 1, 64)
 	v.intRange(p+".backfill.chunk_size", bf.ChunkSize, 1, 1000000)
-	v.intRange(p+".backfill.rows_per_second", bf.RowsPerSecond, 0, unbounded)
-	v.intRange(p+".backfill.window_max_changes", bf.WindowMaxChanges, 1, unbounded)
-	v.intRange(p+".batch.max_changes", s.Batch.MaxChanges, 1, unbounded)
-	v.positive(p+".batch.max_delay", s.Batch.MaxDelay, "200ms")
-	v.positive(p+".retry.initial", s.Retry.Initial, "1s")
-	if s.Retry.Initial > 0 && s.Retry.Max < s.Retry.Initial {
+	v.atLeast(p+".backfill.rows_per_second", int64(bf.RowsPerSecond), 0, MaxRowsPerSecond)
+	v.atLeast(p+".backfill.window_max_changes", int64(bf.WindowMaxChanges), 1, maxWindowChanges)
+	v.atLeast(p+".batch.max_changes", int64(s.Batch.MaxChanges), 1, maxBatchChanges)
+	v.positive(p+".batch.max_delay", s.Batch.MaxDelay, maxBatchDelay, "200ms")
+	v.positive(p+".retry.initial", s.Retry.Initial, maxRetryWait, "1s")
+	switch {
+	case s.Retry.Initial > 0 && s.Retry.Max < s.Retry.Initial:
 		v.add(p+".retry.max", "%s is less than retry.initial (%s): use at least %s", s.Retry.Max, s.Retry.Initial, s.Retry.Initial)
+	case s.Retry.Max > maxRetryWait:
+		v.add(p+".retry.max", "%s is out of range: use retry.initial to %s", s.Retry.Max, shortDuration(maxRetryWait))
 	}
-	v.nonNegative(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, "0 (always chunk_size) or a duration above 0, e.g. 20ms")
-	if s.LagWarn < 0 {
-		v.add(p+".lag_warn", "%s is out of range: use 0 (never warn) or a duration above 0, e.g. 5m", s.LagWarn)
-	}
-	v.positive(p+".discovery_interval", s.DiscoveryInterval, "10s")
+	v.nonNegative(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, maxChunkWriteTarget, "0 (always chunk_size) or a duration above 0, e.g. 20ms")
+	v.nonNegative(p+".lag_warn", s.LagWarn, maxLagWarn, "0 (never warn) or a duration above 0, e.g. 5m")
+	v.positive(p+".discovery_interval", s.DiscoveryInterval, maxDiscoveryInterval, "10s")
 }
 
 // sharedSourceNames reports two streams that would use the same slot or

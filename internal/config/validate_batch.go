@@ -20,6 +20,9 @@ const (
 	maxLogLimitBytes      = 1 << 30
 	maxConcurrency        = 10000
 	maxRetries            = 100
+	maxConfirmAbove       = 1_000_000_000
+	maxRetryBackoff       = 24 * time.Hour
+	maxTaskTimeout        = 30 * 24 * time.Hour
 )
 
 var (
@@ -35,7 +38,7 @@ func (v *checker) batch(c *Config) {
 		v.add("batch.timezone", "missing: use an IANA time zone name, e.g. Europe/Paris or UTC")
 	}
 	v.intRange("batch.output_lookback_days", bs.OutputLookbackDays, 1, maxOutputLookbackDays)
-	v.intRange("batch.confirm_above", bs.ConfirmAbove, 1, unbounded)
+	v.atLeast("batch.confirm_above", int64(bs.ConfirmAbove), 1, maxConfirmAbove)
 	v.intRange("batch.log_limit_bytes", bs.LogLimitBytes, minLogLimitBytes, maxLogLimitBytes)
 	v.resourceGroups(c.ResourceGroups)
 	v.connections(c.Connections)
@@ -105,8 +108,8 @@ func (v *checker) tasks(c *Config) {
 		}
 		v.params(p, t)
 		v.intRange(p+".retries", t.Retries, 0, maxRetries)
-		v.nonNegative(p+".retry_backoff", t.RetryBackoff, "0 (retry at once) or more, e.g. 10s")
-		v.nonNegative(p+".timeout", t.Timeout, "0 (no timeout) or more, e.g. 1h")
+		v.nonNegative(p+".retry_backoff", t.RetryBackoff, maxRetryBackoff, "0 (retry at once) or more, e.g. 10s")
+		v.nonNegative(p+".timeout", t.Timeout, maxTaskTimeout, "0 (no timeout) or more, e.g. 1h")
 		if t.ResourceGroup == "" {
 			v.add(p+".resource_group", "missing: leave it out to use %s", DefaultResourceGroup)
 		} else if _, ok := c.ResourceGroup(t.ResourceGroup); !ok {
@@ -118,12 +121,6 @@ func (v *checker) tasks(c *Config) {
 		if _, err := dag.New(c.Tasks); err != nil {
 			v.add("tasks", "%v: remove one of the depends_on entries on the cycle", err)
 		}
-	}
-}
-
-func (v *checker) nonNegative(path string, d time.Duration, use string) {
-	if d < 0 {
-		v.add(path, "%s is out of range: use %s", d, use)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -62,10 +63,10 @@ const (
 // Validate checks the options against now.
 func (o BackfillOptions) Validate(now time.Time) error {
 	switch {
-	case o.SampleRows < 0:
-		return fmt.Errorf("sample_rows %d: use a positive number of rows, or 0 for all", o.SampleRows)
-	case o.RowsPerSecond < 0:
-		return fmt.Errorf("rows_per_second %g: use a positive rate, or 0 for the stream's", o.RowsPerSecond)
+	case o.SampleRows < 0 || o.SampleRows > MaxSampleRows:
+		return fmt.Errorf("sample_rows %d: use a positive number of rows up to %d, or 0 for all", o.SampleRows, int64(MaxSampleRows))
+	case CheckRate(o.RowsPerSecond) != nil:
+		return CheckRate(o.RowsPerSecond)
 	case o.RunAt != nil && !o.RunAt.After(now):
 		return fmt.Errorf("run_at %s is not in the future: leave it out to start now", o.RunAt.Format(time.RFC3339))
 	case o.Filter != "" && strings.TrimSpace(o.Filter) == "":
@@ -79,6 +80,20 @@ func (o BackfillOptions) Validate(now time.Time) error {
 }
 
 const maxFilter = 8 << 10
+
+// MaxSampleRows bounds sample_rows.
+const MaxSampleRows = 1_000_000_000_000
+
+// CheckRate checks a rows-per-second limit an initiate or a rate change
+// asks for: 0 (the stream's), or 1 to config.MaxRowsPerSecond. Below one
+// row a second the pace's arithmetic overflowed into no limit at all; NaN
+// and infinities are no rate.
+func CheckRate(rate float64) error {
+	if rate == 0 || (rate >= 1 && rate <= config.MaxRowsPerSecond) {
+		return nil
+	}
+	return fmt.Errorf("rows_per_second %g: use a rate from 1 to %d rows per second, or 0 for the stream's", rate, config.MaxRowsPerSecond)
+}
 
 // record adds the options to a run's options map (which may be nil).
 func (o BackfillOptions) record(m map[string]any) map[string]any {
@@ -200,8 +215,8 @@ func (e *InvalidError) Error() string { return e.Msg }
 // SetRowsPerSecond changes the read limit of a pending or active run
 // (0: the stream's); an active run applies it from its next chunk.
 func (s *Stream) SetRowsPerSecond(ctx context.Context, id int64, rate float64) (store.Backfill, error) {
-	if rate < 0 {
-		return store.Backfill{}, &InvalidError{Msg: fmt.Sprintf("rows_per_second %g: use a positive rate, or 0 for the stream's", rate)}
+	if err := CheckRate(rate); err != nil {
+		return store.Backfill{}, &InvalidError{Msg: err.Error()}
 	}
 	m := s.bf
 	m.mu.Lock()

@@ -213,6 +213,9 @@ func (m *backfills) allRead(ctx context.Context, r *run) bool {
 	return true
 }
 
+// maxPaceWait caps how far ahead of its pace a run may be made to wait.
+const maxPaceWait = 100 * 365 * 24 * time.Hour
+
 // pacer is a run's read pace: rows read since start at rate (0: no limit).
 type pacer struct {
 	start time.Time
@@ -231,7 +234,10 @@ func (m *backfills) throttle(ctx context.Context, r *run, p *pacer) bool {
 		if p.rate <= 0 {
 			return ctx.Err() == nil
 		}
-		wait := time.Until(p.start.Add(time.Duration(float64(p.rows) / p.rate * float64(time.Second))))
+		// In float seconds, capped: a tiny rate stored before rates were
+		// bounded must pace slowly, not overflow into no limit.
+		due := min(float64(p.rows)/p.rate, maxPaceWait.Seconds())
+		wait := time.Until(p.start.Add(time.Duration(due * float64(time.Second))))
 		if wait <= 0 {
 			return ctx.Err() == nil
 		}
