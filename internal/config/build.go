@@ -370,6 +370,10 @@ func (b *builder) task(p string, r *rawTask, loc *time.Location) dag.Task {
 		}
 		t.Upstream = append(t.Upstream, dep) // "" too, so that indexes stay the file's
 	}
+	for i, s := range r.Env {
+		name, _ := b.text(fmt.Sprintf("%s.env[%d]", p, i), s)
+		t.Env = append(t.Env, name) // "" too, so that indexes stay the file's
+	}
 	if tz, _, ok := b.location(p+".timezone", r.Timezone); ok {
 		loc = tz
 	}

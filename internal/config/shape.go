@@ -129,6 +129,7 @@ type rawTask struct {
 	SelfDependent  scalar    `yaml:"self_dependent"`
 	Params         rawParams `yaml:"params"`
 	Outputs        rawParams `yaml:"outputs"`
+	Env            []scalar  `yaml:"env"`
 	Paused         scalar    `yaml:"paused"`
 	DryRun         scalar    `yaml:"dry_run"`
 	SingleInstance scalar    `yaml:"single_instance"`

@@ -12,6 +12,8 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/expr"
+	"github.com/tidemark/tidemark/internal/batch/shelltmpl"
+	"github.com/tidemark/tidemark/internal/batch/sqltmpl"
 )
 
 const (
@@ -30,6 +32,7 @@ var (
 	taskNameRE       = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	connectionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	paramNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envNameRE        = paramNameRE
 )
 
 func (v *checker) batch(c *Config) {
@@ -106,7 +109,8 @@ func (v *checker) tasks(c *Config) {
 		if !v.dependsOn(p, t, c.Tasks, first) {
 			graphable = false
 		}
-		v.params(p, t)
+		v.params(p, t, c)
+		v.env(p, t)
 		v.intRange(p+".retries", t.Retries, 0, maxRetries)
 		v.nonNegative(p+".retry_backoff", t.RetryBackoff, maxRetryBackoff, "0 (retry at once) or more, e.g. 10s")
 		v.nonNegative(p+".timeout", t.Timeout, maxTaskTimeout, "0 (no timeout) or more, e.g. 1h")
@@ -268,7 +272,7 @@ func unknownTask(t *dag.Task, id string, tasks []dag.Task) string {
 
 // params checks the names of params and outputs, and the expressions of
 // params, command and sql.
-func (v *checker) params(p string, t *dag.Task) {
+func (v *checker) params(p string, t *dag.Task, c *Config) {
 	for _, l := range []struct {
 		key string
 		ps  []dag.Param
@@ -280,6 +284,11 @@ func (v *checker) params(p string, t *dag.Task) {
 				v.add(pp, "%q is not a valid name: use letters, digits and _, starting with a letter or _", shown(prm.Name))
 			case slices.IndexFunc(l.ps, func(q dag.Param) bool { return q.Name == prm.Name }) < i:
 				v.add(pp, "listed twice: keep one")
+			case l.key == "params":
+				// Their environment variables would be one.
+				if j := slices.IndexFunc(l.ps, func(q dag.Param) bool { return strings.EqualFold(q.Name, prm.Name) }); j < i {
+					v.add(pp, "differs from %q only in case, and shell tasks receive both as %s: rename one", l.ps[j].Name, shelltmpl.ParamVar(prm.Name))
+				}
 			}
 		}
 	}
@@ -297,6 +306,46 @@ func (v *checker) params(p string, t *dag.Task) {
 		}
 		if err := expr.Validate(f.tmpl, names, upstream); err != nil {
 			v.add(p+"."+f.key, "%v", err)
+		} else if err := safeTemplate(t, f.key, f.tmpl, c); err != nil {
+			v.add(p+"."+f.key, "task %s: %v", t.ID, err)
+		}
+	}
+}
+
+// safeTemplate checks that the parameters and outputs in a shell command
+// stand where they can be passed as data (see shelltmpl).
+func safeTemplate(t *dag.Task, key, tmpl string, c *Config) error {
+	switch {
+	case t.Type == dag.TypeShell && key == "command":
+		return shelltmpl.Check(tmpl)
+	case t.Type == dag.TypeSQL && key == "sql":
+		d := sqltmpl.Postgres
+		if conn, ok := c.Connection(t.Connection); ok && conn.Type == TypeSQLite {
+			d = sqltmpl.SQLite
+		}
+		return sqltmpl.Check(tmpl, d)
+	}
+	return nil
+}
+
+// env checks the names of the variables a shell task receives from the
+// daemon's environment.
+func (v *checker) env(p string, t *dag.Task) {
+	if len(t.Env) > 0 && t.Type != dag.TypeShell {
+		v.add(p+".env", "only shell tasks have env: remove it, or set type: shell")
+		return
+	}
+	for i, name := range t.Env {
+		ep := fmt.Sprintf("%s.env[%d]", p, i)
+		switch {
+		case !envNameRE.MatchString(name):
+			v.add(ep, "%q is not a variable name: use letters, digits and _, starting with a letter or _", shown(name))
+		case strings.HasPrefix(name, "TIDEMARK_"):
+			v.add(ep, "%s: TIDEMARK_ variables are tidemark's own (its API token among them) and never passed to a task: remove it", name)
+		case slices.Contains(shelltmpl.Inherited, name):
+			v.add(ep, "%s is passed to every shell task: remove it", name)
+		case slices.Index(t.Env, name) < i:
+			v.add(ep, "%s is listed twice: keep one", name)
 		}
 	}
 }

@@ -128,6 +128,30 @@ var batchCases = []problemCase{
 		{"tasks[0].params.<<", "merge keys are not supported here: list each entry"},
 		{"tasks[0].params.?", "the name is not plain text: write name: value"}}},
 
+	{"params case", tasks(kv{"params": "{region: a, Region: b}"}), []Problem{
+		{"tasks[0].params.Region", `differs from "region" only in case, and shell tasks receive both as TIDEMARK_PARAM_REGION: rename one`}}},
+
+	// Free text where it cannot be passed as data.
+	{"shell free text quoted", tasks(kv{"type": "shell", "params": "{p: x}", "command": `"echo '${p}'"`},
+		kv{"name": "b", "type": "shell", "params": "{p: x}", "command": `"cat <<EOF\n${param.p}\nEOF"`}), []Problem{
+		{"tasks[0].command", `task default.a: at byte 6, ${p}: a parameter or output inside single quotes cannot be passed safely: ` +
+			`nothing expands inside single quotes: close them before the reference and write it inside double quotes, e.g. 'abc'"${…}"`},
+		{"tasks[1].command", `task default.b: at byte 10, ${param.p}: a parameter or output inside a here-document cannot be passed safely: ` +
+			`a here-document usually feeds another interpreter, where the value would become code: read the value from the environment inside it (see docs/batch-runners.md) or pass it as an argument`}}},
+	{"sql free text in a literal", "connections: [{name: w, type: sqlite, path: w.db}]\n" +
+		tasks(kv{"type": "sql", "connection": "w", "params": "{p: x}", "sql": `"SELECT 'day ${p}'"`}), []Problem{
+		{"tasks[0].sql", `task default.a: at byte 12, ${p}: a parameter or output inside a longer string literal (or E'…') cannot be bound: ` +
+			`write the literal as a concatenation, e.g. 'prefix ' || ${p} || ' suffix', or the reference alone as '${p}'`}}},
+
+	// Env.
+	{"env", tasks(kv{"type": "shell", "command": "env", "env": "[SECRET, 'A-B', TIDEMARK_API_TOKEN, PATH, SECRET]"},
+		kv{"name": "b", "env": "[X]"}), []Problem{
+		{"tasks[0].env[1]", `"A-B" is not a variable name: use letters, digits and _, starting with a letter or _`},
+		{"tasks[0].env[2]", "TIDEMARK_API_TOKEN: TIDEMARK_ variables are tidemark's own (its API token among them) and never passed to a task: remove it"},
+		{"tasks[0].env[3]", "PATH is passed to every shell task: remove it"},
+		{"tasks[0].env[4]", "SECRET is listed twice: keep one"},
+		{"tasks[1].env", "only shell tasks have env: remove it, or set type: shell"}}},
+
 	// Retries.
 	{"retries low", tasks(kv{"retries": "-1", "retry_backoff": "-1s", "timeout": "-1s"}), []Problem{
 		{"tasks[0].retries", "-1 is out of range: use 0 to 100"},

@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg *config.Config) []Check {
 	}
 	if usesShell(cfg.Tasks) {
 		units = append(units, func(ctx context.Context) []Check { return []Check{checkShell(ctx)} })
+		units = append(units, func(context.Context) []Check { return checkTaskEnv(cfg) })
 	}
 	results := make([][]Check, len(units))
 	var g errgroup.Group

@@ -46,6 +46,10 @@ type Task struct {
 	Params  []Param
 	Outputs []Param
 
+	// Env names the variables of the daemon's environment a shell task
+	// receives besides tidemark's own (see docs/batch-runners.md).
+	Env []string
+
 	Paused         bool
 	DryRun         bool
 	SingleInstance bool // one instance may cover all dates of a backfill

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -45,6 +46,10 @@ type Options struct {
 	Logger *slog.Logger
 	// WorkDir is the working directory of shell tasks ("" = the daemon's).
 	WorkDir string
+	// LookupEnv reads the daemon's environment for the variables a shell
+	// task receives from it (os.LookupEnv when nil): PATH, HOME, LANG, TZ
+	// and those the task lists under env. Nothing else reaches a task.
+	LookupEnv func(string) (string, bool)
 }
 
 // Engine is the executor. Create it with New and start it with Run.
@@ -91,6 +96,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
 	}
 	if opts.LogLimit <= 0 {
 		opts.LogLimit = 1 << 20

@@ -3,12 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/expr"
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/batch/shelltmpl"
+	"github.com/tidemark/tidemark/internal/batch/sqltmpl"
 )
 
 // prepare renders n's code for its next attempt. The error, if any, is
@@ -41,15 +45,69 @@ func (e *Engine) prepare(ctx context.Context, n *node) (runner.Spec, string, err
 		}
 		spec.Conn = &conn
 	}
-	rendered, err := expr.Render(code, env)
-	if err != nil {
-		return spec, "", fmt.Errorf("render the %s of task %s: %w", t.Type, t.ID, err)
-	}
-	spec.Script = rendered
 	if t.Type == dag.TypeShell {
-		spec.Env = append(shellEnv(n, env), runner.TagEnv+"="+spec.Tag)
+		script, vars, err := shelltmpl.Render(code, env, func(r expr.Ref) string { return varName(t, r) })
+		if err != nil {
+			return spec, "", fmt.Errorf("render the command of task %s: %w", t.ID, err)
+		}
+		spec.Script = script
+		spec.Env = e.shellEnv(n, env, spec.Tag)
+		return spec, script + listVars(vars), nil
 	}
-	return spec, rendered, nil
+	stmts, err := sqltmpl.Render(code, dialect(spec.Conn.Type), env)
+	if err != nil {
+		return spec, "", fmt.Errorf("render the sql of task %s: %w", t.ID, err)
+	}
+	var script, args strings.Builder
+	for _, st := range stmts {
+		script.WriteString(st.SQL)
+		spec.Statements = append(spec.Statements, runner.Statement{SQL: st.SQL, Args: st.Args, Line: st.Line})
+		for i, a := range st.Args {
+			fmt.Fprintf(&args, "\n-- line %d: %s = %s", st.Line, placeholder(spec.Conn.Type, i+1), strconv.Quote(a))
+		}
+	}
+	spec.Script = script.String()
+	return spec, spec.Script + args.String(), nil
+}
+
+func dialect(connType string) sqltmpl.Dialect {
+	if connType == runner.ConnSQLite {
+		return sqltmpl.SQLite
+	}
+	return sqltmpl.Postgres
+}
+
+func placeholder(connType string, n int) string {
+	if connType == runner.ConnSQLite {
+		return "?" + strconv.Itoa(n)
+	}
+	return "$" + strconv.Itoa(n)
+}
+
+// varName is the environment variable carrying free-text reference r of
+// task t's command.
+func varName(t *dag.Task, r expr.Ref) string {
+	if r.Kind == expr.Param {
+		return shelltmpl.ParamVar(r.Name)
+	}
+	id := r.Task
+	for _, up := range t.Upstream {
+		if _, name, _ := strings.Cut(up, "."); name == r.Task {
+			id = up
+		}
+	}
+	v, _ := shelltmpl.OutputVar(id, r.Name) // a reference's names always map
+	return v
+}
+
+// listVars shows the values a command was given, after it in the rendered
+// code the console and the audit trail show: what ran, and with what.
+func listVars(vars map[string]string) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		fmt.Fprintf(&b, "\n# %s=%s", name, strconv.Quote(vars[name]))
+	}
+	return b.String()
 }
 
 // exprEnv gathers what a task's templates may refer to: the instance's
@@ -131,17 +189,42 @@ func (e *Engine) upstreamOutputs(ctx context.Context, n *node, id string) (map[s
 	return outs, nil
 }
 
-// shellEnv is what a shell task finds in its environment.
-func shellEnv(n *node, env expr.Env) []string {
-	out := []string{
-		"TIDEMARK_TASK=" + n.task.ID,
-		"TIDEMARK_INSTANCE=" + strconv.FormatInt(n.id, 10),
-		"TIDEMARK_ATTEMPT=" + strconv.Itoa(n.attempt+1),
-		"TIDEMARK_BIZDATE=" + env.BizTime.Format("20060102"),
-		"TIDEMARK_BIZTIME=" + env.BizTime.Format("2006-01-02T15:04:05Z07:00"),
+// shellEnv is a shell task's whole environment: PATH, HOME, LANG and TZ
+// and the variables the task lists under env, from the daemon's; then
+// tidemark's own. Nothing else of the daemon's environment (its API token,
+// the variables its configuration expands) reaches the task. A parameter or
+// output whose value holds a NUL byte cannot be passed and is left out (a
+// command that references it fails to render).
+func (e *Engine) shellEnv(n *node, env expr.Env, tag string) []string {
+	var out []string
+	for _, name := range slices.Concat(shelltmpl.Inherited, n.task.Env) {
+		if v, ok := e.opts.LookupEnv(name); ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	out = append(out,
+		"TIDEMARK_TASK="+n.task.ID,
+		"TIDEMARK_INSTANCE="+strconv.FormatInt(n.id, 10),
+		"TIDEMARK_ATTEMPT="+strconv.Itoa(n.attempt+1),
+		"TIDEMARK_BIZDATE="+env.BizTime.Format("20060102"),
+		"TIDEMARK_BIZTIME="+env.BizTime.Format("2006-01-02T15:04:05Z07:00"),
+		runner.TagEnv+"="+tag,
+	)
+	add := func(name, value string) {
+		if !strings.ContainsRune(value, 0) {
+			out = append(out, name+"="+value)
+		}
 	}
 	for _, p := range n.task.Params {
-		out = append(out, "TIDEMARK_PARAM_"+strings.ToUpper(p.Name)+"="+env.Params[p.Name])
+		add(shelltmpl.ParamVar(p.Name), env.Params[p.Name])
+	}
+	for _, id := range n.task.Upstream {
+		outs := env.Outputs[id]
+		for _, name := range slices.Sorted(maps.Keys(outs)) {
+			if v, ok := shelltmpl.OutputVar(id, name); ok {
+				add(v, outs[name])
+			}
+		}
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package expr
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +235,42 @@ func TestValidateAccepts(t *testing.T) {
 		if err := Validate(tmpl, []string{"region"}, []string{"load_orders", "shop.load_orders"}); err != nil {
 			t.Errorf("Validate(%q): %v", tmpl, err)
 		}
+	}
+}
+
+// A time format holds only tokens, letters, digits and SafeFormatChars:
+// anything else could mean something to a shell or to SQL.
+func TestFormatRefusesUnsafeCharacters(t *testing.T) {
+	t.Parallel()
+	for _, tmpl := range []string{"${bizdate:yyyy;touch x}", "${biztime:HH'mm}", "${bizdate:yyyy$MM}", "${cyctime:HH\"}", "${bizdate:yyyy`}", "${bizdate:dd\n}", "${bizdate:é}"} {
+		err := Validate(tmpl, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "cannot be in a format") {
+			t.Errorf("Validate(%q) = %v, want a format error", tmpl, err)
+		}
+	}
+	if err := Validate("${biztime:yyyy-MM-dd HH:mm:ss} ${bizdate:yy/MM/dd,d.M.y+T_1}", nil, nil); err != nil {
+		t.Errorf("safe formats refused: %v", err)
+	}
+}
+
+// Parse hands out literal text as the shell will see it and each reference
+// with its kind.
+func TestParse(t *testing.T) {
+	t.Parallel()
+	parts, err := Parse(`a $${x} ${bizdate} "${outputs.up.v}" ${param.p}${q}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range parts {
+		if p.Ref == nil {
+			got = append(got, "lit:"+p.Lit)
+			continue
+		}
+		got = append(got, fmt.Sprintf("ref:%d:%s:%s:%s", p.Ref.Kind, p.Ref.Task, p.Ref.Name, p.Ref.Text))
+	}
+	want := []string{"lit:a ${x} ", "ref:0::bizdate:${bizdate}", `lit: "`, "ref:2:up:v:${outputs.up.v}", `lit:" `, "ref:1::p:${param.p}", "ref:1::q:${q}"}
+	if !slices.Equal(got, want) {
+		t.Errorf("parts = %q\nwant    %q", got, want)
 	}
 }

@@ -13,6 +13,7 @@ func FuzzRender(f *testing.F) {
 		"", "${bizdate}", "${bizdate-1}", "${biztime-1h:yyyyMMddHH}", "${bizdate+1mon:yyyy-MM-01}",
 		"${cyctime:HH}", "${bizdate_end+999999y:yy}", "${param.a} ${b}", "${outputs.p.t.rows}",
 		"$${bizdate}", "$$${", "${", "${}", "${bizdate-1m}", "${a${b}}", "x}${y", "${biztime:yyyy-MM-dd HH:mm:ss}",
+		"${bizdate:yyyy;touch x}", "${bizdate-999999y:MM-yyyy}", "a${param.b}c$${d}",
 	} {
 		f.Add(s)
 	}
@@ -44,6 +45,20 @@ func FuzzRender(f *testing.F) {
 			}
 			return nil
 		})
+		// A calendar value is letters, digits and SafeFormatChars only.
+		parts, _ := Parse(tmpl)
+		for _, p := range parts {
+			if p.Ref == nil || p.Ref.Free() {
+				continue
+			}
+			v, err := p.Ref.Value(env)
+			if err != nil {
+				t.Fatalf("template %q: %s parsed but does not render: %v", tmpl, p.Ref.Text, err)
+			}
+			if i := unsafeFormatChar(v); i >= 0 {
+				t.Fatalf("template %q: %s rendered %q, with %q", tmpl, p.Ref.Text, v, v[i:i+1])
+			}
+		}
 		verr := Validate(tmpl, params, upstream)
 		_, rerr := Render(tmpl, env)
 		if (verr == nil) != (rerr == nil) {

@@ -154,7 +154,22 @@ func (r *ref) parseTime(s string, at int) error {
 		return r.errorf(at, "empty format after \":\": e.g. ${%s:yyyyMMdd}, or leave out the \":\"", r.name)
 	}
 	r.format = s[1:]
+	if i := unsafeFormatChar(r.format); i >= 0 {
+		return r.errorf(at+1+i, "%q cannot be in a format: a time prints only its tokens, letters, digits, space and %s, so that it is safe anywhere in a command", r.format[i:i+1], SafeFormatChars[1:])
+	}
 	return nil
+}
+
+// unsafeFormatChar returns the index of the first character of format that
+// is not a letter, a digit or one of SafeFormatChars; -1 if none.
+func unsafeFormatChar(format string) int {
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if !isLetter(c) && !isDigit(c) && !strings.ContainsRune(SafeFormatChars, rune(c)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // namePart returns what precedes a format: the text before the first ":".

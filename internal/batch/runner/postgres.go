@@ -90,7 +90,7 @@ func runPostgres(ctx context.Context, spec Spec, log io.Writer) Result {
 	if _, err := conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
 		return stopped(fmt.Errorf("connection %s: begin: %w", c.Name, err))
 	}
-	outputs, err := execScript(ctx, conn, spec.Script, log)
+	outputs, err := execStatements(ctx, conn, spec.statements(), log)
 	if err != nil {
 		// Roll back before returning, so that the transaction's locks are
 		// gone when the caller retries. A connection broken by cancellation
@@ -113,60 +113,90 @@ func runPostgres(ctx context.Context, spec Spec, log io.Writer) Result {
 	return Result{Outputs: outputs}
 }
 
-// execScript runs script and logs each statement's command tag.
-func execScript(ctx context.Context, conn *pgconn.PgConn, script string, log io.Writer) (map[string]string, error) {
-	var outputs map[string]string
-	mrr := conn.Exec(ctx, script)
-	n, endTx := 0, 0
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		fields := rr.FieldDescriptions()
-		var first map[string]string
-		for rr.NextRow() {
-			if first == nil && len(fields) > 0 {
-				first = make(map[string]string, len(fields))
-				for i, v := range rr.Values() {
-					first[fields[i].Name] = string(v) // text format; NULL is ""
-				}
-			}
-		}
-		tag, err := rr.Close()
-		if err != nil {
-			break // mrr.Close reports it
-		}
-		n++
-		if first != nil {
-			outputs = first
-		}
-		if s := tag.String(); s != "" {
-			fmt.Fprintf(log, "statement %d: %s\n", n, s)
-		}
-		switch tag.String() {
-		case "BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "PREPARE TRANSACTION":
-			if endTx == 0 {
-				endTx = n
-			}
-		}
-	}
-	if err := mrr.Close(); err != nil {
-		return nil, fmt.Errorf("statement %d%s: %w", n+1, errorLine(script, err), err)
-	}
-	if endTx > 0 {
-		// Too late to undo a COMMIT, but the attempt must not pass for one
-		// transaction.
-		return nil, fmt.Errorf("statement %d: SQL tasks may not use BEGIN, COMMIT or ROLLBACK: the script runs in one transaction", endTx)
-	}
-	return outputs, nil
+// scriptRun is what running a script's statements has found so far.
+type scriptRun struct {
+	n       int // statements run
+	endTx   int // the first that ended the transaction; 0 if none
+	outputs map[string]string
 }
 
-// errorLine renders where in script a server error points, if it says.
-func errorLine(script string, err error) string {
+// execStatements runs statements in order and logs each statement's
+// command tag: text without arguments with the simple protocol (it may hold
+// several statements), a statement with arguments with the extended
+// protocol, its arguments bound as text of a type the server infers.
+func execStatements(ctx context.Context, conn *pgconn.PgConn, stmts []Statement, log io.Writer) (map[string]string, error) {
+	var run scriptRun
+	for _, st := range stmts {
+		if len(st.Args) == 0 {
+			mrr := conn.Exec(ctx, st.SQL)
+			for mrr.NextResult() {
+				if err := run.result(mrr.ResultReader(), log); err != nil {
+					break // mrr.Close reports it
+				}
+			}
+			if err := mrr.Close(); err != nil {
+				return nil, fmt.Errorf("statement %d%s: %w", run.n+1, errorLine(st, err), err)
+			}
+			continue
+		}
+		args := make([][]byte, len(st.Args))
+		for i, a := range st.Args {
+			args[i] = []byte(a)
+		}
+		if err := run.result(conn.ExecParams(ctx, st.SQL, args, nil, nil, nil), log); err != nil {
+			return nil, fmt.Errorf("statement %d%s: %w", run.n+1, errorLine(st, err), err)
+		}
+	}
+	if run.endTx > 0 {
+		// Too late to undo a COMMIT, but the attempt must not pass for one
+		// transaction.
+		return nil, fmt.Errorf("statement %d: SQL tasks may not use BEGIN, COMMIT or ROLLBACK: the script runs in one transaction", run.endTx)
+	}
+	return run.outputs, nil
+}
+
+// result reads one statement's result: its first row becomes the outputs
+// if it has one.
+func (run *scriptRun) result(rr *pgconn.ResultReader, log io.Writer) error {
+	fields := rr.FieldDescriptions()
+	var first map[string]string
+	for rr.NextRow() {
+		if first == nil && len(fields) > 0 {
+			first = make(map[string]string, len(fields))
+			for i, v := range rr.Values() {
+				first[fields[i].Name] = string(v) // text format; NULL is ""
+			}
+		}
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return err
+	}
+	run.n++
+	if first != nil {
+		run.outputs = first
+	}
+	if s := tag.String(); s != "" {
+		fmt.Fprintf(log, "statement %d: %s\n", run.n, s)
+	}
+	switch tag.String() {
+	case "BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "PREPARE TRANSACTION":
+		if run.endTx == 0 {
+			run.endTx = run.n
+		}
+	}
+	return nil
+}
+
+// errorLine renders where in the task's SQL a server error points, if it
+// says.
+func errorLine(st Statement, err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Position <= 0 {
 		return ""
 	}
-	line, chars := 1, 0
-	for _, r := range script {
+	line, chars := max(st.Line, 1), 0
+	for _, r := range st.SQL {
 		chars++
 		if chars >= int(pgErr.Position) {
 			break

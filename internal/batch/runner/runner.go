@@ -32,12 +32,18 @@ type Connection struct {
 type Spec struct {
 	Type   string // TypeShell, TypeSQL or TypeNoop
 	Script string // shell: run with /bin/sh -c; sql: statements, run in one transaction
-	// Env are extra KEY=VALUE entries added to the daemon's environment for
-	// a shell task; later entries win. TIDEMARK_OUTPUT is set by Run.
+	// Env is a shell task's whole environment, KEY=VALUE entries; later
+	// entries win. Nothing of the daemon's environment is added: the caller
+	// passes what the task may see. TIDEMARK_OUTPUT is set by Run.
 	Env []string
 	// Dir is a shell task's working directory; "" is the daemon's.
 	Dir  string
 	Conn *Connection // sql
+	// Statements, when set, replace Script for a SQL task whose template
+	// had parameters or outputs: each with Args is one statement sent with
+	// those parameters ($1… for PostgreSQL, ?1… for SQLite), the others are
+	// run as a Script is.
+	Statements []Statement
 	// Timeout bounds the attempt; 0 is none.
 	Timeout time.Duration
 	// Tag identifies the attempt, unique per attempt (for example
@@ -45,6 +51,21 @@ type Spec struct {
 	// application_name so that CancelSQL, from another process, can find it.
 	// At most 63 printable ASCII characters, PostgreSQL's limit.
 	Tag string
+}
+
+// Statement is SQL with the values of its parameters, as text.
+type Statement struct {
+	SQL  string
+	Args []string
+	Line int // where it starts in the task's SQL, from 1
+}
+
+// statements returns what a SQL attempt runs.
+func (s Spec) statements() []Statement {
+	if len(s.Statements) > 0 {
+		return s.Statements
+	}
+	return []Statement{{SQL: s.Script, Line: 1}}
 }
 
 // Result is how an attempt ended.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,7 +49,7 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 
 	cmd := exec.Command("/bin/sh", "-c", spec.Script)
 	cmd.Dir = spec.Dir
-	cmd.Env = append(append(os.Environ(), spec.Env...), OutputEnv+"="+outputsPath)
+	cmd.Env = append(slices.Clip(spec.Env), OutputEnv+"="+outputsPath)
 	// One writer for both: exec gives the script a single pipe, so stdout
 	// and stderr keep the order in which they were written.
 	cmd.Stdout, cmd.Stderr = log, log

@@ -48,13 +48,30 @@ func runSQLite(ctx context.Context, spec Spec, log io.Writer) Result {
 	}
 	defer tx.Rollback() // no-op after Commit
 	var outputs map[string]string
-	for i, st := range splitSQLite(spec.Script) {
-		first, err := sqliteStatement(ctx, tx, i+1, st.text, log)
-		if err != nil {
-			return stopped(fmt.Errorf("statement %d (line %d): %w", i+1, st.line, err))
+	n := 0
+	for _, group := range spec.statements() {
+		stmts := splitSQLite(group.SQL)
+		var args []any
+		if len(group.Args) > 0 {
+			if len(stmts) != 1 {
+				// A parameter inside a CREATE TRIGGER body, which SQLite
+				// reads as one statement.
+				return failed(fmt.Errorf("line %d: a statement with parameters or outputs must be one statement, not %d: a trigger body cannot take parameters", group.Line, len(stmts)))
+			}
+			for _, a := range group.Args {
+				args = append(args, a)
+			}
 		}
-		if first != nil {
-			outputs = first
+		for _, st := range stmts {
+			n++
+			line := st.line + max(group.Line, 1) - 1
+			first, err := sqliteStatement(ctx, tx, n, st.text, log, args...)
+			if err != nil {
+				return stopped(fmt.Errorf("statement %d (line %d): %w", n, line, err))
+			}
+			if first != nil {
+				outputs = first
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -65,12 +82,12 @@ func runSQLite(ctx context.Context, spec Spec, log io.Writer) Result {
 
 // sqliteStatement runs one statement as a query, logs what it did, and
 // returns its first row, if it returned any.
-func sqliteStatement(ctx context.Context, tx *sql.Tx, n int, stmt string, log io.Writer) (map[string]string, error) {
+func sqliteStatement(ctx context.Context, tx *sql.Tx, n int, stmt string, log io.Writer, args ...any) (map[string]string, error) {
 	var before int64
 	if err := tx.QueryRowContext(ctx, "SELECT total_changes()").Scan(&before); err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, stmt)
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}
