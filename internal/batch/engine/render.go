@@ -46,28 +46,39 @@ func (e *Engine) prepare(ctx context.Context, n *node) (runner.Spec, string, err
 		spec.Conn = &conn
 	}
 	if t.Type == dag.TypeShell {
-		script, vars, err := shelltmpl.Render(code, env, func(r expr.Ref) string { return varName(t, r) })
+		script, _, err := shelltmpl.Render(code, env, func(r expr.Ref) string { return varName(t, r) })
 		if err != nil {
 			return spec, "", fmt.Errorf("render the command of task %s: %w", t.ID, err)
 		}
 		spec.Script = script
 		spec.Env = e.shellEnv(n, env, spec.Tag)
-		return spec, script + listVars(vars), nil
+		// shellEnv passes every parameter and output, the variables
+		// script references among them.
+		return spec, display(code, env), nil
 	}
 	stmts, err := sqltmpl.Render(code, dialect(spec.Conn.Type), env)
 	if err != nil {
 		return spec, "", fmt.Errorf("render the sql of task %s: %w", t.ID, err)
 	}
-	var script, args strings.Builder
+	var script strings.Builder
 	for _, st := range stmts {
 		script.WriteString(st.SQL)
 		spec.Statements = append(spec.Statements, runner.Statement{SQL: st.SQL, Args: st.Args, Line: st.Line})
-		for i, a := range st.Args {
-			fmt.Fprintf(&args, "\n-- line %d: %s = %s", st.Line, placeholder(spec.Conn.Type, i+1), strconv.Quote(a))
-		}
 	}
 	spec.Script = script.String()
-	return spec, spec.Script + args.String(), nil
+	return spec, display(code, env), nil
+}
+
+// display is the code as the console and the audit trail show it: the
+// template with every value in place, for a person to read. What runs never
+// holds a parameter or an output: they travel as environment variables or
+// bound parameters.
+func display(code string, env expr.Env) string {
+	s, err := expr.Render(code, env)
+	if err != nil {
+		return code
+	}
+	return s
 }
 
 func dialect(connType string) sqltmpl.Dialect {
@@ -75,13 +86,6 @@ func dialect(connType string) sqltmpl.Dialect {
 		return sqltmpl.SQLite
 	}
 	return sqltmpl.Postgres
-}
-
-func placeholder(connType string, n int) string {
-	if connType == runner.ConnSQLite {
-		return "?" + strconv.Itoa(n)
-	}
-	return "$" + strconv.Itoa(n)
 }
 
 // varName is the environment variable carrying free-text reference r of
@@ -98,16 +102,6 @@ func varName(t *dag.Task, r expr.Ref) string {
 	}
 	v, _ := shelltmpl.OutputVar(id, r.Name) // a reference's names always map
 	return v
-}
-
-// listVars shows the values a command was given, after it in the rendered
-// code the console and the audit trail show: what ran, and with what.
-func listVars(vars map[string]string) string {
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(vars)) {
-		fmt.Fprintf(&b, "\n# %s=%s", name, strconv.Quote(vars[name]))
-	}
-	return b.String()
 }
 
 // exprEnv gathers what a task's templates may refer to: the instance's
