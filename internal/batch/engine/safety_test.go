@@ -255,3 +255,29 @@ func TestSQLTaskGetsOutputsAsData(t *testing.T) {
 		return m, rows.Err()
 	})
 }
+
+// An output where a name stands is written in only if it is a name: the
+// attempt fails with the reason otherwise, and nothing of it runs.
+func TestSQLTaskRefusesAValueAsName(t *testing.T) {
+	path, up := nastyUpstream(t)
+	down := task(t, "down", dag.TypeSQL, "", "up")
+	down.Connection, down.SQL = "wh", "DELETE FROM ${outputs.up.sqlquote}"
+	v := newEnv(t, []dag.Task{up, down}, envOpts{conns: map[string]runner.Connection{"wh": {Name: "wh", Type: "sqlite", DSN: path}}})
+	req := rangeReq("up", "2025-05-01", "2025-05-01")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: 1}
+	if got := v.wait(v.submit(req).ID); got.State != store.BatchFailed {
+		t.Fatalf("backfill = %s, want failed", got.State)
+	}
+	in := byTaskDate(v.instances(1))["p.down 2025-05-01"]
+	if !strings.Contains(in.Error, "stands where a name does, and is not one") {
+		t.Errorf("error = %q", in.Error)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("SELECT x FROM t"); err != nil {
+		t.Errorf("table t: %v", err)
+	}
+}

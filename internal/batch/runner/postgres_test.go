@@ -192,3 +192,41 @@ func TestPostgresTagChecked(t *testing.T) {
 		t.Fatal("CancelSQL accepted an empty tag, which would match untagged sessions")
 	}
 }
+
+// Statements with arguments run one by one with the extended protocol,
+// between groups of plain statements (a DO block among them); arguments
+// arrive as data, numbering and error lines follow the whole script.
+func TestPostgresStatementsWithArguments(t *testing.T) {
+	t.Parallel()
+	db, conn := pgDB(t, "CREATE TABLE t(a int); CREATE TABLE got(v text, d date)")
+	value := "'); DROP TABLE t; --\nünï"
+	log := NewLog(0)
+	res := Run(context.Background(), Spec{Type: TypeSQL, Conn: conn, Tag: "tidemark-args", Statements: []Statement{
+		{SQL: "DO $$ BEGIN RAISE NOTICE 'before'; END $$; INSERT INTO t VALUES (1);", Line: 1},
+		{SQL: "\nINSERT INTO got VALUES ($1, $2);", Args: []string{value, "2025-01-02"}, Line: 1},
+		{SQL: "\nSELECT v AS got FROM got WHERE d = $1", Args: []string{"2025-01-02"}, Line: 2},
+	}}, log, nil)
+	if res.Err != nil {
+		t.Fatalf("result %+v, log %q", res, log)
+	}
+	if res.Outputs["got"] != value {
+		t.Errorf("outputs %q", res.Outputs)
+	}
+	for _, line := range []string{"NOTICE: before\n", "statement 2: INSERT 0 1\n", "statement 3: INSERT 0 1\n", "statement 4: SELECT 1\n"} {
+		if !strings.Contains(log.String(), line) {
+			t.Errorf("log %q lacks %q", log, line)
+		}
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("table t: %d, %v", n, err)
+	}
+
+	res = Run(context.Background(), Spec{Type: TypeSQL, Conn: conn, Tag: "tidemark-args-err", Statements: []Statement{
+		{SQL: "SELECT 1;", Line: 1},
+		{SQL: "\n\nINSERT INTO missing VALUES ($1)", Args: []string{"x"}, Line: 1},
+	}}, nil, nil)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "statement 2 (line 3): ") {
+		t.Fatalf("error %v, want statement 2 on line 3", res.Err)
+	}
+}
