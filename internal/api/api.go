@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"sort"
@@ -42,12 +43,14 @@ type Server struct {
 	// patterns of the registered routes
 	patterns []string
 	now      func() time.Time
+	hosts    hostPolicy
+	timeouts Timeouts
 }
 
 // New builds the API over the daemon's streams, batch engine (nil when no
 // tasks are configured) and store.
 func New(streams []*stream.Stream, batch *engine.Engine, st *store.Store, tokens []config.Token, log *slog.Logger, opts ...Option) *Server {
-	s := &Server{streams: map[string]*stream.Stream{}, batch: batch, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
+	s := &Server{streams: map[string]*stream.Stream{}, batch: batch, st: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now, timeouts: DefaultTimeouts}
 	for _, o := range opts {
 		o(s)
 	}
@@ -70,23 +73,25 @@ func (s *Server) routes() {
 	s.route("GET /readyz", s.readyz)
 	s.route("GET /metrics", s.metrics.Handler().ServeHTTP)
 	s.route("GET /api/v1/openapi.yaml", s.serveOpenAPI)
-	s.handle("GET /api/v1/streams", s.listStreams)
-	s.handle("GET /api/v1/streams/{stream}", s.streamAction(http.StatusOK, nil))
-	s.handle("POST /api/v1/streams/{stream}/pause", s.streamAction(http.StatusAccepted, (*stream.Stream).Pause))
-	s.handle("POST /api/v1/streams/{stream}/resume", s.streamAction(http.StatusAccepted, (*stream.Stream).Resume))
-	s.handle("POST /api/v1/streams/{stream}/reset", s.streamAction(http.StatusAccepted, (*stream.Stream).Reset))
-	s.handle("GET /api/v1/streams/{stream}/objects", s.listObjects)
-	s.handle("POST /api/v1/streams/{stream}/backfills", s.initiate)
-	s.handle("POST /api/v1/streams/{stream}/backfills/stop", s.stop)
-	s.handle("GET /api/v1/streams/{stream}/runs/{id}", s.getRun)
-	s.handle("POST /api/v1/streams/{stream}/runs/{id}/stop", s.stopRun)
-	s.handle("POST /api/v1/streams/{stream}/verify", s.verify)
-	s.handle("GET /api/v1/streams/{stream}/estimate", s.estimate)
-	s.handle("GET /api/v1/backfills", s.listBackfills)
-	s.handle("GET /api/v1/backfills/{id}", s.getBackfill)
-	s.handle("PATCH /api/v1/backfills/{id}", s.setRate)
-	s.handle("GET /api/v1/events", s.events)
-	s.handle("GET /api/v1/audit", s.audit)
+	s.handle("GET /api/v1/whoami", viewer, s.whoami)
+	s.handle("GET /api/v1/streams", viewer, s.listStreams)
+	s.handle("GET /api/v1/streams/{stream}", viewer, s.streamAction(http.StatusOK, nil))
+	s.handle("POST /api/v1/streams/{stream}/pause", admin, s.streamAction(http.StatusAccepted, (*stream.Stream).Pause))
+	s.handle("POST /api/v1/streams/{stream}/resume", admin, s.streamAction(http.StatusAccepted, (*stream.Stream).Resume))
+	s.handle("POST /api/v1/streams/{stream}/reset", admin, s.streamAction(http.StatusAccepted, (*stream.Stream).Reset))
+	s.handle("GET /api/v1/streams/{stream}/objects", viewer, s.listObjects)
+	// A filter or a column subset needs admin; initiate checks.
+	s.handle("POST /api/v1/streams/{stream}/backfills", operator, s.initiate)
+	s.handle("POST /api/v1/streams/{stream}/backfills/stop", operator, s.stop)
+	s.handle("GET /api/v1/streams/{stream}/runs/{id}", viewer, s.getRun)
+	s.handle("POST /api/v1/streams/{stream}/runs/{id}/stop", operator, s.stopRun)
+	s.handle("POST /api/v1/streams/{stream}/verify", operator, s.verify)
+	s.handle("GET /api/v1/streams/{stream}/estimate", viewer, s.estimate)
+	s.handle("GET /api/v1/backfills", viewer, s.listBackfills)
+	s.handle("GET /api/v1/backfills/{id}", viewer, s.getBackfill)
+	s.handle("PATCH /api/v1/backfills/{id}", operator, s.setRate)
+	s.handle("GET /api/v1/events", viewer, s.events)
+	s.handle("GET /api/v1/audit", viewer, s.audit)
 	s.batchRoutes()
 	// The console is not part of the API (nor of its OpenAPI document): it
 	// is static files calling the API like any client.
@@ -102,7 +107,21 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler. A path with empty, "." or ".."
 // segments (or no path, or "*") gets a JSON 404 here: the mux would answer
 // it with an HTML redirect or a bare 400.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+//
+// Before routing, every request passes checkRequest (Host, Origin, body
+// type); a body has timeouts.Body to arrive and a response timeouts.Write
+// to be taken; a handler's panic is answered with a 500 and logged.
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &guardedWriter{ResponseWriter: rw, write: s.timeouts.Write}
+	// A kept-alive connection keeps the previous response's deadline; this
+	// response sets its own when it starts.
+	_ = http.NewResponseController(rw).SetWriteDeadline(time.Time{})
+	defer s.recoverPanic(w, r)
+	if e := s.checkRequest(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	s.limitBody(rw, r)
 	p := r.URL.EscapedPath()
 	clean := path.Clean(p)
 	if strings.HasSuffix(p, "/") && clean != "/" {
@@ -136,13 +155,25 @@ func (s *Server) route(pattern string, h http.HandlerFunc) {
 // registration order: the OpenAPI document must describe exactly these.
 func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
-// handle wraps a handler with authentication and error rendering.
-func (s *Server) handle(pattern string, h handlerFunc) {
+// The roles a route may need, as handle takes them.
+const (
+	viewer   = config.RoleViewer
+	operator = config.RoleOperator
+	admin    = config.RoleAdmin
+)
+
+// handle registers a route that needs a token of at least role need (when
+// tokens are configured), and renders its errors.
+func (s *Server) handle(pattern string, need config.Role, h handlerFunc) {
 	s.route(pattern, func(w http.ResponseWriter, r *http.Request) {
-		who, err := s.authenticate(r)
+		c, err := s.authenticate(r)
 		if err == nil {
+			err = c.require(need, "")
+		}
+		if err == nil {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-			err = h(w, r, who)
+			err = h(w, r, c.who)
 		}
 		if err != nil {
 			var apiErr *Error
@@ -157,27 +188,73 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 	})
 }
 
-// authenticate returns who is calling: "api:<token name>" (or "cli:…",
-// "console:…" for the CLI and the console), or "api"/"cli"/"console" when no
-// tokens are configured (the daemon then listens on loopback only).
-func (s *Server) authenticate(r *http.Request) (string, error) {
+// caller is who sends a request: who as started_by records it, the token's
+// name (empty without tokens) and its role.
+type caller struct {
+	who  string
+	name string
+	role config.Role
+}
+
+type callerKey struct{}
+
+// callerOf is the caller handle authenticated.
+func callerOf(r *http.Request) caller {
+	c, _ := r.Context().Value(callerKey{}).(caller)
+	return c
+}
+
+// require refuses the caller unless its role allows need; what, if not
+// empty, says what needs it.
+func (c caller) require(need config.Role, what string) error {
+	if c.role.Allows(need) {
+		return nil
+	}
+	if what == "" {
+		what = "this request"
+	}
+	return &Error{Status: http.StatusForbidden, Code: "forbidden",
+		Message: fmt.Sprintf("%s needs the %s role; the token %q has the %s role: use a token with the %s role (api.tokens[].role)", what, need, c.name, c.role, need)}
+}
+
+// authenticate returns the caller: who is "api:<token name>" (or "cli:…",
+// "console:…" for the CLI and the console), or "api"/"cli"/"console" with
+// the admin role when no tokens are configured (the daemon then listens on
+// loopback only).
+func (s *Server) authenticate(r *http.Request) (caller, error) {
 	client := "api"
 	switch h := r.Header.Get("X-Tidemark-Client"); h {
 	case "cli", "console":
 		client = h
 	}
 	if len(s.tokens) == 0 {
-		return client, nil
+		return caller{who: client, role: config.RoleAdmin}, nil
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if ok {
 		for _, t := range s.tokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(t.Token)) == 1 {
-				return client + ":" + t.Name, nil
+				return caller{who: client + ":" + t.Name, name: t.Name, role: t.Role}, nil
 			}
 		}
 	}
-	return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send a valid API token as `Authorization: Bearer TOKEN` (the CLI reads TIDEMARK_TOKEN)"}
+	return caller{}, &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send a valid API token as `Authorization: Bearer TOKEN` (the CLI reads TIDEMARK_TOKEN)"}
+}
+
+// Whoami is the body of GET /api/v1/whoami.
+type Whoami struct {
+	// Name is the token's, empty when no tokens are configured.
+	Name string `json:"name"`
+	// Role is the token's, admin when no tokens are configured.
+	Role config.Role `json:"role"`
+}
+
+// whoami answers the caller's token name and role, so that the console
+// offers only what the role may do.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request, _ string) error {
+	c := callerOf(r)
+	writeJSON(w, http.StatusOK, Whoami{Name: c.name, Role: c.role})
+	return nil
 }
 
 func classify(err error) *Error {
@@ -194,6 +271,9 @@ func classify(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "not_running", Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "canceled", Message: "the request was canceled"}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &Error{Status: http.StatusRequestTimeout, Code: "timeout", Message: "the request body did not arrive in time: send it at once"}
 	}
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
@@ -223,7 +303,7 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
+		if errors.As(err, &maxErr) || errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
 		return badRequest("invalid JSON body: %v", err)

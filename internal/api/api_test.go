@@ -316,7 +316,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestAuthTokens(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{backfill: "{mode: manual}", api: "{tokens: [{name: ci, token: tok-ci}, {name: ops, token: tok-ops}]}",
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", api: "{tokens: [{name: ci, token: tok-ci, role: operator}, {name: ops, token: tok-ops, role: operator}]}",
 		setup: `CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY);`})
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer tok", "Bearer tok-ci-x", "bearer tok-ci", "Basic dG9rLWNpOg==", "tok-ci"} {
 		for _, r := range [][2]string{{"GET", "/api/v1/streams"}, {"POST", "/api/v1/streams/" + e.name + "/backfills"}, {"GET", "/api/v1/events"}} {

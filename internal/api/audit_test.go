@@ -266,7 +266,7 @@ func (e *env) backfill(id int64) store.Backfill {
 // The audit route asks for a token like the others.
 func TestAuditNeedsToken(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{backfill: "{mode: manual}", api: "{tokens: [{name: ci, token: tok-ci}]}"})
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", api: "{tokens: [{name: ci, token: tok-ci, role: viewer}]}"})
 	e.fails(http.StatusUnauthorized, "unauthorized", "GET", "/api/v1/audit", "")
 	e.fails(http.StatusUnauthorized, "unauthorized", "GET", "/api/v1/audit?format=csv", "", "Authorization", "Bearer nope")
 	var recs []auditRow

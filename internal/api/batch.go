@@ -19,22 +19,22 @@ import (
 
 // The batch routes: recurring tasks, their DAG and their backfills.
 func (s *Server) batchRoutes() {
-	s.handle("GET /api/v1/tasks", s.listTasks)
-	s.handle("GET /api/v1/tasks/{task}", s.getTask)
-	s.handle("POST /api/v1/batch/preview", s.previewBatch)
-	s.handle("POST /api/v1/batch/backfills", s.submitBatch)
-	s.handle("GET /api/v1/batch/backfills", s.listBatch)
-	s.handle("GET /api/v1/batch/backfills/{id}", s.getBatch)
-	s.handle("POST /api/v1/batch/backfills/{id}/stop", s.stopBatch)
-	s.handle("POST /api/v1/batch/backfills/{id}/rerun", s.rerunBatch)
-	s.handle("GET /api/v1/batch/backfills/{id}/instances", s.listInstances)
-	s.handle("GET /api/v1/batch/backfills/{id}/nodes.csv", s.exportNodes)
-	s.handle("GET /api/v1/batch/instances", s.listInstances)
-	s.handle("GET /api/v1/batch/instances/{id}", s.getInstance)
-	s.handle("GET /api/v1/batch/instances/{id}/log", s.instanceLog)
-	s.handle("POST /api/v1/batch/instances/{id}/stop", s.instanceAction)
-	s.handle("POST /api/v1/batch/instances/{id}/rerun", s.instanceAction)
-	s.handle("POST /api/v1/batch/instances/{id}/mark-succeeded", s.instanceAction)
+	s.handle("GET /api/v1/tasks", viewer, s.listTasks)
+	s.handle("GET /api/v1/tasks/{task}", viewer, s.getTask)
+	s.handle("POST /api/v1/batch/preview", operator, s.previewBatch)
+	s.handle("POST /api/v1/batch/backfills", operator, s.submitBatch)
+	s.handle("GET /api/v1/batch/backfills", viewer, s.listBatch)
+	s.handle("GET /api/v1/batch/backfills/{id}", viewer, s.getBatch)
+	s.handle("POST /api/v1/batch/backfills/{id}/stop", operator, s.stopBatch)
+	s.handle("POST /api/v1/batch/backfills/{id}/rerun", operator, s.rerunBatch)
+	s.handle("GET /api/v1/batch/backfills/{id}/instances", viewer, s.listInstances)
+	s.handle("GET /api/v1/batch/backfills/{id}/nodes.csv", viewer, s.exportNodes)
+	s.handle("GET /api/v1/batch/instances", viewer, s.listInstances)
+	s.handle("GET /api/v1/batch/instances/{id}", viewer, s.getInstance)
+	s.handle("GET /api/v1/batch/instances/{id}/log", viewer, s.instanceLog)
+	s.handle("POST /api/v1/batch/instances/{id}/stop", operator, s.instanceAction)
+	s.handle("POST /api/v1/batch/instances/{id}/rerun", operator, s.instanceAction)
+	s.handle("POST /api/v1/batch/instances/{id}/mark-succeeded", operator, s.instanceAction)
 }
 
 func (s *Server) engine() (*engine.Engine, error) {

@@ -28,7 +28,10 @@ import (
 // unreachable and Run is never called), with objects recorded as a first
 // start in manual mode would, so initiate and stop reach the store, and a
 // running batch engine over three no-op tasks, with metrics.
-func idleServer(tb testing.TB, tokens []config.Token) *api.Server {
+//
+// Requests built with httptest.NewRequest name the host example.com, which
+// the server allows; opts come after that.
+func idleServer(tb testing.TB, tokens []config.Token, opts ...api.Option) *api.Server {
 	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
@@ -76,7 +79,8 @@ tasks:
 	if err := reg.Register(metrics.NewCollector(metrics.Sources{Streams: streams, Store: st, Batch: true})); err != nil {
 		tb.Fatal(err)
 	}
-	return api.New(streams, idleEngine(tb, cfg, st, log), st, tokens, log, api.WithMetrics(reg))
+	opts = append([]api.Option{api.WithMetrics(reg), api.WithHosts("127.0.0.1:0", []string{"example.com"})}, opts...)
+	return api.New(streams, idleEngine(tb, cfg, st, log), st, tokens, log, opts...)
 }
 
 // idleEngine runs a batch engine over the configuration's tasks until the
@@ -193,8 +197,9 @@ func FuzzAPIRequests(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
 		// The request as the HTTP server would read it from the wire; what
-		// it would reject never reaches the API.
-		raw := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: tidemark\r\nContent-Length: %d\r\n\r\n", method, path, len(body))
+		// it would reject never reaches the API. It comes from loopback with
+		// a JSON body, as the CLI's do, so that it reaches the handlers.
+		raw := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: 127.0.0.1:7420\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", method, path, len(body))
 		req, err := http.ReadRequest(bufio.NewReader(io.MultiReader(strings.NewReader(raw), bytes.NewReader(body))))
 		if err != nil {
 			return // not a request the server would accept from the wire

@@ -136,6 +136,13 @@ func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) er
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	// A filter or a column subset chooses which rows and columns are
+	// overwritten: it is the admin's to decide.
+	if req.Filter != "" || req.Columns != nil {
+		if err := callerOf(r).require(config.RoleAdmin, "a backfill with a filter or columns"); err != nil {
+			return err
+		}
+	}
 	ids, err := parseObjects(req.Objects)
 	if err != nil {
 		return err
@@ -363,12 +370,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
+	// The stream lasts: the write timeout bounds each event, not the whole.
+	rc := http.NewResponseController(w)
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
 		case ev := <-merged:
 			data, _ := json.Marshal(ev)
+			if s.timeouts.Write > 0 {
+				_ = rc.SetWriteDeadline(time.Now().Add(s.timeouts.Write))
+			}
 			fmt.Fprintf(w, "data: %s\n\n", data)
 			flusher.Flush()
 		}

@@ -270,8 +270,14 @@ func (e *env) do(method, path, body string, headers ...string) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // as every client sends; headers may replace it
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
+	}
+	if h := req.Header.Get("Host"); h != "" {
+		req.Host = h // the client sends req.Host, never a Host header
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {

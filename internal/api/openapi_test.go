@@ -142,7 +142,7 @@ func pathParams(path string) []string {
 // tokens, that exactly the operations documented as open answer without
 // 401.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
-	srv := idleServer(t, []config.Token{{Name: "ci", Token: "s3cret"}})
+	srv := idleServer(t, []config.Token{{Name: "ci", Token: "s3cret", Role: config.RoleViewer}})
 	d := openapiDoc(t)
 	ops := d.operations()
 	routed := map[string]bool{}
@@ -212,7 +212,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 // The daemon's API serves the embedded document without a token even when
 // tokens are configured.
 func TestOpenAPIServedWithoutToken(t *testing.T) {
-	srv := api.New(nil, nil, nil, []config.Token{{Name: "ci", Token: "s3cret"}}, slog.New(slog.DiscardHandler))
+	srv := api.New(nil, nil, nil, []config.Token{{Name: "ci", Token: "s3cret", Role: config.RoleViewer}}, slog.New(slog.DiscardHandler))
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	get := func(path string, headers ...string) (*http.Response, []byte) {
@@ -500,7 +500,11 @@ func TestOpenAPIDescribesResponses(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder(), flushed: cancel}
-		srv.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, method, target, strings.NewReader(body)))
+		req := httptest.NewRequestWithContext(ctx, method, target, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		srv.ServeHTTP(rec, req)
 		path, _, _ := strings.Cut(target, "?")
 		key, op := matchOperation(ops, method, path)
 		if op == nil {

@@ -217,7 +217,12 @@ func (b *builder) config(r *rawConfig) *Config {
 		c.API.Tokens = append(c.API.Tokens, Token{
 			Name:  b.str(p+".name", t.Name, ""),
 			Token: b.str(p+".token", t.Token, ""),
+			Role:  Role(b.str(p+".role", t.Role, "")),
 		})
+	}
+	for i, h := range r.API.AllowedHosts {
+		v, _ := b.text(fmt.Sprintf("api.allowed_hosts[%d]", i), h)
+		c.API.AllowedHosts = append(c.API.AllowedHosts, v)
 	}
 	for i := range r.Streams {
 		c.Streams = append(c.Streams, b.stream(fmt.Sprintf("streams[%d]", i), &r.Streams[i]))

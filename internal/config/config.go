@@ -35,6 +35,9 @@ const (
 	EnvMetadata = "TIDEMARK_METADATA"  // replaces metadata
 	EnvListen   = "TIDEMARK_LISTEN"    // replaces api.listen
 	EnvAPIToken = "TIDEMARK_API_TOKEN" // adds an API token named EnvTokenName
+	// EnvAPITokenRole is the role of EnvAPIToken's token, DefaultEnvTokenRole
+	// when unset.
+	EnvAPITokenRole = "TIDEMARK_API_TOKEN_ROLE"
 )
 
 // EnvTokenName is the name of the API token that EnvAPIToken adds.
@@ -120,13 +123,17 @@ type Connection struct {
 // API configures the HTTP API.
 type API struct {
 	Listen string // host:port
-	Tokens []Token
+	// AllowedHosts are the host names, IP addresses and IP networks (CIDR)
+	// a request's Host may name besides loopback and the listen host.
+	AllowedHosts []string
+	Tokens       []Token
 }
 
 // Token is one bearer token the API accepts, named for audit logs.
 type Token struct {
 	Name  string
 	Token string
+	Role  Role
 }
 
 // Log configures logging.

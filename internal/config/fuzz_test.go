@@ -14,8 +14,9 @@ var fuzzSeeds = []string{
 metadata: postgres://meta@db/tidemark
 api:
   listen: 0.0.0.0:8080
+  allowed_hosts: [tidemark.example.com]
   tokens:
-    - {name: ci, token: "${CI_TOKEN}"}
+    - {name: ci, token: "${CI_TOKEN}", role: operator}
 log: {level: debug, format: json}
 streams:
   - &base

@@ -39,7 +39,8 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 	if fatal {
 		return nil, &ValidationError{Problems: problems}
 	}
-	origins := applyEnv(&raw, env)
+	origins, envProblems := applyEnv(&raw, env)
+	problems = append(problems, envProblems...)
 	b := &builder{env: env}
 	cfg := b.config(&raw)
 	problems = append(problems, b.problems...)
@@ -63,9 +64,11 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 		return cmp.Or(cmp.Compare(ak, bk), cmp.Compare(ae, be))
 	})
 	for i, p := range problems {
+		// The longest key wins: api.tokens[N].role over api.tokens[N].
+		longest := ""
 		for path, name := range origins {
-			if p.Path == path || strings.HasPrefix(p.Path, path+".") {
-				problems[i].Path = name
+			if (p.Path == path || strings.HasPrefix(p.Path, path+".")) && len(path) > len(longest) {
+				longest, problems[i].Path = path, name
 			}
 		}
 	}
@@ -105,9 +108,10 @@ func related(path string, broken []string) bool {
 }
 
 // applyEnv applies the environment overrides; an empty variable counts as
-// unset. It returns the key paths it set with the variable that set them.
-func applyEnv(raw *rawConfig, env func(string) (string, bool)) map[string]string {
-	origins := map[string]string{}
+// unset. It returns the key paths it set with the variable that set them,
+// and the problems of variables that cannot apply.
+func applyEnv(raw *rawConfig, env func(string) (string, bool)) (origins map[string]string, problems []Problem) {
+	origins = map[string]string{}
 	lookup := func(name string) (scalar, bool) {
 		v, ok := env(name)
 		return scalar{Value: v, Set: true, Env: name}, ok && v != ""
@@ -120,14 +124,24 @@ func applyEnv(raw *rawConfig, env func(string) (string, bool)) map[string]string
 		raw.API.Listen = s
 		origins["api.listen"] = EnvListen
 	}
+	role, roleSet := lookup(EnvAPITokenRole)
 	if s, ok := lookup(EnvAPIToken); ok {
-		origins[fmt.Sprintf("api.tokens[%d]", len(raw.API.Tokens))] = EnvAPIToken
+		p := fmt.Sprintf("api.tokens[%d]", len(raw.API.Tokens))
+		origins[p] = EnvAPIToken
+		if roleSet {
+			origins[p+".role"] = EnvAPITokenRole
+		} else {
+			role = scalar{Value: string(DefaultEnvTokenRole), Set: true, Env: EnvAPIToken}
+		}
 		raw.API.Tokens = append(raw.API.Tokens, rawToken{
 			Name:  scalar{Value: EnvTokenName, Set: true, Env: EnvAPIToken},
 			Token: s,
+			Role:  role,
 		})
+	} else if roleSet {
+		problems = append(problems, Problem{EnvAPITokenRole, "set without " + EnvAPIToken + ": set the token too, or unset " + EnvAPITokenRole})
 	}
-	return origins
+	return origins, problems
 }
 
 // expand replaces ${NAME} and ${NAME:-default} in s with the variable's

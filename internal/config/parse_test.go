@@ -115,9 +115,10 @@ func TestFullConfig(t *testing.T) {
 metadata: postgres://meta@db/tidemark
 api:
   listen: 0.0.0.0:8080
+  allowed_hosts: [tidemark.example.com, 10.0.0.0/8, 192.168.1.5, "::1"]
   tokens:
-    - {name: ci, token: "${CI_TOKEN}"}
-    - {name: ops, token: literal-token}
+    - {name: ci, token: "${CI_TOKEN}", role: operator}
+    - {name: ops, token: literal-token, role: admin}
 log: {level: debug, format: json}
 streams:
   - name: shop
@@ -175,7 +176,7 @@ streams:
 		cfg.Log != (Log{Level: "debug", Format: "json"}) || cfg.Log.SlogLevel() != slog.LevelDebug {
 		t.Errorf("top level: %+v", cfg)
 	}
-	wantTokens := []Token{{Name: "ci", Token: "ci-secret"}, {Name: "ops", Token: "literal-token"}}
+	wantTokens := []Token{{Name: "ci", Token: "ci-secret", Role: RoleOperator}, {Name: "ops", Token: "literal-token", Role: RoleAdmin}}
 	if !reflect.DeepEqual(cfg.API.Tokens, wantTokens) {
 		t.Errorf("tokens = %+v", cfg.API.Tokens)
 	}
@@ -256,12 +257,12 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	cfg := mustParse(t, `
 metadata: sqlite://${UNSET_BUT_OVERRIDDEN}
-api: {listen: "127.0.0.1:1", tokens: [{name: ci, token: t1}]}
+api: {listen: "127.0.0.1:1", allowed_hosts: [tidemark.example.com], tokens: [{name: ci, token: t1, role: viewer}]}
 `+minimalYAML[1:], env)
 	if cfg.Metadata != env[EnvMetadata] || cfg.API.Listen != ":9000" {
 		t.Errorf("metadata %q, listen %q", cfg.Metadata, cfg.API.Listen)
 	}
-	want := []Token{{Name: "ci", Token: "t1"}, {Name: "env", Token: "from-env-${NOT_EXPANDED}"}}
+	want := []Token{{Name: "ci", Token: "t1", Role: RoleViewer}, {Name: "env", Token: "from-env-${NOT_EXPANDED}", Role: DefaultEnvTokenRole}}
 	if !reflect.DeepEqual(cfg.API.Tokens, want) {
 		t.Errorf("tokens = %+v, want %+v", cfg.API.Tokens, want)
 	}
@@ -276,7 +277,7 @@ api: {listen: "127.0.0.1:1", tokens: [{name: ci, token: t1}]}
 	}
 
 	// Problems with overridden values name the variable.
-	_, err := Parse([]byte(`api: {tokens: [{name: env, token: t1}]}`+minimalYAML), envOf(map[string]string{
+	_, err := Parse([]byte(`api: {tokens: [{name: env, token: t1, role: viewer}]}`+minimalYAML), envOf(map[string]string{
 		EnvMetadata: "mysql://root:secret@db", EnvListen: "nope", EnvAPIToken: "t2",
 	}))
 	wantProblems(t, err,
@@ -284,6 +285,19 @@ api: {listen: "127.0.0.1:1", tokens: [{name: ci, token: t1}]}
 		Problem{EnvListen, `"nope" is not a host:port address: use e.g. 127.0.0.1:7420`},
 		Problem{EnvAPIToken, `"env" is used twice (also api.tokens[0]): token names must be unique (TIDEMARK_API_TOKEN adds a token named "env")`},
 	)
+}
+
+// TIDEMARK_API_TOKEN_ROLE sets the role of TIDEMARK_API_TOKEN's token; a
+// bad role, or a role without the token, names the variable.
+func TestEnvTokenRole(t *testing.T) {
+	cfg := mustParse(t, minimalYAML, map[string]string{EnvAPIToken: "t", EnvAPITokenRole: "viewer"})
+	if want := []Token{{Name: EnvTokenName, Token: "t", Role: RoleViewer}}; !reflect.DeepEqual(cfg.API.Tokens, want) {
+		t.Errorf("tokens = %+v, want %+v", cfg.API.Tokens, want)
+	}
+	_, err := Parse([]byte(minimalYAML), envOf(map[string]string{EnvAPIToken: "t", EnvAPITokenRole: "root"}))
+	wantProblems(t, err, Problem{EnvAPITokenRole, `"root" is not a role: use viewer, operator or admin`})
+	_, err = Parse([]byte(minimalYAML), envOf(map[string]string{EnvAPITokenRole: "viewer"}))
+	wantProblems(t, err, Problem{EnvAPITokenRole, "set without TIDEMARK_API_TOKEN: set the token too, or unset TIDEMARK_API_TOKEN_ROLE"})
 }
 
 func TestLoad(t *testing.T) {

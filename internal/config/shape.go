@@ -30,13 +30,15 @@ type rawConfig struct {
 }
 
 type rawAPI struct {
-	Listen scalar     `yaml:"listen"`
-	Tokens []rawToken `yaml:"tokens"`
+	Listen       scalar     `yaml:"listen"`
+	AllowedHosts []scalar   `yaml:"allowed_hosts"`
+	Tokens       []rawToken `yaml:"tokens"`
 }
 
 type rawToken struct {
 	Name  scalar `yaml:"name"`
 	Token scalar `yaml:"token"`
+	Role  scalar `yaml:"role"`
 }
 
 type rawLog struct {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -250,6 +251,7 @@ func (v *checker) api(a *API) {
 	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		v.add("api.listen", "%q is not a port: use a number from 0 to 65535", shown(port))
 	}
+	v.allowedHosts(a)
 	names := map[string]int{}
 	tokens := map[string]int{}
 	for i, t := range a.Tokens {
@@ -272,7 +274,49 @@ func (v *checker) api(a *API) {
 		} else {
 			tokens[t.Token] = i
 		}
+		if t.Role == "" {
+			v.add(p+".role", "missing: give the token a role: viewer (reads), operator (also starts and stops backfills and batch runs) or admin (also pauses, resumes and resets streams, and filters backfills)")
+		} else if !t.Role.Valid() {
+			v.add(p+".role", "%q is not a role: use viewer, operator or admin", shown(string(t.Role)))
+		}
 	}
+}
+
+// allowedHosts checks api.allowed_hosts, and that a listen address beyond
+// loopback has some: a browser page on another site may otherwise reach
+// the API by rebinding a name of its own to the daemon's address.
+func (v *checker) allowedHosts(a *API) {
+	for i, h := range a.AllowedHosts {
+		p := fmt.Sprintf("api.allowed_hosts[%d]", i)
+		if _, err := netip.ParsePrefix(h); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(h); err == nil {
+			continue
+		}
+		if !hostNameRE.MatchString(h) {
+			v.add(p, "%q is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)", shown(h))
+		}
+	}
+	host, _, err := net.SplitHostPort(a.Listen)
+	if err != nil || LoopbackHost(host) || len(a.AllowedHosts) > 0 {
+		return
+	}
+	v.add("api.allowed_hosts", "api.listen %q is beyond loopback: list the names and addresses clients use to reach the daemon (e.g. allowed_hosts: [tidemark.example.com, 10.0.0.0/8]), or listen on 127.0.0.1", shown(a.Listen))
+}
+
+// hostNameRE is a DNS name: dot-separated labels of letters, digits and
+// hyphens.
+var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+
+// LoopbackHost reports whether host (without port) names this machine's
+// loopback interface: localhost, an address of 127.0.0.0/8 or ::1.
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func (v *checker) stream(p string, s *Stream) {

@@ -63,6 +63,8 @@ type problemCase struct {
 
 var one = streams(nil)
 
+const roleMissing = "missing: give the token a role: viewer (reads), operator (also starts and stops backfills and batch runs) or admin (also pauses, resumes and resets streams, and filters backfills)"
+
 // validationCases cover every check, each with the exact problems reported.
 var validationCases = []problemCase{
 	// Top level.
@@ -78,12 +80,26 @@ var validationCases = []problemCase{
 		`"localhost" is not a host:port address: use e.g. 127.0.0.1:7420`}}},
 	{"listen port", "api: {listen: 'localhost:99999'}\n" + one, []Problem{{"api.listen",
 		`"99999" is not a port: use a number from 0 to 65535`}}},
-	{"token fields", "api: {tokens: [{name: ci}, {token: secret}]}\n" + one, []Problem{
+	{"token fields", "api: {tokens: [{name: ci, role: viewer}, {token: secret, role: admin}]}\n" + one, []Problem{
 		{"api.tokens[0].token", "missing: set the token, e.g. token: ${CI_TOKEN}"},
 		{"api.tokens[1].name", "missing: name the token after its user, e.g. ci"}}},
-	{"token twice", "api: {tokens: [{name: ci, token: secret}, {name: ci, token: secret}]}\n" + one, []Problem{
+	{"token twice", "api: {tokens: [{name: ci, token: secret, role: viewer}, {name: ci, token: secret, role: viewer}]}\n" + one, []Problem{
 		{"api.tokens[1].name", `"ci" is used twice (also api.tokens[0]): token names must be unique`},
 		{"api.tokens[1].token", "same token as api.tokens[0]: give every user a token of its own"}}},
+	{"token roles", "api: {tokens: [{name: a, token: secret-a}, {name: b, token: secret-b, role: root}, {name: c, token: secret-c, role: Admin}]}\n" + one, []Problem{
+		{"api.tokens[0].role", roleMissing},
+		{"api.tokens[1].role", `"root" is not a role: use viewer, operator or admin`},
+		{"api.tokens[2].role", `"Admin" is not a role: use viewer, operator or admin`}}},
+	{"listen beyond loopback", "api: {listen: ':7420'}\n" + one, []Problem{{"api.allowed_hosts",
+		`api.listen ":7420" is beyond loopback: list the names and addresses clients use to reach the daemon (e.g. allowed_hosts: [tidemark.example.com, 10.0.0.0/8]), or listen on 127.0.0.1`}}},
+	{"listen on an address", "api: {listen: '10.1.2.3:7420', allowed_hosts: []}\n" + one, []Problem{{"api.allowed_hosts",
+		`api.listen "10.1.2.3:7420" is beyond loopback: list the names and addresses clients use to reach the daemon (e.g. allowed_hosts: [tidemark.example.com, 10.0.0.0/8]), or listen on 127.0.0.1`}}},
+	{"allowed hosts", "api: {listen: '0.0.0.0:7420', allowed_hosts: ['http://x.example', 'x.example:7420', '', 'a b', 'ok.example', '10.0.0.0/33', 'fe80::1']}\n" + one, []Problem{
+		{"api.allowed_hosts[0]", `"http://x.example" is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)`},
+		{"api.allowed_hosts[1]", `"x.example:7420" is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)`},
+		{"api.allowed_hosts[2]", `"" is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)`},
+		{"api.allowed_hosts[3]", `"a b" is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)`},
+		{"api.allowed_hosts[5]", `"10.0.0.0/33" is not a host name, an IP address or an IP network: write a name as clients type it, without scheme or port (tidemark.example.com), an address (10.0.0.5) or a network (10.0.0.0/8)`}}},
 	{"log", "log: {level: trace, format: xml}\n" + one, []Problem{
 		{"log.level", `"trace" is not supported: use debug, info, warn or error`},
 		{"log.format", `"xml" is not supported: use auto, json or text`}}},
@@ -285,9 +301,10 @@ streams:
 		{"streams[0].destination.type", "missing: use postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"},
 		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
-	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a}\n    - {name: ci, token: b}\n" + one, []Problem{
+	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a, role: viewer}\n    - {name: ci, token: b, role: viewer}\n" + one, []Problem{
 		{"api.tokens[0].name", "missing: name the token after its user, e.g. ci"},
 		{"api.tokens[0].token", "missing: set the token, e.g. token: ${CI_TOKEN}"},
+		{"api.tokens[0].role", roleMissing},
 		{"api.tokens[2].name", `"ci" is used twice (also api.tokens[1]): token names must be unique`}}},
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
 		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, slot, status_interval, wal_warn_bytes"},

@@ -68,7 +68,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 		st.Close()
 		return nil, err
 	}
-	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, api.WithMetrics(d.metrics))
+	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, api.WithMetrics(d.metrics),
+		api.WithHosts(cfg.API.Listen, cfg.API.AllowedHosts))
 	return d, nil
 }
 
@@ -138,8 +139,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Addr = ln.Addr().String()
 	g, gctx := errgroup.WithContext(ctx)
 	// Request contexts end with the daemon, so event streams let go.
-	srv := &http.Server{Handler: d.api, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return gctx }}
+	srv := d.api.HTTPServer()
+	srv.BaseContext = func(net.Listener) context.Context { return gctx }
 	g.Go(func() error {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve API: %w", err)

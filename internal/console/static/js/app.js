@@ -2,7 +2,7 @@
 // the token prompt. Each page is render(main, params, ctx); ctx.onEvent
 // subscribes to pushed events until the user leaves the page, and
 // ctx.every runs a refresh on an interval until then.
-import { auth, bus, runEvents } from "./api.js";
+import { auth, bus, get, runEvents } from "./api.js";
 import { dialog, field, h, replace, userZone, errorBox } from "./ui.js";
 import { streamsPage, streamPage, objectPage } from "./streams.js";
 import { tasksPage, taskPage } from "./tasks.js";
@@ -80,6 +80,17 @@ document.getElementById("tz").textContent = userZone;
 // Tests and the curious read the pushed events here.
 window.tidemark = { events: bus.history, bus };
 
+// The caller's role (body data-role): app.css hides the actions marked
+// data-need with a higher role. Until it is known nothing is hidden.
+async function loadRole() {
+  try {
+    document.body.dataset.role = (await get("/api/v1/whoami")).role;
+  } catch (e) {
+    // the pages show what failed
+  }
+}
+
 window.addEventListener("hashchange", show);
 show();
+loadRole();
 runEvents();

@@ -138,8 +138,8 @@ export async function batchPage(main, [id], ctx) {
   const byID = new Map(tasks.map((t) => [t.id, t]));
   const zone = (task) => (byID.get(task) || {}).timezone || "UTC";
   const headState = h("span", { class: "bf-state" });
-  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop-backfill" }, onclick: stop }, "Stop");
-  const rerunBtn = h("button", { type: "button", class: "btn", dataset: { action: "rerun-backfill" }, onclick: rerun }, "Re-run failed");
+  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop-backfill", need: "operator" }, onclick: stop }, "Stop");
+  const rerunBtn = h("button", { type: "button", class: "btn", dataset: { action: "rerun-backfill", need: "operator" }, onclick: rerun }, "Re-run failed");
   const csvBtn = h("button", { type: "button", class: "btn", dataset: { action: "export" }, title: "The backfill's selected tasks as CSV", onclick: () => downloadCSV(id) }, "nodes.csv");
   const content = page(main, { title: b.name, crumbs: [["Batch backfills", "#/batch"], ["#" + id]], actions: [headState, csvBtn, rerunBtn, stopBtn] });
   const summary = h("div", {});

@@ -315,7 +315,7 @@ export async function openBackfillDialog(taskID, tasks) {
 
   function showConfirm(e) {
     for (const old of preview.querySelectorAll(".confirm-box")) old.remove();
-    const go = h("button", { type: "button", class: "btn primary", dataset: { action: "confirm-submit" }, onclick: () => {
+    const go = h("button", { type: "button", class: "btn primary", dataset: { action: "confirm-submit", need: "operator" }, onclick: () => {
       f.confirm.checked = true;
       dlg().querySelector('button[data-action="submit"]').click();
     } }, "Confirm and submit");

@@ -17,9 +17,9 @@ export async function objectPage(main, [name, object], ctx) {
     rows: new Map(), // id → {tr, err, sig}
   };
 
-  const initBtn = h("button", { type: "button", class: "btn primary", dataset: { action: "initiate" }, disabled: true, onclick: () => act("initiate") }, "Initiate backfill");
-  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop" }, disabled: true, onclick: () => act("stop") }, "Stop backfill");
-  const rateBtn = h("button", { type: "button", class: "btn", dataset: { action: "rate" }, disabled: true, onclick: () => setRate() }, "Rate limit…");
+  const initBtn = h("button", { type: "button", class: "btn primary", dataset: { action: "initiate", need: "operator" }, disabled: true, onclick: () => act("initiate") }, "Initiate backfill");
+  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop", need: "operator" }, disabled: true, onclick: () => act("stop") }, "Stop backfill");
+  const rateBtn = h("button", { type: "button", class: "btn", dataset: { action: "rate", need: "operator" }, disabled: true, onclick: () => setRate() }, "Rate limit…");
   const content = page(main, { title: object, crumbs: [["Streams", "#/streams"], [name, streamHref(name)]], actions: [rateBtn, initBtn, stopBtn] });
   const facts = h("div", { class: "sk-facts" });
   const cols = h("div", { class: "sk-colpanel" });

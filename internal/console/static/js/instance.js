@@ -45,7 +45,7 @@ export async function act(inst, action, done) {
 export function actionButtons(inst, backfillState, done) {
   const ok = allowed(inst, backfillState);
   return [["stop", "Stop", "danger"], ["rerun", "Re-run", ""], ["mark-succeeded", "Mark succeeded", ""]].map(([a, l, kind]) =>
-    h("button", { type: "button", class: "btn small " + kind, dataset: { action: a }, disabled: !ok[a], title: ok[a] ? null : why[a], onclick: () => act(inst, a, done) }, l));
+    h("button", { type: "button", class: "btn small " + kind, dataset: { action: a, need: "operator" }, disabled: !ok[a], title: ok[a] ? null : why[a], onclick: () => act(inst, a, done) }, l));
 }
 
 // zoned shows an instant in the task's zone with the user's beside it.

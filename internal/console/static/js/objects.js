@@ -35,8 +35,8 @@ export async function streamPage(main, [name], ctx) {
   const statusFilter = select("status", [["", "Any status"], ...statuses.map((v) => [v, v === "-" ? "- (no backfill)" : v])], "");
   statusFilter.addEventListener("change", () => applyFilter());
   const selInfo = h("span", { class: "sk-selinfo" });
-  const initBtn = h("button", { type: "button", class: "btn primary", dataset: { action: "initiate" }, disabled: true, onclick: () => act("initiate") }, "Initiate backfill");
-  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop" }, disabled: true, onclick: () => act("stop") }, "Stop backfill");
+  const initBtn = h("button", { type: "button", class: "btn primary", dataset: { action: "initiate", need: "operator" }, disabled: true, onclick: () => act("initiate") }, "Initiate backfill");
+  const stopBtn = h("button", { type: "button", class: "btn danger", dataset: { action: "stop", need: "operator" }, disabled: true, onclick: () => act("stop") }, "Stop backfill");
   const hint = h("div", { class: "sk-hint", "aria-live": "polite" });
   const toolbar = h("div", { class: "sk-toolbar" }, filter, statusFilter, h("span", { class: "spacer" }), selInfo, initBtn, stopBtn);
   const notice = h("div", { class: "sk-notice", hidden: true });

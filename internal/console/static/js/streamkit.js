@@ -3,7 +3,7 @@
 // stream controls (pause, resume, reset) and a few cells. The rules only
 // pre-empt: the API stays the judge, and a refusal is shown as it says.
 import { enc, get, post } from "./api.js";
-import { ago, badge, bytes, dialog, errorBox, field, h, num, replace, span, time, toast, userZone } from "./ui.js";
+import { ago, badge, bytes, dialog, errorBox, field, h, needs, num, replace, span, time, toast, userZone } from "./ui.js";
 
 // The statuses a backfill may be initiated from, and stopped from.
 const initiable = new Set(["-", "completed", "stopped", "failed"]);
@@ -155,8 +155,8 @@ function scope(objs) {
     offered.length ? "Non-key columns of " + one.object + ":" : "It has no non-key column.") :
     "Non-key column names, for every selected object.";
   const node = h("div", { class: "sk-scope" },
-    field("Filter", filter, "A SQL condition on the source table, as after WHERE: only the rows matching it are backfilled, the destination's other rows are left alone. The estimate above is of whole tables."),
-    h("div", { class: "field sk-colfield" },
+    needs("admin", field("Filter", filter, "A SQL condition on the source table, as after WHERE: only the rows matching it are backfilled, the destination's other rows are left alone. The estimate above is of whole tables.")),
+    h("div", { class: "field sk-colfield", dataset: { need: "admin" } },
       h("label", { class: "field-label", for: listId + "-in" }, "Columns"),
       columns, datalist,
       h("span", { class: "hint" }, "Fill only these columns, on the rows the destination holds; the key is always read. ", colsHint,
@@ -333,9 +333,9 @@ export function streamControls(view, changed = () => {}) {
       update(current);
     }
   };
-  const pause = h("button", { type: "button", class: "btn small", dataset: { action: "pause" }, onclick: act("pause") }, "Pause");
-  const resume = h("button", { type: "button", class: "btn small", dataset: { action: "resume" }, onclick: act("resume") }, "Resume");
-  const reset = h("button", { type: "button", class: "btn small danger", dataset: { action: "reset" }, onclick: act("reset"),
+  const pause = h("button", { type: "button", class: "btn small", dataset: { action: "pause", need: "admin" }, onclick: act("pause") }, "Pause");
+  const resume = h("button", { type: "button", class: "btn small", dataset: { action: "resume", need: "admin" }, onclick: act("resume") }, "Resume");
+  const reset = h("button", { type: "button", class: "btn small danger", dataset: { action: "reset", need: "admin" }, onclick: act("reset"),
     title: "Recover a stream whose replication slot was lost" }, "Reset…");
   function update(v) {
     current = v;

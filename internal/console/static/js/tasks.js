@@ -72,7 +72,7 @@ export async function tasksPage(main, _params, ctx) {
     { label: "Flags", cell: flags },
     { label: "Up", class: "num", title: "Upstream tasks (direct)", cell: (t) => num(t.upstream.length) },
     { label: "Down", class: "num", title: "Downstream tasks (direct)", cell: (t) => num(t.downstream.length) },
-    { label: "", cell: (t) => h("button", { class: "btn small", type: "button", dataset: { action: "backfill", task: t.id }, onclick: () => backfill(t.id, tasks) }, "Backfill…") },
+    { label: "", cell: (t) => h("button", { class: "btn small", type: "button", dataset: { action: "backfill", task: t.id, need: "operator" }, onclick: () => backfill(t.id, tasks) }, "Backfill…") },
   ];
   function render() {
     replace(graphBox, drawDag(tasks, { onOpen: open, onBackfill: (id) => backfill(id, tasks), match: search.value.trim() ? matches : null }));
@@ -100,7 +100,7 @@ export async function taskPage(main, [id], ctx) {
   const content = page(main, {
     title: task.name,
     crumbs: [["Tasks", "#/tasks"], [task.project], [task.id]],
-    actions: [h("button", { class: "btn primary", type: "button", dataset: { action: "backfill" }, onclick: () => backfill(task.id, tasks) }, "Backfill…")],
+    actions: [h("button", { class: "btn primary", type: "button", dataset: { action: "backfill", need: "operator" }, onclick: () => backfill(task.id, tasks) }, "Backfill…")],
   });
   const links = (ids) => ids.length ? ids.map((u, i) => [i ? ", " : "", h("a", { href: "#/tasks/" + enc(u) }, u)]) : h("span", { class: "muted" }, "none");
   const kv = (pairs) => h("dl", { class: "kv" }, pairs.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));

@@ -142,6 +142,13 @@ export async function confirm(title, message, yes = "Confirm", kind = "primary")
 }
 
 // field wraps an input with its label and an optional hint.
+// needs marks el as needing a role: app.css hides it from a caller whose
+// role is lower (the daemon would refuse it anyway).
+export function needs(role, el) {
+  el.dataset.need = role;
+  return el;
+}
+
 export function field(label, input, hint) {
   return h("label", { class: "field" }, h("span", { class: "field-label" }, label), input, hint ? h("span", { class: "hint" }, hint) : null);
 }
