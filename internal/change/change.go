@@ -66,6 +66,10 @@ type Column struct {
 	// survives a rename: schema changes are matched by it (see
 	// docs/schema-changes.md). 0 when unknown.
 	Num int16 `json:"num,omitempty"`
+	// Generated is the expression of a stored generated column as the
+	// source prints it (pg_get_expr), "" for any other column. The log
+	// leaves such columns out of every change (see docs/type-mapping.md).
+	Generated string `json:"generated,omitempty"`
 }
 
 // Table is a source table's shape as the pipeline needs it.

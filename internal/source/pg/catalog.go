@@ -53,7 +53,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
 		       CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
 		       `+collationColumns+`
-		       a.attnotnull, a.atttypmod, a.attnum
+		       a.attnotnull, a.atttypmod, a.attnum, `+generatedColumn+`
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -67,7 +67,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 	t := &change.Table{ID: id}
 	for rows.Next() {
 		var c change.Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull, &c.TypeMod, &c.Num); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull, &c.TypeMod, &c.Num, &c.Generated); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe %s: %w", id, err)
 		}
@@ -91,6 +91,9 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		i := t.ColumnIndex(name)
 		if i < 0 {
 			return nil, fmt.Errorf("table %s: key column %q does not exist (columns: %s)", id, name, columnNames(t))
+		}
+		if t.Columns[i].Generated != "" {
+			return nil, fmt.Errorf("table %s: %w: key column %q is a generated column, which the log leaves out of every change: make a unique index of ordinary columns the replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX …) or name such key columns under keys: in the stream's config", id, ErrNoKey, name, quoteTable(id))
 		}
 		t.Key = append(t.Key, i)
 	}
@@ -208,6 +211,12 @@ func quoteTable(id change.TableID) string {
 }
 
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// generatedColumn is a select-list column of a column (a.*): the
+// expression of a stored generated column as the catalog prints it, with
+// the table's column names as they are now; "" for any other column.
+const generatedColumn = `COALESCE((SELECT pg_get_expr(ad.adbin, ad.adrelid) FROM pg_attrdef ad
+	  WHERE ad.adrelid = a.attrelid AND ad.adnum = a.attnum AND a.attgenerated = 's'), '')`
 
 // collationColumns are two select-list columns of a column (a.*, its
 // collation co): the collation's name (the database's default one by the

@@ -37,7 +37,7 @@ const attributesSQL = `
 	       COALESCE(format_type(NULLIF(a.atttypid, 0), a.atttypmod), ''), a.atttypid,
 	       COALESCE(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, 0), a.atttypmod,
 	       ` + collationColumns + `
-	       a.attnotnull, a.atthasmissing, a.attmissingval::text, a.atthasdef
+	       a.attnotnull, a.atthasmissing, a.attmissingval::text, a.atthasdef, ` + generatedColumn + `
 	FROM pg_attribute a
 	LEFT JOIN pg_type t ON t.oid = a.atttypid
 	LEFT JOIN pg_collation co ON co.oid = a.attcollation AND a.attcollation <> 0
@@ -56,7 +56,7 @@ func attributes(ctx context.Context, q queryer, relid uint32) ([]Attribute, erro
 		var hasMissing bool
 		var missing *string
 		err := r.Scan(&a.Num, &a.Name, &a.Dropped, &a.Generated, &a.Type, &a.TypeOID, &a.BaseOID, &a.TypeMod,
-			&a.Collation, &a.ByteOrder, &a.NotNull, &hasMissing, &missing, &a.HasDefault)
+			&a.Collation, &a.ByteOrder, &a.NotNull, &hasMissing, &missing, &a.HasDefault, &a.Column.Generated)
 		if err != nil {
 			return a, err
 		}
