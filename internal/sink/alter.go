@@ -45,6 +45,10 @@ const (
 	// SetType changes the column's type from Prev's to Column's, a
 	// widening (change.Widens) that keeps every value.
 	SetType
+	// MakeGenerated makes Column, a stored generated column of the source,
+	// one the destination computes from its expression: a column of that
+	// name it holds as a plain one is replaced (see Computer).
+	MakeGenerated
 )
 
 func (k AlterKind) String() string {
@@ -55,6 +59,8 @@ func (k AlterKind) String() string {
 		return "rename column"
 	case SetType:
 		return "set type"
+	case MakeGenerated:
+		return "make generated"
 	}
 	return "unknown"
 }

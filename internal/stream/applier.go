@@ -130,6 +130,7 @@ type applier struct {
 	out      chan<- *outBatch
 	lag      *lagClock    // told each batch's first transaction; may be nil
 	schema   *schemaState // nil: shapes are not followed (tests)
+	regen    *regenerator // nil: no generated column is read (tests)
 
 	skipUpTo change.LSN // transactions ending at or below it are replays
 	position change.LSN
@@ -314,6 +315,9 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 			return nil // replayed: the destination already has it
 		}
 		if err := a.conformTxn(ctx, txn); err != nil {
+			return err
+		}
+		if err := a.regen.fill(ctx, txn); err != nil {
 			return err
 		}
 		a.seq++

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source/pg"
 )
@@ -397,9 +398,26 @@ func planShape(d, in *change.Table, attrs map[int16]pg.Attribute) shapePlan {
 	}
 	p.dest = d
 	if len(p.steps) > 0 {
+		renameInGenerated(next, p.steps)
 		p.dest = next
 	}
 	return p
+}
+
+// renameInGenerated makes the expressions of t's generated columns read
+// the renamed columns under their new names, as the source's catalog (and
+// a destination computing them) does.
+func renameInGenerated(t *change.Table, steps []sink.AlterStep) {
+	for _, st := range steps {
+		if st.Kind != sink.RenameColumn {
+			continue
+		}
+		for i, c := range t.Columns {
+			if c.Generated != "" {
+				t.Columns[i].Generated = genexpr.RenameColumn(c.Generated, st.Prev.Name, st.Column.Name)
+			}
+		}
+	}
 }
 
 // schemaReasonPrefix starts the reason of every object a schema change

@@ -423,6 +423,7 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	app.pace = &chunkPace{target: s.cfg.Backfill.ChunkWriteTarget}
 	schemaEvents := newSchemaQueue()
 	app.schema = s.newSchema(src, snk, schemaEvents)
+	app.regen = newRegenerator(src, snk, src.Attributes)
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
 		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth}
 	src.Confirm(cp.Position)

@@ -22,6 +22,8 @@ type destColumn struct {
 	oid    uint32
 	mod    int32
 	keyPos int // position in the primary key, -1 outside it
+	// generated: a stored generated column the destination computes
+	generated bool
 }
 
 // AlterTable changes the destination table of t by steps, in one
@@ -122,6 +124,9 @@ func (s *Sink) alterSQL(ctx context.Context, t *change.Table, ts *tableSQL, cols
 			return "", err
 		}
 		ddl := "ALTER TABLE " + ts.name + " ADD COLUMN " + col + " " + typ
+		if expr, ok := generatedIn(t, st.Column); ok {
+			return ddl + " GENERATED ALWAYS AS (" + expr + ") STORED", nil
+		}
 		if st.Default != nil && !st.Default.Null {
 			ddl += " DEFAULT " + literal(st.Default.Text) + "::" + typ
 		}
@@ -154,8 +159,44 @@ func (s *Sink) alterSQL(ctx context.Context, t *change.Table, ts *tableSQL, cols
 			}
 		}
 		return "ALTER TABLE " + ts.name + " ALTER COLUMN " + col + " TYPE " + typ + coll + " USING " + col + "::" + typ, nil
+	case sink.MakeGenerated:
+		return s.makeGeneratedSQL(ctx, t, ts, find(st.Column.Name), st.Column)
 	}
 	return "", fmt.Errorf("unknown step %d", st.Kind)
+}
+
+// generatedIn is the rendered expression of column c of t, false when the
+// destination does not compute it.
+func generatedIn(t *change.Table, c change.Column) (string, bool) {
+	i := t.ColumnIndex(c.Name)
+	if i < 0 {
+		return "", false
+	}
+	return generatedExpr(t, i)
+}
+
+// makeGeneratedSQL replaces the plain column cur (nil: none) by the
+// generated column c in one statement: PostgreSQL cannot turn a column
+// into a generated one, so it is dropped and added again, which computes
+// it for every row. Its position in the table changes; tidemark names
+// columns.
+func (s *Sink) makeGeneratedSQL(ctx context.Context, t *change.Table, ts *tableSQL, cur *destColumn, c change.Column) (string, error) {
+	if cur != nil && cur.generated {
+		return "", nil
+	}
+	expr, ok := generatedIn(t, c)
+	if !ok {
+		return "", fmt.Errorf("the destination cannot compute column %q", c.Name)
+	}
+	typ, err := s.resolveType(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	ddl := "ALTER TABLE " + ts.name + " "
+	if cur != nil {
+		ddl += "DROP COLUMN " + quote(c.Name) + ", "
+	}
+	return ddl + "ADD COLUMN " + quote(c.Name) + " " + typ + " GENERATED ALWAYS AS (" + expr + ") STORED", nil
 }
 
 // literal quotes a value as an escape string constant, whatever
@@ -181,7 +222,8 @@ func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn,
 	rows, err := s.conn.Query(ctx, `
 		SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid, a.atttypmod,
 		       COALESCE((SELECT array_position(i.indkey::int2[], a.attnum) FROM pg_index i
-		                 WHERE i.indrelid = a.attrelid AND i.indisprimary), -1)
+		                 WHERE i.indrelid = a.attrelid AND i.indisprimary), -1),
+		       a.attgenerated = 's'
 		FROM pg_attribute a
 		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, qualified)
@@ -192,7 +234,7 @@ func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn,
 	var cols []destColumn
 	for rows.Next() {
 		var c destColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.oid, &c.mod, &c.keyPos); err != nil {
+		if err := rows.Scan(&c.name, &c.typ, &c.oid, &c.mod, &c.keyPos, &c.generated); err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", qualified, err)
 		}
 		cols = append(cols, c)
@@ -226,6 +268,9 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		names[i] = c.name
 	}
 	judge := func(c change.Column, i int) (*sink.AlterStep, string, error) {
+		if step, problem, judged := generatedFits(t, ts, c, cols[i]); judged {
+			return step, problem, nil
+		}
 		return s.compareType(ctx, t, c, cols[i])
 	}
 	drop := func(name string) string { return fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", ts.name, quote(name)) }
@@ -236,6 +281,28 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		check.Problems = append(check.Problems, p)
 	}
 	return check, nil
+}
+
+// generatedFits judges a column the destination computes, or one it holds
+// as a generated column: a plain column the destination should compute is
+// replaced (MakeGenerated); a generated one tidemark must write cannot be
+// written. judged is false when neither is the case.
+func generatedFits(t *change.Table, ts *tableSQL, c change.Column, d destColumn) (step *sink.AlterStep, problem string, judged bool) {
+	_, computed := generatedIn(t, c)
+	switch {
+	case computed && !d.generated:
+		return &sink.AlterStep{Kind: sink.MakeGenerated, Column: c}, "", true
+	case computed:
+		return nil, "", true
+	case d.generated:
+		why := "the source column is not a generated column"
+		if c.Generated != "" {
+			why = "the destination cannot compute the source's expression (" + c.Generated + "), so tidemark writes the source's values"
+		}
+		return nil, fmt.Sprintf("column %q is a generated column in the destination, which refuses writes, but %s: make it a plain column (ALTER TABLE %s ALTER COLUMN %s DROP EXPRESSION)",
+			c.Name, why, ts.name, quote(c.Name)), true
+	}
+	return nil, "", false
 }
 
 // compareType judges the destination column d of the source column c.

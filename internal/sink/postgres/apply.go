@@ -57,7 +57,10 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	defer tx.Rollback(ctx)
 	p := &pipeline{s: s}
 	staged := make(map[change.TableID]bool)
+	var reports []func()
 	for i, op := range b.Ops {
+		op, report := s.omit.Op(op) // generated columns it computes are not written
+		reports = append(reports, report)
 		switch {
 		case op.Chunk != nil:
 			if err := s.applyChunk(ctx, p, op.Chunk, staged); err != nil {
@@ -77,6 +80,9 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	for _, report := range reports {
+		report()
 	}
 	return nil
 }

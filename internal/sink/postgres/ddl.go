@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
@@ -47,6 +48,9 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 			return err
 		}
 		def := ts.cols[i] + " " + typ
+		if expr, ok := generatedExpr(t, i); ok {
+			def += " GENERATED ALWAYS AS (" + expr + ") STORED"
+		}
 		if ts.isKey[i] {
 			coll, err := keyCollation(t, c, typ)
 			if err != nil {
@@ -62,6 +66,25 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		return fmt.Errorf("create table: %w", err)
 	}
 	return nil
+}
+
+// computes: the destination computes a stored generated column of the
+// source itself when its expression renders (see internal/genexpr); the
+// others are plain columns, their values read from the source.
+func computes(t *change.Table, i int) bool { return genexpr.Computes(genexpr.PostgreSQL, t, i) }
+
+// Computes reports whether the destination computes column i of t: see
+// sink.Computer.
+func (s *Sink) Computes(t *change.Table, i int) bool { return computes(t, i) }
+
+// generatedExpr is the expression the destination computes column i of t
+// with, rendered by tidemark; false when it does not compute it.
+func generatedExpr(t *change.Table, i int) (string, bool) {
+	if t.Columns[i].Generated == "" {
+		return "", false
+	}
+	expr, err := genexpr.Render(genexpr.PostgreSQL, t, i)
+	return expr, err == nil
 }
 
 // keyCollation keeps a key column's order the source's: key collations and

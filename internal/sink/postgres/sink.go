@@ -37,6 +37,7 @@ type Sink struct {
 	stmts   map[string]string // SQL -> prepared statement name, per connection
 	staging stagingTables     // staging tables on this connection
 	tables  *sink.ShapeCache[*tableSQL]
+	omit    *sink.Omitter // the generated columns the destination computes
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -52,7 +53,7 @@ func Open(ctx context.Context, dsn string) (*Sink, error) {
 	for k, v := range sessionParams {
 		cfg.RuntimeParams[k] = v
 	}
-	s := &Sink{cfg: cfg, tables: sink.NewShapeCache(newTableSQL)}
+	s := &Sink{cfg: cfg, tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes)}
 	if err := s.ensureConn(ctx); err != nil {
 		return nil, err
 	}

@@ -17,12 +17,13 @@ import (
 
 var _ sink.Alterer = (*Sink)(nil)
 
-// destColumn is a column of a destination table as PRAGMA table_info
+// destColumn is a column of a destination table as PRAGMA table_xinfo
 // gives it.
 type destColumn struct {
-	name string
-	decl string // declared type
-	pk   int    // position in the primary key from 1, 0 outside it
+	name      string
+	decl      string // declared type
+	pk        int    // position in the primary key from 1, 0 outside it
+	generated bool   // a generated column, stored or virtual
 }
 
 // AlterTable changes the destination table of t by steps, in one
@@ -97,6 +98,10 @@ func alterStep(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []destColumn,
 		}
 		k := kindOf(st.Column)
 		ddl := "ALTER TABLE " + ts.name + " ADD COLUMN " + col + " " + k.declType()
+		if expr := ts.genOf(st.Column.Name); expr != "" {
+			_, err := tx.ExecContext(ctx, ddl+generatedAdded(expr))
+			return err
+		}
 		var v any
 		if st.Default != nil {
 			v = encode(k, *st.Default)
@@ -134,8 +139,48 @@ func alterStep(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []destColumn,
 			return fmt.Errorf("SQLite cannot change a %s column into a %s one", from.declType(), to.declType())
 		}
 		return nil
+	case sink.MakeGenerated:
+		return makeGenerated(ctx, tx, ts, cols, st.Column)
 	}
 	return fmt.Errorf("unknown step %d", st.Kind)
+}
+
+// generatedAdded is the tail of an ADD COLUMN of a generated column:
+// SQLite adds VIRTUAL ones only (computed when read, which verify and
+// readers cannot tell from STORED). CREATE TABLE makes them STORED.
+func generatedAdded(expr string) string { return " GENERATED ALWAYS AS (" + expr + ") VIRTUAL" }
+
+// genOf is the expression SQLite computes the named column with, "" when
+// it does not compute it.
+func (ts *tableSQL) genOf(name string) string {
+	for i, c := range ts.cols {
+		if c == quote(name) {
+			return ts.gen[i]
+		}
+	}
+	return ""
+}
+
+// makeGenerated replaces a plain column by the generated column c: SQLite
+// cannot turn a column into a generated one, so it is dropped (which SQLite
+// refuses for a column in the key, an index or a constraint) and added
+// again.
+func makeGenerated(ctx context.Context, tx *sql.Tx, ts *tableSQL, cols []destColumn, c change.Column) error {
+	i := slices.IndexFunc(cols, func(d destColumn) bool { return d.name == c.Name })
+	if i >= 0 && cols[i].generated {
+		return nil
+	}
+	expr := ts.genOf(c.Name)
+	if expr == "" {
+		return fmt.Errorf("SQLite cannot compute column %q", c.Name)
+	}
+	if i >= 0 {
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE "+ts.name+" DROP COLUMN "+quote(c.Name)); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, "ALTER TABLE "+ts.name+" ADD COLUMN "+quote(c.Name)+" "+kindOf(c).declType()+generatedAdded(expr))
+	return err
 }
 
 // widenReals turns each stored real into the double precision value
@@ -204,7 +249,9 @@ func names(cols []destColumn) string {
 // tableInfo reads a table's columns (a quoted name); none when it does not
 // exist.
 func tableInfo(ctx context.Context, q querier, name string) ([]destColumn, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name, type, pk FROM pragma_table_info(?)", unquote(name))
+	// table_xinfo, unlike table_info, lists generated columns (hidden 2
+	// when virtual, 3 when stored).
+	rows, err := q.QueryContext(ctx, "SELECT name, type, pk, hidden IN (2, 3) FROM pragma_table_xinfo(?)", unquote(name))
 	if err != nil {
 		return nil, fmt.Errorf("read columns of %s: %w", name, err)
 	}
@@ -212,7 +259,7 @@ func tableInfo(ctx context.Context, q querier, name string) ([]destColumn, error
 	var cols []destColumn
 	for rows.Next() {
 		var c destColumn
-		if err := rows.Scan(&c.name, &c.decl, &c.pk); err != nil {
+		if err := rows.Scan(&c.name, &c.decl, &c.pk, &c.generated); err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", name, err)
 		}
 		cols = append(cols, c)
@@ -244,6 +291,15 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		names[i] = c.name
 	}
 	judge := func(c change.Column, i int) (*sink.AlterStep, string, error) {
+		computed := ts.genOf(c.Name) != ""
+		switch {
+		case computed && !cols[i].generated:
+			return &sink.AlterStep{Kind: sink.MakeGenerated, Column: c}, "", nil
+		case computed:
+			return nil, "", nil
+		case cols[i].generated:
+			return nil, fmt.Sprintf("column %q is a generated column in the destination, which refuses writes, but tidemark writes the source's values into it: drop the destination table", c.Name), nil
+		}
 		if want := kindOf(c).declType(); !strings.EqualFold(cols[i].decl, want) {
 			return nil, fmt.Sprintf("column %q is declared %s in the destination; the source's %s is stored as %s: drop the destination table", c.Name, cols[i].decl, c.Type, want), nil
 		}

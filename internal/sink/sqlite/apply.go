@@ -38,7 +38,10 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	}
 	defer tx.Rollback() // no-op after Commit
 	w := &txn{tx: tx, stmts: make(map[string]*sql.Stmt)}
+	var reports []func()
 	for i, op := range b.Ops {
+		op, report := s.omit.Op(op) // generated columns SQLite computes are not written
+		reports = append(reports, report)
 		switch {
 		case op.Chunk != nil:
 			if err := s.applyChunk(ctx, w, op.Chunk); err != nil {
@@ -55,6 +58,9 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	for _, report := range reports {
+		report()
 	}
 	return nil
 }

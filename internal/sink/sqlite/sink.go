@@ -31,6 +31,7 @@ const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txl
 type Sink struct {
 	db     *sql.DB
 	tables *sink.ShapeCache[*tableSQL]
+	omit   *sink.Omitter // the generated columns SQLite computes
 	claims map[string]change.TableID // folded destination name → source table, see checkNames
 }
 
@@ -49,7 +50,7 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	// One connection: the sink has one user, and SQLite one writer.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Sink{db: db, tables: sink.NewShapeCache(newTableSQL)}
+	s := &Sink{db: db, tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes)}
 	for _, ddl := range checkpointDDL {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			db.Close()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
@@ -17,7 +18,10 @@ type tableSQL struct {
 	kinds []kind
 	key   []int // indexes into cols, in key order
 	isKey []bool
-	memo  sink.Memo
+	// gen holds the expressions of the generated columns SQLite computes
+	// (see computes), "" for the others.
+	gen  []string
+	memo sink.Memo
 }
 
 // tableName is the source table's name for public tables and
@@ -42,11 +46,13 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		kinds: make([]kind, len(t.Columns)),
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
+		gen:   make([]string, len(t.Columns)),
 		memo:  sink.Memo{},
 	}
 	for i, c := range t.Columns {
 		ts.cols[i] = quote(c.Name)
 		ts.kinds[i] = kindOf(c)
+		ts.gen[i], _ = generatedExpr(t, i)
 	}
 	for _, k := range t.Key {
 		if k < 0 || k >= len(t.Columns) {
@@ -61,6 +67,9 @@ func (ts *tableSQL) createSQL() string {
 	defs := make([]string, 0, len(ts.cols)+1)
 	for i, c := range ts.cols {
 		def := c + " " + ts.kinds[i].declType()
+		if ts.gen[i] != "" {
+			def += " GENERATED ALWAYS AS (" + ts.gen[i] + ") STORED"
+		}
 		if ts.isKey[i] {
 			// SQLite lets PRIMARY KEY columns hold NULL unless told.
 			def += " NOT NULL"
@@ -69,6 +78,26 @@ func (ts *tableSQL) createSQL() string {
 	}
 	defs = append(defs, "PRIMARY KEY ("+ts.keyList()+")")
 	return "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
+}
+
+// computes: SQLite computes a stored generated column of the source itself
+// when its expression translates to one with the same values for every
+// row (see internal/genexpr); the others are plain columns, their values
+// read from the source.
+func computes(t *change.Table, i int) bool { return genexpr.Computes(genexpr.SQLite, t, i) }
+
+// Computes reports whether SQLite computes column i of t: see
+// sink.Computer.
+func (s *Sink) Computes(t *change.Table, i int) bool { return computes(t, i) }
+
+// generatedExpr is the SQLite expression computing column i of t; false
+// when SQLite does not compute it.
+func generatedExpr(t *change.Table, i int) (string, bool) {
+	if t.Columns[i].Generated == "" {
+		return "", false
+	}
+	expr, err := genexpr.Render(genexpr.SQLite, t, i)
+	return expr, err == nil
 }
 
 func (ts *tableSQL) list(pick func(i int) bool) string {
