@@ -31,7 +31,7 @@ const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txl
 type Sink struct {
 	db     *sql.DB
 	tables *sink.ShapeCache[*tableSQL]
-	omit   *sink.Omitter // the generated columns SQLite computes
+	omit   *sink.Omitter             // the generated columns SQLite computes
 	claims map[string]change.TableID // folded destination name → source table, see checkNames
 }
 
