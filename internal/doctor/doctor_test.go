@@ -404,3 +404,24 @@ streams:
 		t.Error("the doctor created the metadata store")
 	}
 }
+
+// TestGeneratedColumns: doctor says which stored generated columns the
+// destination computes, warns about those whose values are read from the
+// source for every change, and about a generated key column, whose table
+// is not streamed.
+func TestGeneratedColumns(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, `CREATE TABLE g (id int PRIMARY KEY, n int, s text,
+		  twice int GENERATED ALWAYS AS (n * 2) STORED,
+		  low text GENERATED ALWAYS AS (lower(s)) STORED)`)
+	checks := run(t, f.config(f.dsn, "", ""))
+	expect(t, checks, ": generated columns", Warn, `the SQLite destination computes public.g."twice"`,
+		`public.g."low" are read from the source for every insert and update`, "function lower is not one SQLite computes")
+	checks = run(t, f.config(f.dsn, fmt.Sprintf(`destination: {type: postgres, dsn: "%s"}`, f.dsn), ""))
+	expect(t, checks, ": generated columns", OK, `the PostgreSQL destination computes public.g."twice", public.g."low"`)
+
+	f.exec(`CREATE TABLE k (a int, b int GENERATED ALWAYS AS (a + 1) STORED PRIMARY KEY)`)
+	checks = run(t, f.config(f.dsn, fmt.Sprintf(`destination: {type: postgres, dsn: "%s"}`, f.dsn), ""))
+	expect(t, checks, ": generated columns", Warn, "public.k has a generated key column and will not be replicated")
+	expect(t, checks, ": table keys", Warn, `key column "b" is a generated column`)
+}

@@ -22,9 +22,14 @@ func (src *source) keys(ctx context.Context) Check {
 	for i := range src.tables {
 		t := &src.tables[i]
 		tctx, cancel := context.WithTimeout(ctx, Timeout)
-		_, err := pg.Describe(tctx, src.conn, t.id, src.s.Keys[t.id])
+		described, err := pg.Describe(tctx, src.conn, t.id, src.s.Keys[t.id])
 		if err == nil {
 			src.published = append(src.published, *t)
+			src.described = append(src.described, described)
+		} else if errors.Is(err, pg.ErrGeneratedKey) {
+			keyless = append(keyless, t.id.String())
+			fixes = append(fixes, errText(err))
+			src.generatedKeys = append(src.generatedKeys, t.id.String())
 		} else if errors.Is(err, pg.ErrNoKey) {
 			keyless = append(keyless, t.id.String())
 			fixes = append(fixes, src.keyFix(tctx, t))

@@ -25,6 +25,10 @@ type source struct {
 	// published are the tables tidemark would put in the publication: the
 	// included ones with a usable key.
 	published []tableInfo
+	// described are the published tables' shapes; generatedKeys the tables
+	// left out because a key column is generated.
+	described     []*change.Table
+	generatedKeys []string
 }
 
 type tableInfo struct {
@@ -50,7 +54,7 @@ func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
 	src.conn = conn
 	out := []Check{src.reachable(ctx)}
 	for _, check := range []func(context.Context) Check{
-		src.walLevel, src.role, src.listTables, src.selectPrivilege, src.keys, src.publication,
+		src.walLevel, src.role, src.listTables, src.selectPrivilege, src.keys, src.generated, src.publication,
 		src.slotsRoom, src.walSendersRoom,
 	} {
 		out = append(out, check(ctx))

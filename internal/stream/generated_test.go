@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // Stored generated columns, which the log leaves out of every change: the
@@ -13,6 +16,9 @@ import (
 // arithmetic and the concatenation, and the lower() column (SQLite folds
 // ASCII only) takes the values read from the source. The table h already
 // exists in the destination with plain columns, which the start converts.
+// A rename of a column the expressions read is followed; a backfill while
+// the table changes merges its chunks with re-read changes. The table k,
+// keyed by a generated column, fails with the reason.
 func TestGeneratedColumns(t *testing.T) {
 	for _, dest := range schemaDests {
 		t.Run(dest, func(t *testing.T) {
@@ -24,7 +30,8 @@ func TestGeneratedColumns(t *testing.T) {
 				  "Low Name" text GENERATED ALWAYS AS (lower(name)) STORED);
 				INSERT INTO g (id, qty, price, name, note) SELECT i, i, 10 * i, 'Ñame ' || i, 'n' || i FROM generate_series(1, 40) i;
 				CREATE TABLE h (id int PRIMARY KEY, a int, twice int GENERATED ALWAYS AS (a * 2) STORED);
-				INSERT INTO h (id, a) SELECT i, i FROM generate_series(1, 20) i;`})
+				INSERT INTO h (id, a) SELECT i, i FROM generate_series(1, 20) i;
+				CREATE TABLE k (a int, b int GENERATED ALWAYS AS (a + 1) STORED PRIMARY KEY);`})
 			// h as an earlier version of tidemark created it: plain columns.
 			if dest == "postgres" {
 				e.execInDest(`CREATE TABLE h (id int PRIMARY KEY, a int, twice int)`, `INSERT INTO h VALUES (1, 1, NULL)`)
@@ -44,6 +51,21 @@ func TestGeneratedColumns(t *testing.T) {
 			e.assertConverged("g")
 			e.assertConverged("h")
 			e.assertVerified(pubTable("g"), pubTable("h"))
+			e.waitFailed(pubTable("k"), `key column "b" is a generated column`, "REPLICA IDENTITY USING INDEX")
+
+			e.exec(`ALTER TABLE g RENAME COLUMN name TO "Full name"`)
+			e.exec(`UPDATE g SET "Full name" = 'Rë ' || id, qty = 7 WHERE id % 4 = 1`)
+			e.exec(`INSERT INTO g (id, qty, price, "Full name", note) VALUES (43, 2, 2, 'Nëw', 'z')`)
+			e.schemaWaitColumns("g", "id", "qty", "price", "Full name", "note", "total", "label", "Low Name")
+			if _, err := e.s.Initiate(e.ctx, []change.TableID{pubTable("g")}, store.StartedByCLI, nil); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				e.exec(`UPDATE g SET price = price + 1, "Full name" = "Full name" || 'x' WHERE id = $1`, 1+i%10)
+			}
+			e.waitLoaded("g")
+			e.assertConverged("g")
+			e.assertVerified(pubTable("g"))
 			want := map[string][]string{"postgres": {"total", "label", "Low Name"}, "sqlite": {"total", "label"}}[dest]
 			if got := e.destGenerated("g"); !slices.Equal(got, want) {
 				t.Errorf("generated columns of the destination's g: %v, want %v", got, want)

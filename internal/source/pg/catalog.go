@@ -14,6 +14,10 @@ import (
 // ErrNoKey means a table has no usable row key.
 var ErrNoKey = errors.New("no usable row key")
 
+// ErrGeneratedKey means a table's key has a stored generated column, which
+// the log leaves out of every change: it is an ErrNoKey.
+var ErrGeneratedKey = fmt.Errorf("%w: a key column is generated", ErrNoKey)
+
 // queryer is what catalog reads need from a connection or pool.
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -93,7 +97,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 			return nil, fmt.Errorf("table %s: key column %q does not exist (columns: %s)", id, name, columnNames(t))
 		}
 		if t.Columns[i].Generated != "" {
-			return nil, fmt.Errorf("table %s: %w: key column %q is a generated column, which the log leaves out of every change: make a unique index of ordinary columns the replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX …) or name such key columns under keys: in the stream's config", id, ErrNoKey, name, quoteTable(id))
+			return nil, fmt.Errorf("table %s: %w: key column %q is a generated column, which the log leaves out of every change: make a unique index of ordinary columns the replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX …) or name such key columns under keys: in the stream's config", id, ErrGeneratedKey, name, quoteTable(id))
 		}
 		t.Key = append(t.Key, i)
 	}

@@ -1,0 +1,64 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/genexpr"
+)
+
+// generated says what becomes of the included tables' stored generated
+// columns, which the log leaves out of every change (docs/type-mapping.md):
+// the destination computes them, or their values are read from the source
+// for every change (a query per transaction), or — a generated key column
+// — the table is not streamed. A warning unless the destination computes
+// every one.
+func (src *source) generated(context.Context) Check {
+	name := src.name("generated columns")
+	if src.tables == nil {
+		return fail(name, "not checked: the tables could not be listed", "")
+	}
+	dialect, destName := genexpr.SQLite, "SQLite"
+	if src.s.Destination.Type == config.TypePostgres {
+		dialect, destName = genexpr.PostgreSQL, "PostgreSQL"
+	}
+	var computed, reread, reasons []string
+	for _, t := range src.described {
+		for i, c := range t.Columns {
+			if c.Generated == "" {
+				continue
+			}
+			col := fmt.Sprintf("%s.%s", t.ID, ident(c.Name))
+			if _, err := genexpr.Render(dialect, t, i); err != nil {
+				reread = append(reread, col)
+				reasons = append(reasons, col+": "+err.Error())
+				continue
+			}
+			computed = append(computed, col)
+		}
+	}
+	var parts []string
+	if len(computed) > 0 {
+		parts = append(parts, fmt.Sprintf("the %s destination computes %s", destName, list(computed, 10)))
+	}
+	if len(reread) > 0 {
+		parts = append(parts, fmt.Sprintf("the values of %s are read from the source for every insert and update (a query per transaction)", list(reread, 10)))
+	}
+	if len(src.generatedKeys) > 0 {
+		parts = append(parts, fmt.Sprintf("%s %s a generated key column and will not be replicated (their objects fail)",
+			list(src.generatedKeys, 10), plural(len(src.generatedKeys), "has", "have")))
+	}
+	switch {
+	case len(reread) > 0 || len(src.generatedKeys) > 0:
+		fix := strings.Join(reasons, "\n")
+		if len(src.generatedKeys) > 0 {
+			fix = strings.TrimSpace(fix + "\nkey the tables by ordinary columns: see the table keys check")
+		}
+		return warn(name, strings.Join(parts, "; "), fix)
+	case len(computed) > 0:
+		return ok(name, parts[0])
+	}
+	return ok(name, "no included table has a stored generated column")
+}
