@@ -31,12 +31,16 @@ func TestGeneratedColumns(t *testing.T) {
 				INSERT INTO g (id, qty, price, name, note) SELECT i, i, 10 * i, 'Ñame ' || i, 'n' || i FROM generate_series(1, 40) i;
 				CREATE TABLE h (id int PRIMARY KEY, a int, twice int GENERATED ALWAYS AS (a * 2) STORED);
 				INSERT INTO h (id, a) SELECT i, i FROM generate_series(1, 20) i;
-				CREATE TABLE k (a int, b int GENERATED ALWAYS AS (a + 1) STORED PRIMARY KEY);`})
-			// h as an earlier version of tidemark created it: plain columns.
+				CREATE TABLE k (a int, b int GENERATED ALWAYS AS (a + 1) STORED PRIMARY KEY);
+				CREATE TABLE p (id int PRIMARY KEY, a int, b int);`})
+			// h as an earlier version of tidemark created it: plain columns;
+			// p made by hand with a generated column the source does not have.
 			if dest == "postgres" {
-				e.execInDest(`CREATE TABLE h (id int PRIMARY KEY, a int, twice int)`, `INSERT INTO h VALUES (1, 1, NULL)`)
+				e.execInDest(`CREATE TABLE h (id int PRIMARY KEY, a int, twice int)`, `INSERT INTO h VALUES (1, 1, NULL)`,
+					`CREATE TABLE p (id int PRIMARY KEY, a int, b int GENERATED ALWAYS AS (a * 3) STORED)`)
 			} else {
-				e.execInDest(`CREATE TABLE h (id INTEGER NOT NULL, a INTEGER, twice INTEGER, PRIMARY KEY (id))`, `INSERT INTO h VALUES (1, 1, NULL)`)
+				e.execInDest(`CREATE TABLE h (id INTEGER NOT NULL, a INTEGER, twice INTEGER, PRIMARY KEY (id))`, `INSERT INTO h VALUES (1, 1, NULL)`,
+					`CREATE TABLE p (id INTEGER NOT NULL, a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 3) STORED, PRIMARY KEY (id))`)
 			}
 			e.start()
 			e.waitLoaded("g")
@@ -52,6 +56,7 @@ func TestGeneratedColumns(t *testing.T) {
 			e.assertConverged("h")
 			e.assertVerified(pubTable("g"), pubTable("h"))
 			e.waitFailed(pubTable("k"), `key column "b" is a generated column`, "REPLICA IDENTITY USING INDEX")
+			e.waitFailed(pubTable("p"), `column "b" is a generated column in the destination`, "the source column is not a generated column")
 
 			e.exec(`ALTER TABLE g RENAME COLUMN name TO "Full name"`)
 			e.exec(`UPDATE g SET "Full name" = 'Rë ' || id, qty = 7 WHERE id % 4 = 1`)

@@ -298,7 +298,11 @@ func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck
 		case computed:
 			return nil, "", nil
 		case cols[i].generated:
-			return nil, fmt.Sprintf("column %q is a generated column in the destination, which refuses writes, but tidemark writes the source's values into it: drop the destination table", c.Name), nil
+			why := "the source column is not a generated column"
+			if c.Generated != "" {
+				why = "SQLite cannot compute the source's expression (" + c.Generated + ") the same way, so tidemark writes the source's values"
+			}
+			return nil, fmt.Sprintf("column %q is a generated column in the destination, which refuses writes, but %s: drop the destination table", c.Name, why), nil
 		}
 		if want := kindOf(c).declType(); !strings.EqualFold(cols[i].decl, want) {
 			return nil, fmt.Sprintf("column %q is declared %s in the destination; the source's %s is stored as %s: drop the destination table", c.Name, cols[i].decl, c.Type, want), nil
