@@ -166,9 +166,9 @@ followed until it has ended, then its status is printed.`,
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "follow the backfills' progress until each ends; exit 1 if any failed or was stopped")
-	c.Flags().Int64Var(&req.SampleRows, "sample", 0, "copy only about the first N rows of each object in key order")
+	c.Flags().Int64Var(&req.SampleRows, "sample", 0, "copy only about the first N rows of each object in key order, N up to 1000000000000")
 	c.Flags().StringVar(&at, "at", "", "start at this RFC 3339 time (quiet hours) instead of now")
-	c.Flags().Float64Var(&req.RowsPerSecond, "rows-per-second", 0, "limit each backfill's reads (0: the stream's backfill.rows_per_second)")
+	c.Flags().Float64Var(&req.RowsPerSecond, "rows-per-second", 0, "limit each backfill's reads: 1 to 1000000000 rows/s (0: the stream's backfill.rows_per_second)")
 	c.Flags().StringVar(&req.Filter, "filter", "", "backfill only the source rows matching the `SQL` condition")
 	c.Flags().StringSliceVar(&req.Columns, "columns", nil, "fill only the non-key columns `a,b` of rows the destination holds")
 	c.Flags().BoolVar(&req.AsOneRun, "as-one-run", false, "make the backfills one run: one id, completed when every backfill is")
@@ -252,7 +252,7 @@ func (g *globals) printRun(v stream.RunView) error {
 func backfillSetRateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-rate ID ROWS_PER_SECOND",
-		Short: "Change a pending or active backfill's rows/s limit without stopping it (0: the stream's limit)",
+		Short: "Change a pending or active backfill's rows/s limit (1 to 1000000000) without stopping it (0: the stream's limit)",
 		Args:  usageArgs(2, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			rate, err := strconv.ParseFloat(args[1], 64)
