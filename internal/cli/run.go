@@ -21,7 +21,11 @@ func runCmd(g *globals) *cobra.Command {
 		Long: `Run the daemon: every configured stream and the HTTP API.
 
 The first SIGINT or SIGTERM drains (streams stop at a committed position);
-a second one exits at once.`,
+a second one exits at once.
+
+One daemon runs per metadata store: run claims the store first and refuses
+to start (exit code 1), naming the running daemon's host, pid and start
+time, when another holds it. A killed daemon's claim ends with its process.`,
 		Args: usageArgs(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := config.Load(path)
@@ -29,7 +33,7 @@ a second one exits at once.`,
 				return &exitError{code: ExitUsage, err: err}
 			}
 			log := newLogger(cfg.Log, g.stderr)
-			d, err := daemon.New(c.Context(), cfg, log, stream.Options{})
+			d, err := daemon.New(c.Context(), cfg, log, stream.Options{}, daemon.ClaimStore())
 			if err != nil {
 				return err
 			}

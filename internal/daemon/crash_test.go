@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -44,7 +45,8 @@ func runChild(path string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := New(context.Background(), cfg, log, stream.Options{ProbeInterval: 2 * time.Millisecond})
+	// The child claims the store, as `tidemark run` does.
+	d, err := New(context.Background(), cfg, log, stream.Options{ProbeInterval: 2 * time.Millisecond}, ClaimStore())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -164,12 +166,14 @@ type crashEnv struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	addr    string
+	stream  string   // the stream initiate asks for; "" is "crash"
+	env     []string // more environment for the next start
 }
 
 func (c *crashEnv) start() {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+c.cfgPath)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+c.cfgPath), c.env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -219,7 +223,7 @@ func (c *crashEnv) waitFor(what string, cond func() bool) {
 func (c *crashEnv) initiate() {
 	c.t.Helper()
 	body := strings.NewReader(`{"objects": ["public.t"]}`)
-	resp, err := http.Post("http://"+c.addr+"/api/v1/streams/crash/backfills", "application/json", body)
+	resp, err := http.Post("http://"+c.addr+"/api/v1/streams/"+cmp.Or(c.stream, "crash")+"/backfills", "application/json", body)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -33,13 +33,31 @@ type Daemon struct {
 	batch   *engine.Engine
 	metrics *metrics.Registry
 	api     *api.Server
+	claim   *store.Claim // nil unless New was given ClaimStore
 	// Ready is closed once the API listens; Addr is then its address.
 	Ready chan struct{}
 	Addr  string
 }
 
+// Option changes what New does.
+type Option func(*settings)
+
+type settings struct {
+	claim bool
+}
+
+// ClaimStore makes New claim the metadata store before it records anything,
+// as `tidemark run` does: a daemon already running on the store makes New
+// fail with a *store.ClaimedError naming it, and a claim lost while running
+// stops Run. Without it (the demo, tests) the store is shared.
+func ClaimStore() Option { return func(s *settings) { s.claim = true } }
+
 // New opens the metadata store and builds the streams.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.Options) (*Daemon, error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.Options, options ...Option) (*Daemon, error) {
+	var set settings
+	for _, o := range options {
+		o(&set)
+	}
 	if err := checkListen(cfg.API); err != nil {
 		return nil, err
 	}
@@ -48,29 +66,53 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 		return nil, fmt.Errorf("open metadata store: %w", err)
 	}
 	d := &Daemon{cfg: cfg, st: st, log: log, metrics: metrics.New(log), Ready: make(chan struct{})}
-	st.Observe(d.metrics.ObserveStore)
-	for _, sc := range cfg.Streams {
-		s := stream.New(sc, st, log, opts)
-		if err := s.MarkNotStarted(ctx); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("record stream %s: %w", sc.Name, err)
-		}
-		d.streams = append(d.streams, s)
-	}
-	if len(cfg.Tasks) > 0 {
-		if d.batch, err = newEngine(cfg, st, log); err != nil {
+	if set.claim {
+		if d.claim, err = st.Claim(ctx); err != nil {
 			st.Close()
 			return nil, err
 		}
 	}
-	err = d.metrics.Register(metrics.NewCollector(metrics.Sources{Streams: d.streams, Store: st, Batch: d.batch != nil}))
-	if err != nil {
-		st.Close()
+	if err := d.build(ctx, opts); err != nil {
+		d.close()
 		return nil, err
+	}
+	return d, nil
+}
+
+// build makes the streams, the batch engine and the API.
+func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
+	cfg, st, log := d.cfg, d.st, d.log
+	st.Observe(d.metrics.ObserveStore)
+	for _, sc := range cfg.Streams {
+		s := stream.New(sc, st, log, opts)
+		if err := s.MarkNotStarted(ctx); err != nil {
+			return fmt.Errorf("record stream %s: %w", sc.Name, err)
+		}
+		d.streams = append(d.streams, s)
+	}
+	if len(cfg.Tasks) > 0 {
+		var err error
+		if d.batch, err = newEngine(cfg, st, log); err != nil {
+			return err
+		}
+	}
+	err := d.metrics.Register(metrics.NewCollector(metrics.Sources{Streams: d.streams, Store: st, Batch: d.batch != nil}))
+	if err != nil {
+		return err
 	}
 	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, api.WithMetrics(d.metrics),
 		api.WithHosts(cfg.API.Listen, cfg.API.AllowedHosts))
-	return d, nil
+	return nil
+}
+
+// close gives up the claim, if any, then closes the store.
+func (d *Daemon) close() {
+	if d.claim != nil {
+		if err := d.claim.Release(); err != nil {
+			d.log.Warn("release the metadata store's claim", "err", err)
+		}
+	}
+	d.st.Close()
 }
 
 // newEngine builds the batch engine over the configured tasks.
@@ -131,7 +173,7 @@ func (d *Daemon) Store() *store.Store { return d.st }
 
 // Run serves the API and runs every stream until ctx ends.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.st.Close()
+	defer d.close()
 	ln, err := net.Listen("tcp", d.cfg.API.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.API.Listen, err)
@@ -158,6 +200,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if d.batch != nil {
 		g.Go(func() error { return d.batch.Run(gctx) })
+	}
+	if d.claim != nil {
+		g.Go(func() error {
+			select {
+			case <-d.claim.Lost():
+				return fmt.Errorf("%w: stopping, as another daemon may now take the store", d.claim.Err())
+			case <-gctx.Done():
+				return nil
+			}
+		})
 	}
 	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
 	close(d.Ready)

@@ -64,6 +64,9 @@ type Store struct {
 	db  *sql.DB
 	d   *dialect
 	obs atomic.Pointer[Observer]
+	// url is what Open was given and dsn the driver's form of it; file is
+	// the SQLite database file ("" for PostgreSQL). Claim uses them.
+	url, dsn, file string
 }
 
 // Open opens (creating if needed) the store at url and brings its schema up to
@@ -94,7 +97,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)
 	}
-	s := &Store{db: db, d: d}
+	s := &Store{db: db, d: d, url: url, dsn: dsn}
+	if d.name == dialectSQLite {
+		s.file, _, _ = strings.Cut(dsn, "?")
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)
