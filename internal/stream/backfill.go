@@ -244,6 +244,7 @@ func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.
 		}
 		m.loaded = true
 	}
+	m.reconcileWrittenLocked(cursors)
 	if err := m.reconcileCompletedLocked(ctx, cursors); err != nil {
 		return err
 	}
@@ -259,6 +260,28 @@ func (m *backfills) attach(ctx context.Context, rt *runtime, cursors map[change.
 	}
 	m.scheduleLocked()
 	return nil
+}
+
+// reconcileWrittenLocked takes each unfinished run's rows written from the
+// cursor the destination committed with its rows. The store records a
+// commit after it happened, so a daemon killed in between left the store
+// short by the chunks it committed last. A column subset's cursor counts the
+// rows it read, some of which the destination may have lacked, so its
+// figure is left as recorded; a repair's counts its current pass only, so
+// it is only ever raised.
+func (m *backfills) reconcileWrittenLocked(cursors map[change.TableID]sink.Cursor) {
+	for id, r := range m.byID {
+		r.mu.Lock()
+		rec := r.rec
+		r.mu.Unlock()
+		c, ok := cursors[change.TableID{Schema: rec.Schema, Name: rec.Table}]
+		if !ok || c.BackfillID != id || c.Rows <= rec.RowsWritten || optionsOf(rec).Columns != nil {
+			continue
+		}
+		m.log.Info("rows written taken from the destination's cursor", "backfill_id", id,
+			"recorded", rec.RowsWritten, "committed", c.Rows)
+		m.update(r, func(b *store.Backfill) { b.RowsWritten = c.Rows })
+	}
 }
 
 // reconcileCompletedLocked settles runs that read everything but whose last

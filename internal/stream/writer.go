@@ -39,6 +39,7 @@ func (w *writer) run(ctx context.Context) error {
 			if err := w.apply(ctx, b); err != nil {
 				return err
 			}
+			chunkCommitted(b) // a test-only failpoint; inert unless set
 			w.confirm(b.Position)
 			// What was committed is recorded even when the stream is stopping.
 			w.committed(context.WithoutCancel(ctx), b)

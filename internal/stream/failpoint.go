@@ -1,0 +1,32 @@
+package stream
+
+import (
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+)
+
+// killAfterChunkCommitsEnv is a test-only failpoint. Set to N, it makes the
+// process SIGKILL itself right after the destination committed its Nth
+// backfill chunk, before the metadata store records it, which is the moment
+// a crash used to lose rows_written. Unset (as always outside the daemon's
+// crash tests) it does nothing.
+const killAfterChunkCommitsEnv = "TIDEMARK_TEST_KILL_AFTER_SINK_COMMIT"
+
+var (
+	killAfterChunkCommits, _ = strconv.ParseInt(os.Getenv(killAfterChunkCommitsEnv), 10, 64)
+	chunkCommits             atomic.Int64
+)
+
+// chunkCommitted counts a committed batch that carried chunks, and kills the
+// process when the failpoint says so.
+func chunkCommitted(b *outBatch) {
+	if killAfterChunkCommits <= 0 || len(b.chunks) == 0 {
+		return
+	}
+	if chunkCommits.Add(int64(len(b.chunks))) >= killAfterChunkCommits {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal ends the process
+	}
+}
