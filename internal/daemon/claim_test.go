@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -97,5 +99,47 @@ func refused(t *testing.T, cfgPath string, holder int) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("second daemon's refusal lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestDaemonStopsWhenClaimLost: when the PostgreSQL session holding the
+// claim ends (terminated here), the database has released the lock, so the
+// daemon stops with the reason rather than run beside the next one.
+func TestDaemonStopsWhenClaimLost(t *testing.T) {
+	ctx := context.Background()
+	meta, err := server.CreateDatabase(ctx, "claim_lost_meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := writeIdleConfig(t, t.TempDir(), "tidemark.yaml", meta)
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(ctx, cfg, slog.New(slog.DiscardHandler), stream.Options{}, ClaimStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	<-d.Ready
+	conn, err := pgx.Connect(ctx, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'tidemark claim'`).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate the claim's session: %d sessions, %v", n, err)
+	}
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "lost the claim on the metadata store") {
+			t.Errorf("Run ended with %v, want the lost claim", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the daemon still runs a minute after losing its claim")
 	}
 }
