@@ -37,6 +37,9 @@ type tableInfo struct {
 	read  bool // SELECT on the table
 	owned bool // the user is, or is a member of, the owner
 	owner string
+	// ownerSuper: the owner is a superuser, whose membership no one
+	// should be given.
+	ownerSuper bool
 }
 
 // checkStream runs the checks of streams[i]: its source, then its
@@ -55,7 +58,7 @@ func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
 	out := []Check{src.reachable(ctx)}
 	for _, check := range []func(context.Context) Check{
 		src.walLevel, src.role, src.listTables, src.selectPrivilege, src.keys, src.generated, src.publication,
-		src.slotsRoom, src.walSendersRoom,
+		src.leastPrivilege, src.slotsRoom, src.walSendersRoom,
 	} {
 		out = append(out, check(ctx))
 	}
@@ -113,7 +116,7 @@ func (src *source) role(ctx context.Context) Check {
 		return ok(src.name("replication privilege"), src.user+" is a member of rds_replication")
 	}
 	return fail(src.name("replication privilege"), src.user+" has neither REPLICATION nor superuser, so it cannot create or read a replication slot",
-		fmt.Sprintf("ALTER ROLE %s REPLICATION; (as a superuser; on Amazon RDS: GRANT rds_replication TO %s;)", ident(src.user), ident(src.user)))
+		fmt.Sprintf("ALTER ROLE %s REPLICATION; (run by an administrator; on Amazon RDS: GRANT rds_replication TO %s;)", ident(src.user), ident(src.user)))
 }
 
 // listTables finds the included tables and the user's privileges on them.
@@ -132,7 +135,8 @@ func (src *source) listTables(ctx context.Context) Check {
 	}
 	rows, err := src.conn.Query(ctx, `
 		SELECT x.s, x.t, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT'),
-		       pg_has_role(c.relowner, 'USAGE'), pg_get_userbyid(c.relowner)::text
+		       pg_has_role(c.relowner, 'USAGE'), pg_get_userbyid(c.relowner)::text,
+		       COALESCE((SELECT o.rolsuper FROM pg_roles o WHERE o.oid = c.relowner), false)
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(s, t, i)
 		JOIN pg_namespace n ON n.nspname = x.s
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
@@ -140,7 +144,7 @@ func (src *source) listTables(ctx context.Context) Check {
 	if err == nil {
 		src.tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (tableInfo, error) {
 			var t tableInfo
-			err := r.Scan(&t.id.Schema, &t.id.Name, &t.usage, &t.read, &t.owned, &t.owner)
+			err := r.Scan(&t.id.Schema, &t.id.Name, &t.usage, &t.read, &t.owned, &t.owner, &t.ownerSuper)
 			return t, err
 		})
 	}
