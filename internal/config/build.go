@@ -25,6 +25,9 @@ const (
 	defaultNamePrefix       = "tidemark_" // of publication and slot names
 	defaultStatusInterval   = 10 * time.Second
 	defaultWALWarnBytes     = 1 << 30
+	defaultStatementTimeout = 5 * time.Minute
+	defaultLockTimeout      = 10 * time.Second
+	defaultIdleInTxTimeout  = time.Minute
 	defaultMaxConcurrent    = 2
 	defaultChunkSize        = 10000
 	defaultChunkWriteTarget = 20 * time.Millisecond
@@ -231,6 +234,14 @@ func (b *builder) config(r *rawConfig) *Config {
 	return c
 }
 
+func (b *builder) readTimeouts(p string, r *rawReadTimeouts) ReadTimeouts {
+	return ReadTimeouts{
+		Statement:         b.duration(p+".statement", r.Statement, defaultStatementTimeout),
+		Lock:              b.duration(p+".lock", r.Lock, defaultLockTimeout),
+		IdleInTransaction: b.duration(p+".idle_in_transaction", r.IdleInTransaction, defaultIdleInTxTimeout),
+	}
+}
+
 func (b *builder) stream(p string, r *rawStream) Stream {
 	name := b.str(p+".name", r.Name, "")
 	bf := &r.Backfill
@@ -243,6 +254,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			Slot:           b.str(p+".source.slot", r.Source.Slot, defaultNamePrefix+name),
 			StatusInterval: b.duration(p+".source.status_interval", r.Source.StatusInterval, defaultStatusInterval),
 			WALWarnBytes:   b.integer(p+".source.wal_warn_bytes", r.Source.WALWarnBytes, defaultWALWarnBytes),
+			ReadTimeouts:   b.readTimeouts(p+".source.read_timeouts", &r.Source.ReadTimeouts),
 		},
 		Destination: Destination{
 			Type: b.str(p+".destination.type", r.Destination.Type, ""),

@@ -180,6 +180,15 @@ type Source struct {
 	Slot           string
 	StatusInterval time.Duration // standby status update period
 	WALWarnBytes   int64         // warn when the slot retains more WAL; 0 never warns
+	ReadTimeouts   ReadTimeouts
+}
+
+// ReadTimeouts bound every transaction tidemark opens on a source: each is
+// set with SET LOCAL in it.
+type ReadTimeouts struct {
+	Statement         time.Duration // statement_timeout
+	Lock              time.Duration // lock_timeout
+	IdleInTransaction time.Duration // idle_in_transaction_session_timeout
 }
 
 // Destination is where a stream writes.

@@ -58,6 +58,9 @@ func TestDefaults(t *testing.T) {
 		{"source.slot", s.Source.Slot, "tidemark_shop"},
 		{"source.status_interval", s.Source.StatusInterval, 10 * time.Second},
 		{"source.wal_warn_bytes", s.Source.WALWarnBytes, int64(1 << 30)},
+		{"source.read_timeouts.statement", s.Source.ReadTimeouts.Statement, 5 * time.Minute},
+		{"source.read_timeouts.lock", s.Source.ReadTimeouts.Lock, 10 * time.Second},
+		{"source.read_timeouts.idle_in_transaction", s.Source.ReadTimeouts.IdleInTransaction, time.Minute},
 		{"destination.dsn", s.Destination.DSN, ""},
 		{"exclude", len(s.Exclude), 0},
 		{"include_future_tables", s.IncludeFutureTables, true},
@@ -129,6 +132,7 @@ streams:
       slot: shop_slot
       status_interval: 5s
       wal_warn_bytes: 2_000_000
+      read_timeouts: {statement: 100ms, lock: 1h, idle_in_transaction: 24h}
     destination: {type: postgres, dsn: "postgres://replica/shop"}
     include: ["public.*", '"Sales".*']
     exclude: ["public.tmp_*"]
@@ -153,7 +157,8 @@ streams:
 	want := Stream{
 		Name: "shop",
 		Source: Source{Type: "postgres", DSN: "postgres://tidemark:pw@db/shop", Publication: "shop_pub",
-			Slot: "shop_slot", StatusInterval: 5 * time.Second, WALWarnBytes: 2000000},
+			Slot: "shop_slot", StatusInterval: 5 * time.Second, WALWarnBytes: 2000000,
+			ReadTimeouts: ReadTimeouts{Statement: 100 * time.Millisecond, Lock: time.Hour, IdleInTransaction: 24 * time.Hour}},
 		Destination:         Destination{Type: "postgres", DSN: "postgres://replica/shop"},
 		Include:             []Pattern{mustPattern(t, "public.*"), mustPattern(t, `"Sales".*`)},
 		Exclude:             []Pattern{mustPattern(t, "public.tmp_*")},

@@ -62,12 +62,19 @@ type rawStream struct {
 }
 
 type rawSource struct {
-	Type           scalar `yaml:"type"`
-	DSN            scalar `yaml:"dsn"`
-	Publication    scalar `yaml:"publication"`
-	Slot           scalar `yaml:"slot"`
-	StatusInterval scalar `yaml:"status_interval"`
-	WALWarnBytes   scalar `yaml:"wal_warn_bytes"`
+	Type           scalar          `yaml:"type"`
+	DSN            scalar          `yaml:"dsn"`
+	Publication    scalar          `yaml:"publication"`
+	Slot           scalar          `yaml:"slot"`
+	StatusInterval scalar          `yaml:"status_interval"`
+	WALWarnBytes   scalar          `yaml:"wal_warn_bytes"`
+	ReadTimeouts   rawReadTimeouts `yaml:"read_timeouts"`
+}
+
+type rawReadTimeouts struct {
+	Statement         scalar `yaml:"statement"`
+	Lock              scalar `yaml:"lock"`
+	IdleInTransaction scalar `yaml:"idle_in_transaction"`
 }
 
 type rawDestination struct {
@@ -496,7 +503,7 @@ var rawTypes = map[string]reflect.Type{}
 
 func init() {
 	for _, v := range []any{rawConfig{}, rawAPI{}, rawToken{}, rawLog{}, rawStream{},
-		rawSource{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{},
+		rawSource{}, rawReadTimeouts{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{},
 		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}} {
 		t := reflect.TypeOf(v)
 		rawTypes[t.String()] = t

@@ -159,6 +159,13 @@ func (v *checker) intRange(path string, n, lo, hi int) {
 	}
 }
 
+// durationRange checks lo <= d <= hi.
+func (v *checker) durationRange(path string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		v.add(path, "%s is out of range: use %s to %s", shortDuration(d), shortDuration(lo), shortDuration(hi))
+	}
+}
+
 // atLeast checks a count whose documented range is lo or more up to a
 // sanity bound hi: below lo it asks for lo or more, above hi it names
 // the whole range.
@@ -356,6 +363,10 @@ func (v *checker) source(p string, s *Stream) {
 	case src.WALWarnBytes > maxWALWarnBytes:
 		v.add(p+".wal_warn_bytes", "%d is out of range: use 0 (never warn) to %d (1 PiB)", src.WALWarnBytes, int64(maxWALWarnBytes))
 	}
+	rt := &src.ReadTimeouts
+	v.durationRange(p+".read_timeouts.statement", rt.Statement, 100*time.Millisecond, 24*time.Hour)
+	v.durationRange(p+".read_timeouts.lock", rt.Lock, 10*time.Millisecond, time.Hour)
+	v.durationRange(p+".read_timeouts.idle_in_transaction", rt.IdleInTransaction, time.Second, 24*time.Hour)
 }
 
 func (v *checker) destination(p string, d *Destination) {

@@ -144,6 +144,16 @@ var validationCases = []problemCase{
 		"0s is out of range: use a duration above 0, e.g. 10s"}}},
 	{"wal warn bytes", streams(kv{"source": `{dsn: "postgres://db/x", wal_warn_bytes: -1}`}), []Problem{{"streams[0].source.wal_warn_bytes",
 		"-1 is out of range: use 0 (never warn) or more"}}},
+	{"read timeouts below", streams(kv{"source": `{dsn: "postgres://db/x", read_timeouts: {statement: 99ms, lock: 9ms, idle_in_transaction: 999ms}}`}), []Problem{
+		{"streams[0].source.read_timeouts.statement", "99ms is out of range: use 100ms to 24h"},
+		{"streams[0].source.read_timeouts.lock", "9ms is out of range: use 10ms to 1h"},
+		{"streams[0].source.read_timeouts.idle_in_transaction", "999ms is out of range: use 1s to 24h"}}},
+	{"read timeouts above", streams(kv{"source": `{dsn: "postgres://db/x", read_timeouts: {statement: 24h1s, lock: 61m, idle_in_transaction: 25h}}`}), []Problem{
+		{"streams[0].source.read_timeouts.statement", "24h0m1s is out of range: use 100ms to 24h"},
+		{"streams[0].source.read_timeouts.lock", "1h1m is out of range: use 10ms to 1h"},
+		{"streams[0].source.read_timeouts.idle_in_transaction", "25h is out of range: use 1s to 24h"}}},
+	{"read timeouts not durations", streams(kv{"source": `{dsn: "postgres://db/x", read_timeouts: {statement: 5}}`}), []Problem{
+		{"streams[0].source.read_timeouts.statement", `"5" is not a duration: use a number with a unit, e.g. 500ms, 10s or 1m`}}},
 	{"lag warn", streams(kv{"lag_warn": "-1s"}), []Problem{{"streams[0].lag_warn",
 		"-1s is out of range: use 0 (never warn) or a duration above 0, e.g. 5m"}}},
 	{"shared slot", streams(kv{"source": `{dsn: "postgres://db/x", slot: s}`},
@@ -307,7 +317,7 @@ streams:
 		{"api.tokens[0].role", roleMissing},
 		{"api.tokens[2].name", `"ci" is used twice (also api.tokens[1]): token names must be unique`}}},
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
-		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, slot, status_interval, wal_warn_bytes"},
+		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, slot, status_interval, wal_warn_bytes, read_timeouts"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
 		{"streams[0].destination.type", "missing: use postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},

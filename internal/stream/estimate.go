@@ -60,7 +60,7 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pg.ConnectForCatalog(ctx, s.cfg.Source.DSN)
+	conn, err := pg.ConnectForCatalog(ctx, s.cfg.Source.DSN, readTimeouts(s.cfg.Source))
 	if err != nil {
 		return Estimate{}, err
 	}
@@ -69,7 +69,7 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 	var seconds float64
 	for _, id := range ids {
 		oe := ObjectEstimate{Object: config.FormatTable(id), Rows: -1}
-		size, err := pg.EstimateTable(ctx, conn, id)
+		size, err := conn.EstimateTable(ctx, id)
 		if err != nil {
 			oe.Error = err.Error()
 			est.Objects = append(est.Objects, oe)

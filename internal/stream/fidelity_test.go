@@ -154,23 +154,54 @@ func TestTypeFidelity(t *testing.T) {
 	for _, dest := range []string{"postgres", "sqlite"} {
 		t.Run(dest, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{dest: dest, setup: fidelitySetup(), yaml: "backfill: {mode: automatic, chunk_size: 4}"})
-			e.start()
-			e.waitLoaded("typed")
-			e.waitLoaded("barrier")
-			tbl := e.s.lookup(change.TableID{Schema: "public", Name: "typed"})
-			if tbl == nil {
-				t.Fatal("typed is not streamed")
-			}
-			e.checkFidelity(tbl, "after the backfill", fidelityRowsEach+1)
-			for _, stmt := range fidelityChanges() {
-				e.exec(stmt)
-			}
-			e.barrier(1)
-			e.checkFidelity(tbl, "after the change stream", 2*(fidelityRowsEach+1))
-			e.verifyClean(3)
+			fidelity(t, dest, "")
 		})
 	}
+}
+
+// roleSettings give the source role, in the test's database, settings that
+// change the text of values (and client_encoding, which would make
+// PostgreSQL convert it): tidemark's connections must not take them.
+const roleSettings = `DO $$
+DECLARE s text;
+BEGIN
+  FOREACH s IN ARRAY ARRAY['bytea_output = escape', 'DateStyle = ''SQL, DMY''', 'TimeZone = ''Asia/Kathmandu''',
+      'IntervalStyle = sql_standard', 'extra_float_digits = -3', 'client_encoding = LATIN1'] LOOP
+    EXECUTE format('ALTER ROLE %I IN DATABASE %I SET ', current_user, current_database()) || s;
+  END LOOP;
+END $$;
+`
+
+// TestTypeFidelityRoleSettings is TestTypeFidelity with the source role's
+// own settings changing how the server prints values: the backfill and the
+// stream still deliver every value exactly.
+func TestTypeFidelityRoleSettings(t *testing.T) {
+	for _, dest := range []string{"postgres", "sqlite"} {
+		t.Run(dest, func(t *testing.T) {
+			t.Parallel()
+			fidelity(t, dest, roleSettings)
+		})
+	}
+}
+
+// fidelity runs TestTypeFidelity into dest, with before run on the source
+// first.
+func fidelity(t *testing.T, dest, before string) {
+	e := newEnv(t, envOptions{dest: dest, setup: before + fidelitySetup(), yaml: "backfill: {mode: automatic, chunk_size: 4}"})
+	e.start()
+	e.waitLoaded("typed")
+	e.waitLoaded("barrier")
+	tbl := e.s.lookup(change.TableID{Schema: "public", Name: "typed"})
+	if tbl == nil {
+		t.Fatal("typed is not streamed")
+	}
+	e.checkFidelity(tbl, "after the backfill", fidelityRowsEach+1)
+	for _, stmt := range fidelityChanges() {
+		e.exec(stmt)
+	}
+	e.barrier(1)
+	e.checkFidelity(tbl, "after the change stream", 2*(fidelityRowsEach+1))
+	e.verifyClean(3)
 }
 
 // checkFidelity compares the destination's typed table with the source's,

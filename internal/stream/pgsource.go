@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/source/pg"
 )
 
@@ -20,4 +21,11 @@ func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec
 
 func (p pgChunks) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
 	return p.src.CheckFilter(ctx, t, filter)
+}
+
+// readTimeouts are a source's read timeouts as the PostgreSQL source takes
+// them.
+func readTimeouts(src config.Source) pg.ReadTimeouts {
+	rt := src.ReadTimeouts
+	return pg.ReadTimeouts{Statement: rt.Statement, Lock: rt.Lock, IdleInTransaction: rt.IdleInTransaction}
 }

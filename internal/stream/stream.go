@@ -315,7 +315,7 @@ func (s *Stream) lookup(id change.TableID) *change.Table {
 func (s *Stream) runOnce(ctx context.Context) error {
 	s.setState(ctx, store.StateStarting, "")
 	src, err := pg.Open(ctx, pg.Config{DSN: s.cfg.Source.DSN, Publication: s.cfg.Source.Publication, Slot: s.cfg.Source.Slot,
-		StatusInterval: s.cfg.Source.StatusInterval, ProbeInterval: s.opts.ProbeInterval}, s.log)
+		StatusInterval: s.cfg.Source.StatusInterval, ProbeInterval: s.opts.ProbeInterval, Timeouts: readTimeouts(s.cfg.Source)}, s.log)
 	if err != nil {
 		return err
 	}
@@ -434,7 +434,7 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	g.Go(func() error { return s.watchSchema(gctx, src, app, schemaEvents) })
 	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed,
 		size: func(ctx context.Context, id change.TableID) (pg.TableSize, error) {
-			return pg.EstimateTable(ctx, src.Pool(), id)
+			return src.EstimateTable(ctx, id)
 		},
 		prepare: func(ctx context.Context, id change.TableID) (*change.Table, error) {
 			return s.activate(ctx, src, app, id)

@@ -25,6 +25,8 @@ var textSettings = map[string]string{
 	"DateStyle":          "ISO, MDY",
 	"IntervalStyle":      "postgres",
 	"extra_float_digits": "1",
+	"bytea_output":       "hex",
+	"client_encoding":    "UTF8",
 }
 
 // textConn connects to dsn with textSettings.

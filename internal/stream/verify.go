@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/source/pg"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -191,9 +192,12 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 
 // verifyObject verifies ranges of a table (nil: the whole table), in
 // ranges of chunkSize rows, reading the source with scope's filter and
-// columns and comparing only what they cover.
+// columns and comparing only what they cover. A read that runs into the
+// source's statement timeout is read again at half the size, down to
+// timeoutFloor, as a backfill's is.
 func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
 	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
+	floor := timeoutFloor(chunkSize)
 	if ranges == nil {
 		ranges = []keyRange{{}}
 	}
@@ -209,6 +213,10 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 			read, err := rt.src.ReadChunk(ctx, t, spec)
 			if err != nil {
 				rt.applier.abandon(pc)
+				if pg.IsStatementTimeout(err) && chunkSize > floor {
+					chunkSize = max(floor, chunkSize/2)
+					continue
+				}
 				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
 			}
 			pc.read, pc.upto, pc.ends = read, rg.High, len(read.Rows) < chunkSize

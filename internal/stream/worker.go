@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source/pg"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -55,6 +56,9 @@ type coverage struct {
 	pace       pacer
 	// sampleEnd is the key a sample ended at.
 	sampleEnd change.Key
+	// ceiling caps the chunk size once a read ran into the source's
+	// statement timeout (0: no cap).
+	ceiling int
 }
 
 // fill reads one key range of a run, chunk by chunk. done says the run has
@@ -71,11 +75,14 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		}
 		spec := pc.scope
 		size := rt.applier.pace.limit(m.cfg.ChunkSize, time.Now())
+		if c.ceiling > 0 {
+			size = min(size, c.ceiling)
+		}
 		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
 		read, err := rt.src.ReadChunk(ctx, r.table, spec)
 		if err != nil {
 			rt.applier.abandon(pc)
-			if !m.readFailed(ctx, r, err, &delay) {
+			if !m.readFailed(ctx, r, c, spec.Limit, err, &delay) {
 				return false, false
 			}
 			continue
@@ -129,11 +136,24 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 	}
 }
 
-// readFailed handles a chunk read that failed: an error no retry cures
-// fails the run, any other is retried after delay, which grows. It returns
-// false when the worker is to end.
-func (m *backfills) readFailed(ctx context.Context, r *run, err error, delay *time.Duration) bool {
+// readFailed handles a chunk read of limit rows that failed: an error no
+// retry cures fails the run; a read that ran into the source's statement
+// timeout is read again at half the size, down to timeoutFloor, then fails
+// the run; any other is retried after delay, which grows. It returns false
+// when the worker is to end.
+func (m *backfills) readFailed(ctx context.Context, r *run, c *coverage, limit int, err error, delay *time.Duration) bool {
 	if ctx.Err() != nil {
+		return false
+	}
+	if pg.IsStatementTimeout(err) {
+		if floor := timeoutFloor(m.cfg.ChunkSize); limit > floor {
+			c.ceiling = max(floor, limit/2)
+			m.log.Warn("chunk read ran into the statement timeout; reading smaller chunks", "backfill_id", r.rec.ID,
+				"object", r.table.ID.String(), "rows", limit, "next_rows", c.ceiling)
+			m.update(r, func(b *store.Backfill) { b.Retries++ })
+			return true
+		}
+		m.fail(r, fmt.Errorf("%w; chunks of %d rows took as long, the smallest tidemark reads: raise source.read_timeouts.statement of stream %s (or make the table quicker to read)", err, limit, m.stream))
 		return false
 	}
 	if m.permanent(err) {
@@ -148,6 +168,11 @@ func (m *backfills) readFailed(ctx context.Context, r *run, err error, delay *ti
 	*delay = m.cfg.Retry.next(*delay)
 	return true
 }
+
+// timeoutFloor is the smallest chunk a read that runs into the statement
+// timeout is halved to: a sixteenth of chunk_size. Each try costs up to the
+// timeout, so the halving stops after four.
+func timeoutFloor(chunkSize int) int { return max(1, chunkSize/16) }
 
 // ensureTable gives a run its table, streaming the table first when it is
 // not (new, stopped by a schema change, or unstreamable at the start) and

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
 )
 
@@ -46,29 +45,19 @@ type ReadOptions struct {
 // in a read-only repeatable-read transaction whose snapshot and position are
 // returned with the rows. It takes no lock beyond what a SELECT takes.
 func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error) {
-	conn, err := s.pool.Acquire(ctx)
+	var chunk Chunk
+	err := s.readAt(ctx, repeatableRead, func(tx *readTx) (err error) {
+		chunk, err = readChunk(ctx, tx, t, opt)
+		return err
+	})
 	if err != nil {
-		return Chunk{}, classify(fmt.Errorf("read chunk of %s: %w", t.ID, err))
-	}
-	defer conn.Release()
-	chunk, err := readChunk(ctx, conn, t, opt)
-	if err != nil {
-		return Chunk{}, classifyRead(fmt.Errorf("read chunk of %s: %w", t.ID, err))
+		return Chunk{}, classifyRead(ctx, fmt.Errorf("read chunk of %s: %w", t.ID, err), s.cfg.Timeouts.orDefault().Statement)
 	}
 	return chunk, nil
 }
 
-func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt ReadOptions) (Chunk, error) {
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
-		return Chunk{}, err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
-		}
-	}()
+func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions) (Chunk, error) {
+	pc := tx.pgConn()
 	// The lock (the one the SELECT takes anyway) comes before the
 	// snapshot: a schema change holding the table is committed before the
 	// snapshot is taken, and none can happen until the read is done. So
@@ -93,7 +82,7 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 	if chunk.Position, err = change.ParseLSN(string(res.Rows[0][1])); err != nil {
 		return Chunk{}, err
 	}
-	if chunk.Table, err = snapshotShape(ctx, conn.Conn(), t); err != nil {
+	if chunk.Table, err = snapshotShape(ctx, tx, t); err != nil {
 		return Chunk{}, err
 	}
 	t = chunk.Table
@@ -114,10 +103,8 @@ func readChunk(ctx context.Context, conn *pgxpool.Conn, t *change.Table, opt Rea
 	if _, err := rr.Close(); err != nil {
 		return Chunk{}, err
 	}
-	if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
-		return Chunk{}, err
-	}
-	committed = true
+	// The transaction is rolled back (readAt): the rows, snapshot and
+	// position are all it was for.
 	return chunk, nil
 }
 
@@ -243,24 +230,16 @@ func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string
 	// The table as the source has it now, not as the stream last saw it:
 	// a column renamed meanwhile is not the filter's fault.
 	sql := "SELECT 1 FROM " + filteredFrom(t, filter) + " LIMIT 1"
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("check filter on %s: %w", t.ID, err)
-	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, "BEGIN READ ONLY").ReadAll(); err != nil {
-		return fmt.Errorf("check filter on %s: %w", t.ID, err)
-	}
-	defer func() { pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll() }()
-	// EXPLAIN plans the query (names, types, syntax) without running it.
-	res := pc.ExecParams(ctx, "EXPLAIN "+sql, nil, nil, nil, nil).Read()
+	err := s.readAt(ctx, readCommitted, func(tx *readTx) error {
+		// EXPLAIN plans the query (names, types, syntax) without running it.
+		return tx.pgConn().ExecParams(ctx, "EXPLAIN "+sql, nil, nil, nil, nil).Read().Err
+	})
 	var pgErr *pgconn.PgError
-	if errors.As(res.Err, &pgErr) && !transientClass(pgErr.Code) {
+	if errors.As(err, &pgErr) && !transientClass(pgErr.Code) {
 		return fmt.Errorf("%w on %s: %s", ErrFilter, t.ID, pgErr.Message)
 	}
-	if res.Err != nil {
-		return fmt.Errorf("check filter on %s: %w", t.ID, res.Err)
+	if err != nil {
+		return fmt.Errorf("check filter on %s: %w", t.ID, err)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package pg
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -60,12 +63,46 @@ const slotGoneHint = "the replication slot is gone or invalidated, so changes ma
 // classifyRead is classify for a chunk read, whose query holds the
 // backfill's filter: a server error of a class that does not clear up on
 // its own (syntax, names, types, values, unsupported features) fails the
-// same way on every retry.
-func classifyRead(err error) error {
+// same way on every retry. A read the server cancelled while ctx was live
+// ran into the statement timeout: a StatementTimeoutError.
+func classifyRead(ctx context.Context, err error, timeout time.Duration) error {
 	err = classify(err)
 	var pgErr *pgconn.PgError
-	if !IsPermanent(err) && errors.As(err, &pgErr) && !transientClass(pgErr.Code) {
+	if IsPermanent(err) || !errors.As(err, &pgErr) {
+		return err
+	}
+	if pgErr.Code == codeQueryCanceled && ctx.Err() == nil {
+		// Told by the context rather than by the message, whose
+		// language is the server's: tidemark cancels a query only by
+		// ending its context.
+		return &StatementTimeoutError{Err: err, Timeout: timeout}
+	}
+	if !transientClass(pgErr.Code) {
 		return &PermanentError{Err: err, Hint: "the source refused the chunk's query (the backfill's filter, if it has one, or a key column whose type changed): fix it, then initiate the backfill again"}
 	}
 	return err
+}
+
+// codeQueryCanceled is the SQLSTATE of a statement cancelled by the
+// statement timeout or a cancel request.
+const codeQueryCanceled = "57014"
+
+// StatementTimeoutError is a read the source cancelled because it ran
+// longer than the statement timeout (ReadTimeouts.Statement).
+type StatementTimeoutError struct {
+	Err     error
+	Timeout time.Duration
+}
+
+func (e *StatementTimeoutError) Error() string {
+	return fmt.Sprintf("%v (the read ran longer than the statement timeout, %s)", e.Err, e.Timeout)
+}
+
+func (e *StatementTimeoutError) Unwrap() error { return e.Err }
+
+// IsStatementTimeout reports whether err is a read that ran into the
+// statement timeout.
+func IsStatementTimeout(err error) bool {
+	var te *StatementTimeoutError
+	return errors.As(err, &te)
 }

@@ -67,17 +67,37 @@ func EstimateTable(ctx context.Context, q queryer, id change.TableID) (TableSize
 // ErrNoTable is a table the source does not have (or the role cannot see).
 var ErrNoTable = errors.New("no such table on the source")
 
-// ConnectForCatalog opens one short-lived connection for catalog reads
-// outside a running stream.
-func ConnectForCatalog(ctx context.Context, dsn string) (*pgx.Conn, error) {
+// CatalogConn is one short-lived connection for catalog reads outside a
+// running stream, with the pool's session settings and read transactions.
+type CatalogConn struct {
+	conn     *pgx.Conn
+	timeouts ReadTimeouts
+}
+
+// ConnectForCatalog opens a CatalogConn.
+func ConnectForCatalog(ctx context.Context, dsn string, timeouts ReadTimeouts) (*CatalogConn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("source DSN: %s", redactErr(err))
 	}
+	withSessionParams(cfg.RuntimeParams)
 	cfg.RuntimeParams["application_name"] = "tidemark_estimate"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the source: %w", err)
 	}
-	return conn, nil
+	return &CatalogConn{conn: conn, timeouts: timeouts}, nil
 }
+
+// EstimateTable sizes a table in a read transaction of its own.
+func (c *CatalogConn) EstimateTable(ctx context.Context, id change.TableID) (TableSize, error) {
+	tx, err := beginRead(ctx, c.conn, readCommitted, c.timeouts)
+	if err != nil {
+		return TableSize{}, err
+	}
+	defer tx.rollback(ctx)
+	return EstimateTable(ctx, tx, id)
+}
+
+// Close closes the connection.
+func (c *CatalogConn) Close(ctx context.Context) error { return c.conn.Close(ctx) }

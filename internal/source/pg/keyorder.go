@@ -91,20 +91,23 @@ func (s *Source) InRange(ctx context.Context, t *change.Table, keys []change.Key
 		return out, nil
 	}
 	sql, args := inRangeQuery(t, keys, low, high)
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, classify(fmt.Errorf("compare keys of %s: %w", t.ID, err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ord int64
-		var in bool
-		if err := rows.Scan(&ord, &in); err != nil {
-			return nil, fmt.Errorf("compare keys of %s: %w", t.ID, err)
+	err := s.read(ctx, func(q queryer) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return err
 		}
-		out[ord-1] = in
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var ord int64
+			var in bool
+			if err := rows.Scan(&ord, &in); err != nil {
+				return err
+			}
+			out[ord-1] = in
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, classify(fmt.Errorf("compare keys of %s: %w", t.ID, err))
 	}
 	return out, nil

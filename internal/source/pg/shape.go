@@ -88,13 +88,21 @@ func tableOID(ctx context.Context, q queryer, id change.TableID) (uint32, error)
 // Attributes reads the catalog's attributes of a table now, keyed by
 // attnum; none when the table does not exist.
 func (s *Source) Attributes(ctx context.Context, id change.TableID) (map[int16]Attribute, error) {
-	oid, err := tableOID(ctx, s.pool, id)
-	if err != nil || oid == 0 {
+	var attrs []Attribute
+	found := false
+	err := s.read(ctx, func(q queryer) error {
+		oid, err := tableOID(ctx, q, id)
+		if err != nil || oid == 0 {
+			return err
+		}
+		found = true
+		if attrs, err = attributes(ctx, q, oid); err != nil {
+			return fmt.Errorf("read columns of %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil || !found {
 		return nil, classify(err)
-	}
-	attrs, err := attributes(ctx, s.pool, oid)
-	if err != nil {
-		return nil, classify(fmt.Errorf("read columns of %s: %w", id, err))
 	}
 	out := make(map[int16]Attribute, len(attrs))
 	for _, a := range attrs {
@@ -183,7 +191,11 @@ type typeKey struct {
 // columns numbered by attnum (see align), with prev's key. It reads the
 // catalog; types cache the type names it had to look up.
 func (s *Source) resolveRelation(ctx context.Context, prev *change.Table, m *pglogrepl.RelationMessage, types map[typeKey]typeInfo) (*change.Table, error) {
-	attrs, err := attributes(ctx, s.pool, m.RelationID)
+	var attrs []Attribute
+	err := s.read(ctx, func(q queryer) (err error) {
+		attrs, err = attributes(ctx, q, m.RelationID)
+		return err
+	})
 	if err != nil {
 		return nil, classify(fmt.Errorf("read columns of %s.%s: %w", m.Namespace, m.RelationName, err))
 	}
@@ -231,9 +243,11 @@ func (s *Source) typeInfo(ctx context.Context, cache map[typeKey]typeInfo, k typ
 		return ti, nil
 	}
 	var ti typeInfo
-	err := s.pool.QueryRow(ctx, `
-		SELECT format_type(t.oid, $2), CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
-		FROM pg_type t WHERE t.oid = $1`, k.oid, k.mod).Scan(&ti.name, &ti.base)
+	err := s.read(ctx, func(q queryer) error {
+		return q.QueryRow(ctx, `
+			SELECT format_type(t.oid, $2), CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+			FROM pg_type t WHERE t.oid = $1`, k.oid, k.mod).Scan(&ti.name, &ti.base)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		ti = typeInfo{name: "text", base: k.oid}
 	} else if err != nil {
@@ -310,10 +324,12 @@ func droppedInMessage(prev *change.Table, name string, cands []Attribute, left i
 // InPublication reports whether a table is in the stream's publication.
 func (s *Source) InPublication(ctx context.Context, id change.TableID) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
-		               WHERE p.pubname = $1 AND pr.prrelid = to_regclass($2))`,
-		s.cfg.Publication, quoteTable(id)).Scan(&ok)
+	err := s.read(ctx, func(q queryer) error {
+		return q.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+			               WHERE p.pubname = $1 AND pr.prrelid = to_regclass($2))`,
+			s.cfg.Publication, quoteTable(id)).Scan(&ok)
+	})
 	if err != nil {
 		return false, classify(fmt.Errorf("look up %s in publication %s: %w", id, s.cfg.Publication, err))
 	}
@@ -328,7 +344,7 @@ func (s *Source) AddToPublication(ctx context.Context, id change.TableID) error 
 	if err != nil || in {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, "ALTER PUBLICATION "+quoteIdent(s.cfg.Publication)+" ADD TABLE "+quoteTable(id))
+	err = s.write(ctx, "ALTER PUBLICATION "+quoteIdent(s.cfg.Publication)+" ADD TABLE "+quoteTable(id))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42710" {
 		return nil // added meanwhile

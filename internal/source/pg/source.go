@@ -36,6 +36,9 @@ type Config struct {
 	// ProbeInterval is how often a pending chunk asks the server where the
 	// stream is (a status update that requests a reply).
 	ProbeInterval time.Duration
+	// Timeouts bound every transaction on the source (zero values: the
+	// defaults).
+	Timeouts ReadTimeouts
 }
 
 // Source is one PostgreSQL source database.
@@ -47,25 +50,14 @@ type Source struct {
 	want      atomic.Uint64 // a pending chunk waits for the stream to pass this
 }
 
-// sessionParams make every text representation independent of the server's
-// and the user's settings, so source and destination texts compare equal.
-var sessionParams = map[string]string{
-	"TimeZone":           "UTC",
-	"DateStyle":          "ISO, MDY",
-	"IntervalStyle":      "postgres",
-	"extra_float_digits": "1",
-	"application_name":   "tidemark",
-}
-
 // Open connects the pool used for catalog and chunk reads.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Source, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("parse source DSN: %s", redactErr(err))
 	}
-	for k, v := range sessionParams {
-		pc.ConnConfig.RuntimeParams[k] = v
-	}
+	withSessionParams(pc.ConnConfig.RuntimeParams)
+	pc.AfterRelease = resetSession
 	pc.MaxConns = 8
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -87,18 +79,37 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Source, error) {
 // Close releases the pool.
 func (s *Source) Close() { s.pool.Close() }
 
-// Pool exposes the read pool for verify and tests.
+// Pool exposes the read pool for tests.
 func (s *Source) Pool() *pgxpool.Pool { return s.pool }
 
 // Tables lists the source's tables.
 func (s *Source) Tables(ctx context.Context) ([]change.TableID, error) {
-	return ListTables(ctx, s.pool)
+	var ids []change.TableID
+	err := s.read(ctx, func(q queryer) (err error) {
+		ids, err = ListTables(ctx, q)
+		return err
+	})
+	return ids, classify(err)
 }
 
 // Describe reads one table's shape.
 func (s *Source) Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error) {
-	t, err := Describe(ctx, s.pool, id, keyCols)
+	var t *change.Table
+	err := s.read(ctx, func(q queryer) (err error) {
+		t, err = Describe(ctx, q, id, keyCols)
+		return err
+	})
 	return t, classify(err)
+}
+
+// EstimateTable sizes a table as a backfill of it would read it.
+func (s *Source) EstimateTable(ctx context.Context, id change.TableID) (TableSize, error) {
+	var size TableSize
+	err := s.read(ctx, func(q queryer) (err error) {
+		size, err = EstimateTable(ctx, q, id)
+		return err
+	})
+	return size, classify(err)
 }
 
 // Confirm records that the destination committed everything up to lsn; the
@@ -127,7 +138,9 @@ func (s *Source) WantPosition(lsn change.LSN) {
 // reach the stream as changes of the root, the one object it streams.
 func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID) error {
 	var viaRoot *bool // nil: no such publication
-	err := s.pool.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", s.cfg.Publication).Scan(&viaRoot)
+	err := s.read(ctx, func(q queryer) error {
+		return q.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", s.cfg.Publication).Scan(&viaRoot)
+	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return classify(fmt.Errorf("look up publication %s: %w", s.cfg.Publication, err))
 	}
@@ -141,7 +154,7 @@ func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID)
 		// A publication made without it (by hand, say) would publish a
 		// partition's changes under the partition's name, which is no
 		// object: they would be lost.
-		if _, err := s.pool.Exec(ctx, "ALTER PUBLICATION "+pub+" SET (publish_via_partition_root = true)"); err != nil {
+		if err := s.write(ctx, "ALTER PUBLICATION "+pub+" SET (publish_via_partition_root = true)"); err != nil {
 			return classify(fmt.Errorf("set publish_via_partition_root on publication %s: %w", s.cfg.Publication, err))
 		}
 	}
@@ -156,7 +169,7 @@ func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID)
 	default:
 		sql = "ALTER PUBLICATION " + pub + " SET TABLE " + strings.Join(names, ", ")
 	}
-	if _, err := s.pool.Exec(ctx, sql); err != nil {
+	if err := s.write(ctx, sql); err != nil {
 		return classify(fmt.Errorf("set up publication %s: %w", s.cfg.Publication, err))
 	}
 	return nil
@@ -177,11 +190,13 @@ func (s *Source) Slot(ctx context.Context) (SlotInfo, error) {
 	var confirmed *string
 	var retained *int64
 	var walStatus *string
-	err := s.pool.QueryRow(ctx, `
-		SELECT confirmed_flush_lsn::text,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
-		       wal_status
-		FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&confirmed, &retained, &walStatus)
+	err := s.read(ctx, func(q queryer) error {
+		return q.QueryRow(ctx, `
+			SELECT confirmed_flush_lsn::text,
+			       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
+			       wal_status
+			FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&confirmed, &retained, &walStatus)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return info, nil
 	}
@@ -229,7 +244,7 @@ func (s *Source) EnsureSlot(ctx context.Context) (bool, error) {
 
 // DropSlot removes the replication slot if it exists.
 func (s *Source) DropSlot(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.cfg.Slot)
+	err := s.write(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.cfg.Slot)
 	if err != nil {
 		return classify(fmt.Errorf("drop replication slot %s: %w", s.cfg.Slot, err))
 	}
@@ -241,9 +256,9 @@ func (s *Source) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse source DSN: %s", redactErr(err))
 	}
-	for k, v := range sessionParams {
-		cc.RuntimeParams[k] = v
-	}
+	// pgoutput prints every value with the walsender's settings: the
+	// same ones as the pool's.
+	withSessionParams(cc.RuntimeParams)
 	cc.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cc)
 	if err != nil {
