@@ -49,15 +49,12 @@ const resetTimeout = 5 * time.Second
 // source calls, say) can take them. DISCARD ALL drops all of that and sets
 // every setting back to its startup value, sessionParams. Resetting on
 // release, not on acquire, frees a lock as soon as the read ends rather
-// than when the connection is next used. pgx's cache of prepared
-// statements is cleared with them, or it would name statements that no
-// longer exist.
+// than when the connection is next used. (The pool runs its queries as
+// unnamed statements, QueryExecModeCacheDescribe, so DISCARD ALL drops no
+// statement pgx would use again.)
 func resetSession(conn *pgx.Conn) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
-	if err := conn.DeallocateAll(ctx); err != nil {
-		return false
-	}
 	_, err := conn.PgConn().Exec(ctx, "DISCARD ALL").ReadAll()
 	return err == nil
 }

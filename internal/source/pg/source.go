@@ -58,6 +58,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Source, error) {
 	}
 	withSessionParams(pc.ConnConfig.RuntimeParams)
 	pc.AfterRelease = resetSession
+	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	pc.MaxConns = 8
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
