@@ -18,19 +18,21 @@ import (
 // but not visible to new snapshots for a moment, as while it waits for a
 // synchronous standby), and the caller reads again.
 func (s *Source) ReadGenerated(ctx context.Context, t *change.Table, cols []int, keys []change.Key, xid uint32) (vals [][]change.Value, visible bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
+	err = s.readAt(ctx, repeatableRead, func(tx *readTx) error {
+		vals, visible, err = readGenerated(ctx, tx, t, cols, keys, xid)
+		return err
+	})
 	if err != nil {
 		return nil, false, classify(fmt.Errorf("read generated columns of %s: %w", t.ID, err))
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
-		return nil, false, classify(fmt.Errorf("read generated columns of %s: %w", t.ID, err))
-	}
-	defer func() { pc.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll() }()
+	return vals, visible, nil
+}
+
+func readGenerated(ctx context.Context, tx *readTx, t *change.Table, cols []int, keys []change.Key, xid uint32) ([][]change.Value, bool, error) {
+	pc := tx.pgConn()
 	res := pc.ExecParams(ctx, "SELECT pg_current_snapshot()::text", nil, nil, nil, nil).Read()
 	if res.Err != nil {
-		return nil, false, classify(fmt.Errorf("read generated columns of %s: %w", t.ID, res.Err))
+		return nil, false, res.Err
 	}
 	snap, err := ParseSnapshot(string(res.Rows[0][0]))
 	if err != nil {
@@ -41,13 +43,13 @@ func (s *Source) ReadGenerated(ctx context.Context, t *change.Table, cols []int,
 	}
 	sql, params := generatedQuery(t, cols, keys)
 	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
-	vals = make([][]change.Value, len(keys))
+	vals := make([][]change.Value, len(keys))
 	for rr.NextRow() {
 		raw := rr.Values()
 		ord, err := strconv.Atoi(string(raw[0]))
 		if err != nil || ord < 1 || ord > len(keys) {
 			rr.Close()
-			return nil, false, fmt.Errorf("read generated columns of %s: row number %q", t.ID, raw[0])
+			return nil, false, fmt.Errorf("row number %q", raw[0])
 		}
 		row := make([]change.Value, len(cols))
 		for i, v := range raw[1:] {
@@ -60,7 +62,7 @@ func (s *Source) ReadGenerated(ctx context.Context, t *change.Table, cols []int,
 		vals[ord-1] = row
 	}
 	if _, err := rr.Close(); err != nil {
-		return nil, false, classify(fmt.Errorf("read generated columns of %s: %w", t.ID, err))
+		return nil, false, err
 	}
 	return vals, true, nil
 }

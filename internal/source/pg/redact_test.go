@@ -24,7 +24,7 @@ func TestBadDSNIsAnErrorWithoutThePassword(t *testing.T) {
 		var errs []error
 		_, err := Open(ctx, Config{DSN: dsn}, slog.New(slog.DiscardHandler))
 		errs = append(errs, err)
-		_, err = ConnectForCatalog(ctx, dsn)
+		_, err = ConnectForCatalog(ctx, dsn, ReadTimeouts{})
 		errs = append(errs, err)
 		_, err = (&Source{cfg: Config{DSN: dsn}}).replicationConn(ctx)
 		errs = append(errs, err)
