@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs what tidemark's demo and tests need on a Debian machine with Go:
 # the PostgreSQL server binaries (the tests start their own throwaway
-# servers from them, as the postgres user) and Chromium (the console's
-# browser tests drive it headless).
+# servers from them, as the postgres user), Chromium (the console's
+# browser tests drive it headless) and a C compiler (the row filter parser,
+# pg_query_go, is PostgreSQL's own parser built with cgo).
 set -euo pipefail
 
 need_pg() { ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || ! id postgres >/dev/null 2>&1; }
 need_chromium() { [ ! -x /usr/bin/chromium ]; }
+need_cc() { ! command -v gcc >/dev/null; }
 
 packages=()
 need_pg && packages+=(postgresql)
 need_chromium && packages+=(chromium)
+need_cc && packages+=(gcc)
 if [ ${#packages[@]} -gt 0 ]; then
 	SUDO=""
 	[ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -117,7 +117,8 @@ type InitiateRequest struct {
 	RunAt *time.Time `json:"run_at,omitempty"`
 	// RowsPerSecond limits each run's reads (0: the stream's limit).
 	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
-	// Filter backfills only the source rows matching this SQL condition.
+	// Filter backfills only the source rows matching this condition on
+	// the table's columns (the form package rowfilter accepts).
 	Filter string `json:"filter,omitempty"`
 	// Columns backfills only these columns (the key is always read) of
 	// rows the destination holds, leaving its other columns alone.

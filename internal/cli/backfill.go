@@ -115,7 +115,10 @@ slice first. --at TIME (RFC 3339) keeps the backfills pending until then, for
 quiet hours. --rows-per-second limits each backfill's reads (change it while
 it runs with "tidemark backfill set-rate"). --filter SQL backfills only the
 source rows matching the condition, leaving the destination's other rows
-alone. --columns a,b fills only these non-key columns of the rows the
+alone: the table's columns, literals, comparison and arithmetic operators,
+AND/OR/NOT, IN, BETWEEN, LIKE/ILIKE, IS NULL, casts to built-in types and a
+list of built-in functions (docs/backfill.md, "Row filters"); anything else
+is refused with exit code 2, naming it. --columns a,b fills only these non-key columns of the rows the
 destination holds, leaving its other columns alone.
 
 --as-one-run makes the backfills one run: one id (printed), completed when

@@ -227,6 +227,7 @@ func TestEndToEnd(t *testing.T) {
 		return len(runs) > 0 && runs[0].ID == sampled[0].ID && runs[0].LoadedAt != nil
 	})
 	expect(t, 2, []string{"--at \"soon\" is not a time"}, append(addr, "backfill", "initiate", "s", "public.t", "--at", "soon")...)
+	expect(t, 2, []string{"function pg_sleep is not allowed"}, append(addr, "backfill", "initiate", "s", "public.t", "--filter", "pg_sleep(60) IS NULL")...)
 	expect(t, 2, []string{"ROWS_PER_SECOND"}, append(addr, "backfill", "set-rate", "1", "fast")...)
 	expect(t, 4, []string{"cannot change the rate of backfill 1"}, append(addr, "backfill", "set-rate", "1", "5")...)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source/pg"
 	"github.com/tidemark/tidemark/internal/store"
@@ -19,8 +20,9 @@ import (
 type chunkSource interface {
 	ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec) (ChunkRead, error)
 	// CheckFilter says whether a backfill's filter is a valid condition
-	// on the table (pg.ErrFilter when the source refused it).
-	CheckFilter(ctx context.Context, t *change.Table, filter string) error
+	// on the table: a *rowfilter.Error for a column the table lacks,
+	// pg.ErrFilter when the source refused it.
+	CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error
 }
 
 // chunkSpec is what one chunk read asks for: up to Limit rows with key in

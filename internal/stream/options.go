@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -27,9 +28,10 @@ type BackfillOptions struct {
 	// RowsPerSecond limits each run's reads; 0 takes the stream's
 	// backfill.rows_per_second. A running run's limit can be changed.
 	RowsPerSecond float64
-	// Filter is a SQL condition on the source table: only the rows
-	// matching it are read, and the destination's other rows are left
-	// alone ("" reads every row).
+	// Filter is a condition on the source table's columns, as after WHERE
+	// (the form package rowfilter accepts): only the rows matching it are
+	// read, and the destination's other rows are left alone ("" reads
+	// every row).
 	Filter string
 	// Columns names the non-key columns to fill (nil: all): only they are
 	// read, and only rows the destination holds are written, their other
@@ -71,15 +73,23 @@ func (o BackfillOptions) Validate(now time.Time) error {
 		return fmt.Errorf("run_at %s is not in the future: leave it out to start now", o.RunAt.Format(time.RFC3339))
 	case o.Filter != "" && strings.TrimSpace(o.Filter) == "":
 		return errors.New("filter is blank: give a SQL condition on the source table, or leave it out for every row")
-	case len(o.Filter) > maxFilter:
-		return fmt.Errorf("filter is %d bytes: keep it under %d", len(o.Filter), maxFilter)
+	case len(o.Filter) > rowfilter.MaxBytes:
+		return fmt.Errorf("filter is %d bytes: keep it under %d", len(o.Filter), rowfilter.MaxBytes)
 	case o.Columns != nil && len(o.Columns) == 0:
 		return errors.New("columns is empty: name the columns to fill, or leave it out for all")
 	}
-	return nil
+	_, err := o.parseFilter()
+	return err
 }
 
-const maxFilter = 8 << 10
+// parseFilter reads the filter (nil when there is none), or says what in
+// it is refused.
+func (o BackfillOptions) parseFilter() (*rowfilter.Filter, error) {
+	if o.Filter == "" {
+		return nil, nil
+	}
+	return rowfilter.Parse(o.Filter)
+}
 
 // MaxSampleRows bounds sample_rows.
 const MaxSampleRows = 1_000_000_000_000

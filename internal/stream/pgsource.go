@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/source/pg"
 )
 
@@ -19,7 +20,7 @@ func (p pgChunks) ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec
 	return ChunkRead{Rows: c.Rows, Snapshot: c.Snapshot, Position: c.Position, Bytes: c.Bytes, Table: c.Table}, nil
 }
 
-func (p pgChunks) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
+func (p pgChunks) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {
 	return p.src.CheckFilter(ctx, t, filter)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/source/pg"
 )
 
@@ -21,6 +22,10 @@ func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o Backfil
 	s.bf.mu.Lock()
 	rt := s.bf.rt
 	s.bf.mu.Unlock()
+	filter, err := o.parseFilter()
+	if err != nil {
+		return &InvalidError{Msg: err.Error()}
+	}
 	var problems []string
 	for _, id := range ids {
 		t := s.lookup(id)
@@ -28,13 +33,17 @@ func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o Backfil
 			continue
 		}
 		problems = append(problems, columnProblems(t, o.Columns)...)
-		if o.Filter == "" || rt == nil {
+		if filter == nil || rt == nil {
 			continue
 		}
-		err := rt.src.CheckFilter(ctx, t, o.Filter)
-		if errors.Is(err, pg.ErrFilter) {
+		err := rt.src.CheckFilter(ctx, t, filter)
+		var refused *rowfilter.Error
+		switch {
+		case errors.As(err, &refused):
+			problems = append(problems, err.Error())
+		case errors.Is(err, pg.ErrFilter):
 			problems = append(problems, err.Error()+": give a SQL condition on the source table's columns, as after WHERE")
-		} else if err != nil {
+		case err != nil:
 			return fmt.Errorf("check the filter: %w", err)
 		}
 	}
@@ -63,9 +72,15 @@ func columnProblems(t *change.Table, cols []string) []string {
 	return out
 }
 
-// scopeOf is what a chunk read asks beyond its key range.
-func scopeOf(o BackfillOptions) chunkSpec {
-	return chunkSpec{Filter: o.Filter, Columns: o.Columns}
+// scopeOf is what a chunk read asks beyond its key range. A filter
+// recorded by an older tidemark that the filter grammar now refuses is an
+// error: the run fails before reading anything.
+func scopeOf(o BackfillOptions) (chunkSpec, error) {
+	filter, err := o.parseFilter()
+	if err != nil {
+		return chunkSpec{}, fmt.Errorf("%w; nothing was read: initiate the backfill again with a filter of the form docs/backfill.md describes", err)
+	}
+	return chunkSpec{Filter: filter, Columns: o.Columns}, nil
 }
 
 // project keeps, in each row, the key and the columns a column subset

@@ -131,7 +131,7 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 	t := pc.table
 	var dst []change.Row
 	var err error
-	if pc.scope.Filter != "" {
+	if pc.scope.Filter != nil {
 		// Only the rows the filter selected: the range may span most of
 		// the destination's table.
 		keys := make([]change.Key, len(rows))

@@ -33,7 +33,7 @@ func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *cover
 	if c.sampleEnd != nil {
 		ranges = []keyRange{{High: c.sampleEnd}}
 	}
-	oc, err := verifyObject(ctx, rt, r.table, m.cfg.ChunkSize, ranges, scopeOf(c.opts))
+	oc, err := verifyObject(ctx, rt, r.table, m.cfg.ChunkSize, ranges, c.scope)
 	now := time.Now().UTC()
 	sum := &store.VerifySummary{Status: VerifyMatch, SourceRows: int64(oc.SourceRows), DestRows: int64(oc.DestRows),
 		Ranges: len(oc.Ranges), FinishedAt: &now}

@@ -20,13 +20,18 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	if !m.ensureTable(ctx, rt, r) {
 		return
 	}
+	r.mu.Lock()
+	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead}
+	r.mu.Unlock()
+	var err error
+	if c.scope, err = scopeOf(c.opts); err != nil {
+		m.fail(r, err)
+		return
+	}
 	if !m.activate(ctx, r) {
 		return // stopped before it started
 	}
 	m.recordEstimate(ctx, rt, r)
-	r.mu.Lock()
-	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead}
-	r.mu.Unlock()
 	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
 	ranges := c.opts.ranges
 	if ranges == nil {
@@ -51,8 +56,9 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 // coverage is a run's way through what it covers.
 type coverage struct {
 	opts       BackfillOptions
-	rowsBefore int64 // rows applied, as the destination's cursor counts them
-	sampled    int64 // rows read
+	scope      chunkSpec // what each read asks beyond its key range
+	rowsBefore int64     // rows applied, as the destination's cursor counts them
+	sampled    int64     // rows read
 	pace       pacer
 	// sampleEnd is the key a sample ended at.
 	sampleEnd change.Key
@@ -69,7 +75,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 	delay := m.cfg.Retry.Initial
 	retries := 0 // chunk reads in a row that had to be read again
 	for {
-		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: c.rowsBefore, scope: scopeOf(c.opts)}
+		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: c.rowsBefore, scope: c.scope}
 		if err := rt.applier.register(ctx, pc); err != nil {
 			return false, false
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/rowfilter"
 )
 
 // Chunk is a run of rows read in key order inside one snapshot, with the
@@ -33,9 +34,9 @@ type ReadOptions struct {
 	After change.Key // exclusive lower bound; nil for the first chunk
 	Upto  change.Key // inclusive upper bound; nil for none
 	Limit int        // 0 for no limit
-	// Filter is a SQL condition the rows must match ("" for none). It is
-	// the user's SQL, run as the source user in a read-only transaction.
-	Filter string
+	// Filter is the condition the rows must match (nil for none), rendered
+	// by filterSQL: its literals are bound, never written into the query.
+	Filter *rowfilter.Filter
 	// Columns names the non-key columns to read (nil: all). The others
 	// come back Unchanged, so that writing the row keeps them.
 	Columns []string
@@ -157,8 +158,16 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 	}
 	keyList := keyTuple(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), filteredFrom(t, opt.Filter))
+	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(t.ID))
 	var where []string
+	if opt.Filter != nil {
+		cond, fparams, err := filterSQL(opt.Filter, t, 1)
+		if err != nil {
+			// A column renamed or dropped since the backfill was asked.
+			return "", nil, nil, &PermanentError{Err: err, Hint: "initiate the backfill again with a filter on the table's columns"}
+		}
+		where, params = append(where, cond), fparams
+	}
 	if opt.After != nil {
 		where = append(where, keyList+" > "+placeholders(len(params)+1, len(t.Key)))
 		params = append(params, keyParams(opt.After)...)
@@ -175,19 +184,6 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 		b.WriteString(" LIMIT " + strconv.Itoa(opt.Limit))
 	}
 	return b.String(), params, picked, nil
-}
-
-// filteredFrom is the FROM item of a chunk's query: the table, or the rows
-// of it the filter selects. A subquery of its own, on lines of its own: a
-// trailing -- comment or an unbalanced parenthesis in the filter cannot take
-// the key range, order or limit out of the chunk's query. (SQL written to
-// escape the subquery can still add rows: the filter is trusted as the
-// stream's source user's, docs/backfill.md.)
-func filteredFrom(t *change.Table, filter string) string {
-	if filter == "" {
-		return quoteTable(t.ID)
-	}
-	return "(SELECT * FROM " + quoteTable(t.ID) + " WHERE (\n" + filter + "\n)) AS filtered"
 }
 
 // transientClass says whether a server error's SQLSTATE class may clear up
@@ -225,15 +221,33 @@ func pickColumns(t *change.Table, names []string) ([]int, error) {
 }
 
 // CheckFilter asks the source whether filter is a valid condition on the
-// table, without reading a row. The error is the server's, saying where.
-func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter string) error {
-	// The table as the source has it now, not as the stream last saw it:
-	// a column renamed meanwhile is not the filter's fault.
-	sql := "SELECT 1 FROM " + filteredFrom(t, filter) + " LIMIT 1"
+// table as the source has it now (a column renamed since the stream last
+// saw the table is not the filter's fault), without reading a row: a
+// column the table lacks is refused with its columns named, and the server
+// plans the rendered query, refusing types and operators that do not fit.
+func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {
+	var refused, shapeErr error
 	err := s.readAt(ctx, readCommitted, func(tx *readTx) error {
-		// EXPLAIN plans the query (names, types, syntax) without running it.
-		return tx.pgConn().ExecParams(ctx, "EXPLAIN "+sql, nil, nil, nil, nil).Read().Err
+		now, err := snapshotShape(ctx, tx, t)
+		if err != nil {
+			shapeErr = err
+			return nil
+		}
+		cond, params, err := filterSQL(filter, now, 1)
+		if err != nil {
+			refused = err
+			return nil
+		}
+		// EXPLAIN plans the query (names, types) without running it.
+		sql := "EXPLAIN SELECT 1 FROM " + quoteTable(t.ID) + " WHERE " + cond + " LIMIT 1"
+		return tx.pgConn().ExecParams(ctx, sql, params, nil, nil, nil).Read().Err
 	})
+	switch {
+	case refused != nil:
+		return refused
+	case shapeErr != nil:
+		return fmt.Errorf("check filter on %s: %w", t.ID, shapeErr)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !transientClass(pgErr.Code) {
 		return fmt.Errorf("%w on %s: %s", ErrFilter, t.ID, pgErr.Message)
