@@ -121,7 +121,7 @@ function initiateNote(count, sc) {
 let listSeq = 0;
 function scope(objs) {
   const filter = h("input", { type: "text", name: "filter", class: "mono", spellcheck: "false", autocomplete: "off",
-    placeholder: "e.g. region = 'eu' AND created_at >= '2026-01-01'", "aria-label": "Filter: a SQL condition on the source table" });
+    placeholder: "e.g. region = 'eu' AND created_at >= '2026-01-01'", "aria-label": "Filter: a condition on the table's columns" });
   // With one object, its non-key columns are offered: in a datalist that
   // completes the name being typed after the last comma, and as buttons.
   const one = objs.length === 1 ? objs[0] : null;
@@ -155,7 +155,7 @@ function scope(objs) {
     offered.length ? "Non-key columns of " + one.object + ":" : "It has no non-key column.") :
     "Non-key column names, for every selected object.";
   const node = h("div", { class: "sk-scope" },
-    needs("admin", field("Filter", filter, "A SQL condition on the source table, as after WHERE: only the rows matching it are backfilled, the destination's other rows are left alone. The estimate above is of whole tables.")),
+    needs("admin", field("Filter", filter, "A condition on the table's columns, as after WHERE (comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, IS NULL, casts and a list of built-in functions; see docs/backfill.md, Row filters): only the rows matching it are backfilled, the destination's other rows are left alone. The estimate above is of whole tables.")),
     h("div", { class: "field sk-colfield", dataset: { need: "admin" } },
       h("label", { class: "field-label", for: listId + "-in" }, "Columns"),
       columns, datalist,
