@@ -117,11 +117,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// response sets its own when it starts.
 	_ = http.NewResponseController(rw).SetWriteDeadline(time.Time{})
 	defer s.recoverPanic(w, r)
+	// The body's deadline comes first: a refused request's body is not
+	// read, and the connection is closed rather than drained, so neither
+	// can hold it.
+	s.limitBody(rw, r)
 	if e := s.checkRequest(r); e != nil {
+		w.Header().Set("Connection", "close")
 		writeError(w, e)
 		return
 	}
-	s.limitBody(rw, r)
 	p := r.URL.EscapedPath()
 	clean := path.Clean(p)
 	if strings.HasSuffix(p, "/") && clean != "/" {

@@ -22,6 +22,19 @@ func TestFilterAttacksRefused(t *testing.T) {
 		CREATE TABLE other (id int PRIMARY KEY, v text NOT NULL, d date NOT NULL);
 		INSERT INTO other VALUES (666, 'secret', '2025-01-04');`})
 	path := "/api/v1/streams/" + e.name + "/backfills"
+	walsenders := func() (objects, locks, senders int) {
+		t.Helper()
+		if err := e.src.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pg_largeobject_metadata),
+			(SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			 WHERE l.locktype = 'advisory' AND d.datname = current_database()),
+			(SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active)`, "tidemark_"+e.name).Scan(&objects, &locks, &senders); err != nil {
+			t.Fatal(err)
+		}
+		return objects, locks, senders
+	}
+	// The stream's walsender runs before the attacks, so that its being
+	// alive after them means something.
+	e.waitFor("the stream's walsender", func() bool { _, _, n := walsenders(); return n == 1 })
 	began := time.Now()
 	for _, c := range []struct{ filter, want string }{
 		{"pg_terminate_backend(pg_backend_pid() - 1) IS NOT NULL", "function pg_terminate_backend is not allowed; allowed functions: abs,"},
@@ -51,14 +64,7 @@ func TestFilterAttacksRefused(t *testing.T) {
 	if r := e.do("GET", "/api/v1/backfills?stream="+e.name, ""); strings.TrimSpace(string(r.body)) != "[]" {
 		t.Fatalf("refused initiates recorded backfills: %s", r.body)
 	}
-	var objects, locks, senders int
-	if err := e.src.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pg_largeobject_metadata),
-		(SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-		 WHERE l.locktype = 'advisory' AND d.datname = current_database()),
-		(SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active)`, "tidemark_"+e.name).Scan(&objects, &locks, &senders); err != nil {
-		t.Fatal(err)
-	}
-	if objects != 0 || locks != 0 || senders != 1 {
+	if objects, locks, senders := walsenders(); objects != 0 || locks != 0 || senders != 1 {
 		t.Fatalf("after the refused filters: %d large objects, %d advisory locks, %d active walsenders (want 0, 0, 1)", objects, locks, senders)
 	}
 

@@ -182,17 +182,30 @@ func untilClosed(t *testing.T, conn net.Conn, bound time.Duration) (string, time
 
 // A client trickling a body, a byte every 100ms (each byte well within any
 // per-read timeout), is cut once the body timeout has passed since the
-// headers: 408, then the connection closes.
+// headers: 408, then the connection closes. A request refused for its
+// Host, Origin or body type is answered at once and its connection closed,
+// its body unread.
 func TestSlowBodyCut(t *testing.T) {
 	t.Parallel()
 	addr := serve(t, idleServer(t, nil, api.WithTimeouts(fast)))
+	for _, c := range []struct{ name, headers, status string }{
+		{"accepted", "Host: 127.0.0.1\r\nContent-Type: application/json", "408 "},
+		{"foreign host", "Host: attacker.example\r\nContent-Type: application/json", "421 "},
+		{"plain text", "Host: 127.0.0.1\r\nContent-Type: text/plain", "415 "},
+		{"cross origin", "Host: 127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Type: application/json", "403 "},
+	} {
+		t.Run(c.name, func(t *testing.T) { slowBody(t, addr, c.headers, c.status) })
+	}
+}
+
+func slowBody(t *testing.T, addr, headers, status string) {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	start := time.Now()
-	fmt.Fprintf(conn, "POST /api/v1/batch/preview HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	fmt.Fprintf(conn, "POST /api/v1/batch/preview HTTP/1.1\r\n%s\r\nContent-Length: 1000\r\n\r\n{", headers)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -210,7 +223,10 @@ func TestSlowBodyCut(t *testing.T) {
 		}
 	}()
 	got, end := untilClosed(t, conn, 10*time.Second)
-	if !strings.HasPrefix(got, "HTTP/1.1 408 ") || !strings.Contains(got, `"code": "timeout"`) {
+	if !strings.HasPrefix(got, "HTTP/1.1 "+status) {
+		t.Errorf("answer %q, want %s", got, status)
+	}
+	if status == "408 " && !strings.Contains(got, `"code": "timeout"`) {
 		t.Errorf("answer %q, want a 408 timeout", got)
 	}
 	if d := end.Sub(start); d > 3*time.Second {

@@ -214,11 +214,25 @@ func literal(a *pg_query.A_Const) (Expr, error) {
 	case *pg_query.A_Const_Boolval:
 		return Literal{Kind: Bool, Text: strconv.FormatBool(v.Boolval.GetBoolval())}, nil
 	case *pg_query.A_Const_Sval:
+		if clockWord(v.Sval.GetSval()) {
+			return nil, refuse("the literal %q is not allowed: read as a date or time it is the clock, and a filter must select the same rows on every read; write the date or time itself", v.Sval.GetSval())
+		}
 		return Literal{Kind: String, Text: v.Sval.GetSval()}, nil
 	case *pg_query.A_Const_Bsval:
 		return nil, refuse("bit-string literals (B'…', X'…') are not allowed")
 	}
 	return nil, refuse("a constant of an unknown kind")
+}
+
+// clockWord reports whether s is one of the special date/time inputs
+// that PostgreSQL reads as the current time ('now', 'today', …), which a
+// string compared with a date or time column is read as.
+func clockWord(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "now", "today", "tomorrow", "yesterday":
+		return true
+	}
+	return false
 }
 
 // number reads a numeric constant too large for 32 bits or not whole, in

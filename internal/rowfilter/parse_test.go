@@ -93,6 +93,8 @@ func TestParseRefuses(t *testing.T) {
 		{"public.lower(a) = 'x'", "function public.lower is not allowed"},
 		{"now() > d", "function now is not allowed: a filter must select the same rows on every read"},
 		{"current_date > d", "current_date is not allowed"},
+		{"d > 'now'::timestamptz - '1 day'::interval", `the literal "now" is not allowed`},
+		{"d > ' Today '", `the literal " Today " is not allowed`},
 		{"generate_series(1, 2) > 1", "set-returning functions are not allowed"},
 		{"count(*) > 1", "function count is not allowed"},
 		{"lower(DISTINCT a) = 'x'", "function lower: aggregate and window forms"},

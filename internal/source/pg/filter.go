@@ -66,46 +66,53 @@ func (r *filterRenderer) expr(e rowfilter.Expr) {
 		}
 		r.param(n.Text, literalTypes[n.Kind])
 	case rowfilter.Unary:
-		w("(" + n.Op + " ")
+		if n.Op == "NOT" {
+			w("(NOT ")
+		} else {
+			w("(" + catalogOp(n.Op) + " ")
+		}
 		r.expr(n.X)
 		w(")")
 	case rowfilter.Binary:
-		w("(")
-		r.expr(n.L)
-		w(" " + n.Op + " ")
-		r.expr(n.R)
-		w(")")
+		r.binary(n)
 	case rowfilter.Logic:
 		r.list("(", " "+n.Op+" ", n.Args)
 	case rowfilter.In:
-		w("(")
-		r.expr(n.X)
-		w(not(n.Not) + " IN ")
-		r.list("(", ", ", n.List)
-		w(")")
-	case rowfilter.Between:
-		w("(")
-		r.expr(n.X)
-		w(not(n.Not) + " BETWEEN ")
-		if n.Symmetric {
-			w("SYMMETRIC ")
+		// x IN (a, b) is x = a OR x = b, NULLs included.
+		w("(" + not(n.Not) + "(")
+		for i, e := range n.List {
+			if i > 0 {
+				w(" OR ")
+			}
+			r.op(n.X, "=", e)
 		}
-		r.expr(n.Low)
-		w(" AND ")
-		r.expr(n.High)
-		w(")")
+		w("))")
+	case rowfilter.Between:
+		w("(" + not(n.Not) + "(")
+		r.between(n.X, n.Low, n.High)
+		if n.Symmetric {
+			w(" OR ")
+			r.between(n.X, n.High, n.Low)
+		}
+		w("))")
 	case rowfilter.Like:
 		r.like(n)
 	case rowfilter.IsNull:
 		w("(")
 		r.expr(n.X)
-		w(" IS" + not(n.Not) + " NULL)")
+		w(" IS " + not(n.Not) + "NULL)")
 	case rowfilter.Cast:
 		w("CAST(")
 		r.expr(n.X)
 		w(" AS " + castType(n.Type) + ")")
 	case rowfilter.Call:
-		if rowfilter.Functions[n.Func].Keyword {
+		if n.Func == "nullif" { // NULLIF looks "=" up by the search path
+			w("(CASE WHEN ")
+			r.op(n.Args[0], "=", n.Args[1])
+			w(" THEN NULL ELSE ")
+			r.expr(n.Args[0])
+			w(" END)")
+		} else if rowfilter.Functions[n.Func].Keyword {
 			r.list(strings.ToUpper(n.Func)+"(", ", ", n.Args)
 		} else {
 			r.list("pg_catalog."+quoteIdent(n.Func)+"(", ", ", n.Args)
@@ -127,25 +134,85 @@ func (r *filterRenderer) list(open, sep string, es []rowfilter.Expr) {
 	r.b.WriteString(")")
 }
 
+// like writes LIKE and ILIKE as the operators they stand for (~~, ~~*),
+// an ESCAPE as like_escape of the pattern, as PostgreSQL's parser does.
 func (r *filterRenderer) like(n rowfilter.Like) {
-	op := " LIKE "
+	op := "~~"
 	if n.IgnoreCase {
-		op = " ILIKE "
+		op += "*"
+	}
+	r.b.WriteString("(" + not(n.Not) + "(")
+	r.expr(n.X)
+	r.b.WriteString(" " + catalogOp(op) + " ")
+	if n.Escape != nil {
+		r.list("pg_catalog.like_escape(", ", ", []rowfilter.Expr{n.Pattern, n.Escape})
+	} else {
+		r.expr(n.Pattern)
+	}
+	r.b.WriteString("))")
+}
+
+// binary writes an infix operation. IS [NOT] DISTINCT FROM is spelled out
+// with "=", which the server would otherwise look up by the search path.
+func (r *filterRenderer) binary(n rowfilter.Binary) {
+	w := r.b.WriteString
+	switch n.Op {
+	case "IS DISTINCT FROM", "IS NOT DISTINCT FROM":
+		w("(" + not(n.Op == "IS DISTINCT FROM") + "(CASE WHEN ")
+		r.isNull(n.L)
+		w(" OR ")
+		r.isNull(n.R)
+		w(" THEN ")
+		r.isNull(n.L)
+		w(" AND ")
+		r.isNull(n.R)
+		w(" ELSE ")
+		r.op(n.L, "=", n.R)
+		w(" END))")
+	default:
+		r.op(n.L, n.Op, n.R)
+	}
+}
+
+// isNull writes (e IS NULL); for a literal, whose parameter would have no
+// type the server could infer there, the answer.
+func (r *filterRenderer) isNull(e rowfilter.Expr) {
+	if lit, ok := e.(rowfilter.Literal); ok {
+		r.b.WriteString(strings.ToUpper(strconv.FormatBool(lit.Kind == rowfilter.Null)))
+		return
 	}
 	r.b.WriteString("(")
-	r.expr(n.X)
-	r.b.WriteString(not(n.Not) + op)
-	r.expr(n.Pattern)
-	if n.Escape != nil {
-		r.b.WriteString(" ESCAPE ")
-		r.expr(n.Escape)
-	}
+	r.expr(e)
+	r.b.WriteString(" IS NULL)")
+}
+
+// op writes (l OPERATOR(pg_catalog.op) r).
+func (r *filterRenderer) op(l rowfilter.Expr, op string, rt rowfilter.Expr) {
+	r.b.WriteString("(")
+	r.expr(l)
+	r.b.WriteString(" " + catalogOp(op) + " ")
+	r.expr(rt)
 	r.b.WriteString(")")
 }
 
+// between writes x >= low AND x <= high, what BETWEEN stands for.
+func (r *filterRenderer) between(x, low, high rowfilter.Expr) {
+	r.b.WriteString("(")
+	r.op(x, ">=", low)
+	r.b.WriteString(" AND ")
+	r.op(x, "<=", high)
+	r.b.WriteString(")")
+}
+
+// catalogOp names a built-in operator by its schema: written bare, an
+// operator is looked up by the search path, where any role that may
+// create objects in a schema on it (public, before PostgreSQL 15) could
+// put one of its own with argument types that match better.
+func catalogOp(op string) string { return "OPERATOR(pg_catalog." + op + ")" }
+
 func not(b bool) string {
 	if b {
-		return " NOT"
+		return "NOT "
 	}
 	return ""
 }

@@ -22,25 +22,25 @@ func TestFilterSQL(t *testing.T) {
 		filter, sql string
 		params      []string
 	}{
-		{`region = 'eu'`, `("region" = $1)`, []string{"eu"}},
-		{`note = 'a\b''c'`, `("note" = $1)`, []string{`a\b'c`}},
-		{`note = E'a\\b\'c'`, `("note" = $1)`, []string{`a\b'c`}},
-		{`"Odd ""name" <> 'x' -- comment`, `("Odd ""name" <> $1)`, []string{"x"}},
+		{`region = 'eu'`, `("region" OPERATOR(pg_catalog.=) $1)`, []string{"eu"}},
+		{`note = 'a\b''c'`, `("note" OPERATOR(pg_catalog.=) $1)`, []string{`a\b'c`}},
+		{`note = E'a\\b\'c'`, `("note" OPERATOR(pg_catalog.=) $1)`, []string{`a\b'c`}},
+		{`"Odd ""name" <> 'x' -- comment`, `("Odd ""name" OPERATOR(pg_catalog.<>) $1)`, []string{"x"}},
 		{`amount > -5 and amount < 3000000000 or amount = 1.5`,
-			`((("amount" > CAST($1 AS pg_catalog.int4)) AND ("amount" < CAST($2 AS pg_catalog.int8))) OR ("amount" = CAST($3 AS pg_catalog.numeric)))`,
+			`((("amount" OPERATOR(pg_catalog.>) CAST($1 AS pg_catalog.int4)) AND ("amount" OPERATOR(pg_catalog.<) CAST($2 AS pg_catalog.int8))) OR ("amount" OPERATOR(pg_catalog.=) CAST($3 AS pg_catalog.numeric)))`,
 			[]string{"-5", "3000000000", "1.5"}},
 		{`not (amount in (1, 2) or note is not null)`,
-			`(NOT (("amount" IN (CAST($1 AS pg_catalog.int4), CAST($2 AS pg_catalog.int4))) OR ("note" IS NOT NULL)))`, []string{"1", "2"}},
-		{`amount not between symmetric 1 and 2`, `("amount" NOT BETWEEN SYMMETRIC CAST($1 AS pg_catalog.int4) AND CAST($2 AS pg_catalog.int4))`, []string{"1", "2"}},
-		{`note not ilike 'a!%' escape '!'`, `("note" NOT ILIKE $1 ESCAPE $2)`, []string{"a!%", "!"}},
-		{`region is distinct from null`, `("region" IS DISTINCT FROM NULL)`, nil},
-		{`amount::varchar(20) || 'x' = 'y'`, `((CAST("amount" AS pg_catalog.varchar(20)) || $1) = $2)`, []string{"x", "y"}},
+			`(NOT (((("amount" OPERATOR(pg_catalog.=) CAST($1 AS pg_catalog.int4)) OR ("amount" OPERATOR(pg_catalog.=) CAST($2 AS pg_catalog.int4)))) OR ("note" IS NOT NULL)))`, []string{"1", "2"}},
+		{`amount not between symmetric 1 and 2`, `(NOT ((("amount" OPERATOR(pg_catalog.>=) CAST($1 AS pg_catalog.int4)) AND ("amount" OPERATOR(pg_catalog.<=) CAST($2 AS pg_catalog.int4))) OR (("amount" OPERATOR(pg_catalog.>=) CAST($3 AS pg_catalog.int4)) AND ("amount" OPERATOR(pg_catalog.<=) CAST($4 AS pg_catalog.int4)))))`, []string{"1", "2", "2", "1"}},
+		{`note not ilike 'a!%' escape '!'`, `(NOT ("note" OPERATOR(pg_catalog.~~*) pg_catalog.like_escape($1, $2)))`, []string{"a!%", "!"}},
+		{`region is distinct from null`, `(NOT (CASE WHEN ("region" IS NULL) OR TRUE THEN ("region" IS NULL) AND TRUE ELSE ("region" OPERATOR(pg_catalog.=) NULL) END))`, nil},
+		{`amount::varchar(20) || 'x' = 'y'`, `((CAST("amount" AS pg_catalog.varchar(20)) OPERATOR(pg_catalog.||) $1) OPERATOR(pg_catalog.=) $2)`, []string{"x", "y"}},
 		{`date_trunc('day', note::timestamptz) = timestamp with time zone '2025-01-01'`,
-			`(pg_catalog."date_trunc"($1, CAST("note" AS pg_catalog.timestamptz)) = CAST($2 AS pg_catalog.timestamptz))`, []string{"day", "2025-01-01"}},
+			`(pg_catalog."date_trunc"($1, CAST("note" AS pg_catalog.timestamptz)) OPERATOR(pg_catalog.=) CAST($2 AS pg_catalog.timestamptz))`, []string{"day", "2025-01-01"}},
 		{`coalesce(region, 'x') = 'x' and greatest(amount, 1) > 0 and nullif(note, '') is null and true`,
-			`((COALESCE("region", $1) = $2) AND (GREATEST("amount", CAST($3 AS pg_catalog.int4)) > CAST($4 AS pg_catalog.int4)) AND (NULLIF("note", $5) IS NULL) AND CAST($6 AS pg_catalog.bool))`,
+			`((COALESCE("region", $1) OPERATOR(pg_catalog.=) $2) AND (GREATEST("amount", CAST($3 AS pg_catalog.int4)) OPERATOR(pg_catalog.>) CAST($4 AS pg_catalog.int4)) AND ((CASE WHEN ("note" OPERATOR(pg_catalog.=) $5) THEN NULL ELSE "note" END) IS NULL) AND CAST($6 AS pg_catalog.bool))`,
 			[]string{"x", "x", "1", "0", "", "true"}},
-		{`left(note, 2) = 'ab'`, `(pg_catalog."left"("note", CAST($1 AS pg_catalog.int4)) = $2)`, []string{"2", "ab"}},
+		{`left(note, 2) = 'ab'`, `(pg_catalog."left"("note", CAST($1 AS pg_catalog.int4)) OPERATOR(pg_catalog.=) $2)`, []string{"2", "ab"}},
 	} {
 		f, err := rowfilter.Parse(c.filter)
 		if err != nil {
@@ -72,7 +72,7 @@ func TestFilterSQL(t *testing.T) {
 func TestChunkQueryFilter(t *testing.T) {
 	f, _ := rowfilter.Parse("region = 'eu'")
 	sql, params, _, err := chunkQuery(filterTable, ReadOptions{Filter: f, After: change.Key{change.Text("7")}, Limit: 10})
-	want := `SELECT "id", "region", "amount", "note", "Odd ""name" FROM "public"."orders" WHERE ("region" = $1) AND ("id") > ($2) ORDER BY "id" LIMIT 10`
+	want := `SELECT "id", "region", "amount", "note", "Odd ""name" FROM "public"."orders" WHERE ("region" OPERATOR(pg_catalog.=) $1) AND ("id") > ($2) ORDER BY "id" LIMIT 10`
 	if err != nil || sql != want || len(params) != 2 || string(params[0]) != "eu" || string(params[1]) != "7" {
 		t.Fatalf("chunk query: %s %q %v\nwant %s", sql, params, err, want)
 	}
