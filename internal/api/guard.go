@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,23 @@ func normalHost(host string) string {
 func (p hostPolicy) allows(host string) bool {
 	host = normalHost(host)
 	return host != "" && (config.LoopbackHost(host) || host == p.listen || p.listed(host))
+}
+
+// named reports whether host (normalised) is in api.allowed_hosts by its
+// name or single address. A network there admits clients, not web pages:
+// any page served from any host of it would otherwise be an origin that
+// may change state.
+func (p hostPolicy) named(host string) bool {
+	if slices.Contains(p.names, host) {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	for _, n := range p.nets {
+		if err == nil && n.IsSingleIP() && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // listed reports whether host (normalised) is in api.allowed_hosts.
@@ -127,7 +145,7 @@ func (s *Server) ownOrigin(origin, host string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 		return false
 	}
-	return strings.EqualFold(u.Host, host) || s.hosts.listed(normalHost(u.Hostname()))
+	return strings.EqualFold(u.Host, host) || s.hosts.named(normalHost(u.Hostname()))
 }
 
 // Timeouts bound how long a client may take over each part of an exchange;

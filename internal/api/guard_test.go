@@ -94,6 +94,8 @@ func TestHostOriginContentType(t *testing.T) {
 		{req{"POST", "127.0.0.1:7420", []string{"Content-Type", "application/json", "Origin", "http://127.0.0.1:3000"}, initiate}, 403},
 		{req{"POST", "127.0.0.1:7420", []string{"Content-Type", "application/json", "Origin", "http://10.0.0.5:7420"}, initiate}, 403},
 		{req{"POST", "127.0.0.1:7420", []string{"Content-Type", "application/json", "Origin", "null"}, initiate}, 403},
+		{req{"POST", "192.168.1.1:7420", []string{"Content-Type", "application/json", "Origin", "http://192.168.1.1:3000"}, initiate}, 403}, // a network admits clients, not pages
+		{req{"POST", "127.0.0.1:7420", []string{"Content-Type", "application/json", "Origin", "http://[fd00::7]:8080"}, initiate}, 0},
 		{req{"POST", "127.0.0.1:7420", []string{"Origin", "http://evil.example"}, ""}, 403},
 		{req{"PATCH", "127.0.0.1:7420", []string{"Content-Type", "application/json", "Origin", "http://evil.example"}, `{"rows_per_second": 1}`}, 403},
 		{req{"GET", "127.0.0.1:7420", []string{"Origin", "http://evil.example"}, ""}, 0}, // a read; the Host check guards it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -124,7 +125,9 @@ func (s *Store) Claim(ctx context.Context) (*Claim, error) {
 	watch, stop := context.WithCancel(context.Background())
 	c := &Claim{lost: make(chan struct{}), stop: stop, done: make(chan struct{}),
 		release: func(ctx context.Context) error {
-			_, err := s.exec(ctx, `DELETE FROM "daemon_claim" WHERE "id" = 1 AND "pid" = ?`, h.PID)
+			// The holder's whole record: in containers every daemon may be pid 1.
+			_, err := s.exec(ctx, `DELETE FROM "daemon_claim" WHERE "id" = 1 AND "pid" = ? AND "host" = ? AND "since" = ?`,
+				h.PID, h.Host, s.d.timeArg(h.Since))
 			return errors.Join(err, release(ctx))
 		}}
 	go c.watch(watch, check)
@@ -182,7 +185,15 @@ func (s *Store) claimed(ctx context.Context) error {
 // check fails when the lock file was removed or replaced: a daemon started
 // then would lock a new file and run beside this one.
 func (s *Store) lockFile() (check, release func(context.Context) error, err error) {
-	path := s.file + ".lock"
+	// One lock file whatever path, link or relative name reaches the store.
+	file, err := filepath.EvalSymlinks(s.file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
+	}
+	if file, err = filepath.Abs(file); err != nil {
+		return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
+	}
+	path := file + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
@@ -222,6 +233,12 @@ func (s *Store) lockSession(ctx context.Context) (check, release func(context.Co
 		return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
 	}
 	cfg.RuntimeParams["application_name"] = "tidemark claim"
+	// The server releases the lock when it notices the session is gone: for
+	// a holder whose host vanished (no FIN sent) that is when keepalives
+	// fail, about a minute with these rather than the system's two hours.
+	for k, v := range map[string]string{"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"} {
+		cfg.RuntimeParams[k] = v
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim the metadata store: connect: %w", err)

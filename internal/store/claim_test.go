@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,25 @@ func openURL(t *testing.T, url string) *store.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestClaimThroughLink: a SQLite store reached through a symbolic link is
+// the same store, claimed once.
+func TestClaimThroughLink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "meta.db"), filepath.Join(dir, "link.db")
+	a := openURL(t, "sqlite://"+real)
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release()
+	var claimed *store.ClaimedError
+	if _, err := openURL(t, "sqlite://"+link).Claim(t.Context()); !errors.As(err, &claimed) {
+		t.Fatalf("claim through a link to a claimed store: %v, want a *store.ClaimedError", err)
+	}
 }
