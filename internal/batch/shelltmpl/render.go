@@ -90,6 +90,8 @@ func (e *Error) Error() string {
 		fix = "a value in an arithmetic expression is evaluated: check that it is a number first, e.g. n=${…}; case $n in *[!0-9]*) exit 1;; esac"
 	case Escaped:
 		fix = "remove the backslash"
+	case Unfollowed:
+		fix = "tidemark cannot follow a case statement inside $(…): move the case into a shell function defined before it, or set a variable from the value before the $(…)"
 	}
 	return fmt.Sprintf("at byte %d, %s: a parameter or output %s cannot be passed safely: %s", e.Offset, e.Ref, e.Context, fix)
 }

@@ -14,10 +14,12 @@ const (
 	Backtick                    // inside `…`
 	Arithmetic                  // inside $((…)) or ((…)): a value is evaluated
 	Escaped                     // right after a backslash
+	Unfollowed                  // after a case inside $(…), where the scanner may lose its place
 )
 
 var contextNames = [...]string{"unquoted", "inside double quotes", "inside single quotes", "inside a here-document",
-	"inside a comment", "inside backticks", "inside an arithmetic expression", "right after a backslash"}
+	"inside a comment", "inside backticks", "inside an arithmetic expression", "right after a backslash",
+	"after a case statement inside $(…)"}
 
 func (c Context) String() string { return contextNames[c] }
 
@@ -30,10 +32,10 @@ type frame struct {
 
 // scanner finds the shell context of given offsets of a script. It knows
 // POSIX sh's quoting: '…', "…", $'…', backslashes, comments, here-documents,
-// `…`, $(…), ${…} and $((…)). It is conservative rather than complete: where
-// it cannot follow the script (a case pattern's ")" inside $(…)) it may
-// call a place unquoted that is quoted, or the reverse, and a free-text
-// value then loses its quoting but never becomes code.
+// `…`, $(…), ${…} and $((…)). Where it cannot follow the script — a case
+// pattern's ")" inside $(…) would close the substitution for it, and a
+// here-document after it would pass unseen — it says so: every place after
+// such a case is Unfollowed, which Render refuses.
 type scanner struct {
 	s     string
 	at    map[int]int // offset → index into ctx
@@ -41,6 +43,8 @@ type scanner struct {
 	stack []frame
 	// pending here-documents: delimiters waiting for the next newline.
 	heredocs []heredoc
+	// lost is set at a case inside $(…): what follows is Unfollowed.
+	lost bool
 }
 
 type heredoc struct {
@@ -61,6 +65,9 @@ func contexts(s string, offsets []int) []Context {
 
 // mark records ctx for every offset in [from, to).
 func (sc *scanner) mark(from, to int, ctx Context) {
+	if sc.lost {
+		ctx = Unfollowed
+	}
 	for o, i := range sc.at {
 		if o >= from && o < to {
 			sc.ctx[i] = ctx
@@ -181,10 +188,21 @@ func (sc *scanner) run() {
 				sc.pop()
 			}
 		default:
+			if f.kind == 't' && len(sc.stack) > 1 && caseWord(s, i) {
+				sc.lost = true
+			}
 			sc.mark(i, i+1, sc.bareContext())
 		}
 		i++
 	}
+}
+
+// caseWord reports whether the word "case" starts at i.
+func caseWord(s string, i int) bool {
+	if !wordStart(s, i) || !strings.HasPrefix(s[i:], "case") {
+		return false
+	}
+	return i+4 == len(s) || strings.IndexByte(" \t\n", s[i+4]) >= 0
 }
 
 // heredocStart reads a here-document's operator rest and delimiter word

@@ -103,6 +103,12 @@ func TestCheck(t *testing.T) {
 		{`echo $((${param.p} + 1))`, Arithmetic},
 		{`((n = ${param.p}))`, Arithmetic},
 		{`echo \${param.p}`, Escaped},
+		// A case pattern's ")" inside $(…) would close it for the scanner,
+		// and the here-document after it pass unseen.
+		{"x=\"$(case a in a) sh <<EOF\necho ${outputs.up.v}\nEOF\n;; esac)\"", Unfollowed},
+		{`x=$(case ${param.p} in a) echo a;; esac)`, Unfollowed},
+		{`case ${param.p} in a) echo "${param.p}";; esac`, -1}, // outside $(…) the scanner follows it
+		{`echo "$(echo casein ${param.p})"`, -1},
 	} {
 		err := Check(tc.tmpl)
 		if tc.want < 0 {
