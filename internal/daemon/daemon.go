@@ -155,8 +155,7 @@ func checkListen(a config.API) error {
 	if len(a.Tokens) > 0 {
 		return nil
 	}
-	ip := net.ParseIP(host)
-	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	if config.LoopbackHost(host) { // the same test as the config's api.allowed_hosts rule
 		return nil
 	}
 	return fmt.Errorf("api.listen %q is beyond loopback and no API token is configured: add api.tokens (or TIDEMARK_API_TOKEN), or listen on 127.0.0.1", a.Listen)
