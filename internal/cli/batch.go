@@ -484,6 +484,9 @@ func batchLogCmd(g *globals) *cobra.Command {
 		Short: "Print an instance attempt's log (stdout and stderr), or with --code the code it ran",
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if attempt < 0 || attempt > 1_000_000 {
+				return usageErr("--attempt %d: use an attempt number from 1 to 1000000, or leave it out for the latest", attempt)
+			}
 			if code {
 				var in store.BatchInstance
 				if err := g.client().do(c.Context(), "GET", "/api/v1/batch/instances/"+url.PathEscape(args[0]), nil, &in); err != nil {

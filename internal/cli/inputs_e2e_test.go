@@ -94,4 +94,8 @@ func TestRateFlagBounds(t *testing.T) {
 	}
 	// In range, the request is sent: the daemon is not there.
 	expect(t, 1, []string{"127.0.0.1"}, append(addr, "backfill", "initiate", "s", "public.t", "--rows-per-second", "1000000000")...)
+	for _, n := range []string{"-3", "1000001"} {
+		expect(t, 2, []string{"--attempt " + n + ": use an attempt number from 1 to 1000000"}, append(addr, "batch", "log", "7", "--attempt", n)...)
+	}
+	expect(t, 1, []string{"127.0.0.1"}, append(addr, "batch", "log", "7", "--attempt", "1000000")...)
 }
