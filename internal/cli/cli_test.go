@@ -72,10 +72,16 @@ func (r result) String() string {
 // tidemark runs the binary to completion; it is killed after a minute.
 func tidemark(t *testing.T, args ...string) result {
 	t.Helper()
+	return tidemarkEnv(t, nil, args...)
+}
+
+// tidemarkEnv is tidemark with extra environment variables.
+func tidemarkEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = environ()
+	cmd.Env = append(environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

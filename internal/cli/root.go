@@ -1,9 +1,10 @@
 // Package cli is tidemark's command line: the daemon (run), the client
 // verbs that talk to its API, and the demo.
 //
-// Exit codes: 0 success; 1 an error; 2 bad usage (flags, arguments);
-// 3 verify found differences; 4 the API refused the action (for example
-// initiating a backfill that is already active).
+// Exit codes (exitCodesHelp): 0 success; 1 an error; 2 bad usage (flags,
+// arguments, a stream, object or id that does not exist); 3 verify found
+// differences; 4 the API refused the action in the current state (for
+// example initiating a backfill that is already active).
 package cli
 
 import (
@@ -11,10 +12,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 )
+
+// exitCodesHelp is the exit code table, as --help shows it.
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  an error: the daemon is unreachable, a backfill failed or was stopped
+     (--wait), a check failed (doctor)
+  2  bad usage: a flag, an argument, or a request the API refuses as
+     invalid
+  3  verify found differences
+  4  the action was refused in the current state (for example initiating a
+     backfill of an object whose backfill is already pending or active)`
 
 // Exit codes.
 const (
@@ -35,9 +46,12 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 type globals struct {
-	addr  string
-	token string
-	json  bool
+	// addr and token are the client verbs' flags, then (resolveClient)
+	// the API's base URL and the token to send; clientConfig is their -c.
+	addr         string
+	token        string
+	clientConfig string
+	json         bool
 	// stdout filters what it prints through safeText; raw is the same
 	// output unfiltered, for JSON, CSV and the progress display.
 	stdout io.Writer
@@ -51,20 +65,28 @@ type globals struct {
 func Execute(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) int {
 	g := &globals{stdout: textWriter{stdout}, raw: stdout, stderr: stderr, stopSignals: stopSignals}
 	root := &cobra.Command{
-		Use:           "tidemark",
-		Short:         "Backfill engine: stream PostgreSQL changes into a destination and backfill any table while the stream flows",
+		Use:   "tidemark",
+		Short: "Backfill engine: stream PostgreSQL changes into a destination and backfill any table while the stream flows",
+		Long: `Backfill engine: stream PostgreSQL changes into a destination and backfill
+any table while the stream flows. See README.md and docs/.
+
+` + clientHelp + `
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return g.resolveClient(c)
+		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.PersistentFlags().StringVar(&g.addr, "addr", envOr("TIDEMARK_ADDR", "http://127.0.0.1:7420"), "address of the tidemark API (env TIDEMARK_ADDR)")
-	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("TIDEMARK_TOKEN"), "API token (env TIDEMARK_TOKEN)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
-	root.AddCommand(runCmd(g), streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), demoCmd(g),
-		tasksCmd(g), batchCmd(g))
-	root.AddCommand(doctorCmd(g), auditCmd(g))
+	root.AddCommand(runCmd(g), demoCmd(g), doctorCmd(g))
+	for _, c := range []*cobra.Command{streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), tasksCmd(g), batchCmd(g), auditCmd(g)} {
+		root.AddCommand(g.addClientFlags(c))
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
@@ -78,13 +100,6 @@ func Execute(ctx context.Context, stopSignals func(), args []string, stdout, std
 		return ee.code
 	}
 	return ExitError
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // usageArgs checks positional arguments with the usage exit code.
