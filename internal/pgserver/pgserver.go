@@ -13,10 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -25,15 +23,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/throwaway"
 )
 
 // Server is one running throwaway PostgreSQL instance.
 type Server struct {
 	Dir  string // data directory, owned by the postgres user
 	Port int
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	proc *throwaway.Process
 }
 
 // Options tune a server. The zero value is what CDC tests need.
@@ -67,54 +65,33 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := postgresCredential()
+	sweepStale()
+	dir, cred, err := throwaway.Dir("tidemark-pg-", "postgres", "apt-get install postgresql")
 	if err != nil {
 		return nil, err
 	}
-	sweepStale()
-	dir, err := os.MkdirTemp("", "tidemark-pg-")
-	if err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	if err := chown(dir, cred); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("give %s to the postgres user: %w", dir, err)
-	}
-	s := &Server{Dir: dir, done: make(chan struct{})}
+	s := &Server{Dir: dir}
 	data := filepath.Join(dir, "data")
 	if err := initdb(ctx, bin, data, cred); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := throwaway.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	s.Port = port
 	args := append([]string{"-D", data}, settingArgs(dir, port, opts.Settings)...)
-	logFile, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Pdeathsig is applied after the credential change, so it survives it:
 	// if this process dies (a panicking test), the kernel kills the server.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	if s.proc, err = throwaway.Launch(cmd, filepath.Join(dir, "server.log")); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return nil, err
 	}
-	s.cmd = cmd
-	go func() {
-		s.err = cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -188,25 +165,13 @@ func settingArgs(dir string, port int, overrides map[string]string) []string {
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	return s.proc.WaitReady(ctx, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
 		if err == nil {
 			conn.Close(ctx)
-			return nil
 		}
-		select {
-		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "server.log"))
-			return fmt.Errorf("postgres exited during start-up: %v: %s", s.err, log)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres did not accept connections within 60s: %w", err)
-		}
-	}
+		return err
+	})
 }
 
 // DSN returns a URL for the given database over the loopback port.
@@ -215,7 +180,7 @@ func (s *Server) DSN(database string) string {
 }
 
 // PID is the postmaster's process id.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+func (s *Server) PID() int { return s.proc.PID() }
 
 // CreateDatabase creates a database and returns its DSN.
 func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error) {
@@ -233,20 +198,10 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error
 // Stop shuts the server down (fast mode), waits for it by PID and removes its
 // directory. It is safe to call more than once.
 func (s *Server) Stop() {
-	if s == nil || s.cmd == nil {
+	if s == nil || s.proc == nil {
 		return
 	}
-	select {
-	case <-s.done:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.done:
-		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	}
+	s.proc.Stop(syscall.SIGINT)
 	os.RemoveAll(s.Dir)
 }
 
@@ -257,33 +212,17 @@ func (s *Server) Restart(ctx context.Context, crash bool) error {
 	if crash {
 		sig = syscall.SIGQUIT
 	}
-	_ = s.cmd.Process.Signal(sig)
-	<-s.done
-	cmd := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
-	cmd.Env = s.cmd.Env
-	cmd.SysProcAttr = s.cmd.SysProcAttr
-	logFile, err := os.OpenFile(filepath.Join(s.Dir, "server.log"), os.O_APPEND|os.O_WRONLY, 0)
+	s.proc.Signal(sig)
+	old := s.proc.Cmd()
+	cmd := exec.Command(old.Path, old.Args[1:]...)
+	cmd.Env = old.Env
+	cmd.SysProcAttr = old.SysProcAttr
+	p, err := throwaway.Launch(cmd, filepath.Join(s.Dir, "server.log"))
 	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("restart postgres: %w", err)
 	}
-	s.cmd, s.done, s.err = cmd, make(chan struct{}), nil
-	go func() {
-		s.err = cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
+	s.proc = p
 	return s.waitReady(ctx)
-}
-
-func chown(dir string, cred *syscall.Credential) error {
-	if cred == nil {
-		return nil
-	}
-	return os.Chown(dir, int(cred.Uid), int(cred.Gid))
 }
 
 // ScrubEnv removes PG* variables from this process's environment so that no
@@ -297,22 +236,6 @@ func ScrubEnv() {
 	}
 }
 
-func postgresCredential() (*syscall.Credential, error) {
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("look up the postgres system user (install PostgreSQL with `apt-get install postgresql`): %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if os.Geteuid() != 0 && os.Geteuid() != uid {
-		return nil, fmt.Errorf("throwaway servers run as the postgres user: run as root or as postgres (uid %d)", uid)
-	}
-	if os.Geteuid() == uid {
-		return nil, nil
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
 // cleanEnv keeps the caller's PG* variables from leaking into the server.
 func cleanEnv() []string {
 	var env []string
@@ -323,15 +246,6 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return append(env, "LC_ALL=C.UTF-8")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RunTests runs a test package's tests against one throwaway server, set in
