@@ -103,6 +103,9 @@ func (f *requestFlags) register(c *cobra.Command) {
 
 // request builds the API request for task.
 func (f *requestFlags) request(task string) (plan.Request, error) {
+	if f.groups < 1 || f.groups > plan.MaxGroups {
+		return plan.Request{}, usageErr("--groups %d: use 1 to %d concurrency groups (1, the default, runs the dates one after another)", f.groups, plan.MaxGroups)
+	}
 	r := plan.Request{Name: f.name, Task: task, Groups: f.groups, Order: f.order, DryRunTask: f.dryRunTask,
 		Paused: f.paused, DryRun: f.dryRun, WaitScheduled: f.waitScheduled, HourlyScope: f.hourlyScope,
 		ResourceGroup: f.resourceGroup, SingleInstance: f.single, Succeeded: f.succeeded, Running: f.running,

@@ -75,9 +75,10 @@ type Request struct {
 type Dates struct {
 	// Mode is DatesRange (default), DatesCycle or DatesCustom.
 	Mode string `json:"mode,omitempty"`
-	// From and To bound range and cycle selections, inclusive.
-	From calendar.Date `json:"from"`
-	To   calendar.Date `json:"to"`
+	// From and To bound range and cycle selections, inclusive. A custom
+	// selection leaves them out (zero), and so does its JSON.
+	From calendar.Date `json:"from,omitzero"`
+	To   calendar.Date `json:"to,omitzero"`
 	// Weekdays and MonthDays (1–31, calendar.MonthEnd for the last day)
 	// choose the dates of a cycle selection; a date is chosen when either
 	// matches.
