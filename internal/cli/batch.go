@@ -587,7 +587,13 @@ func instanceActionCmd(g *globals, use, short, action string) *cobra.Command {
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var in store.BatchInstance
-			if err := g.client().do(c.Context(), "POST", "/api/v1/batch/instances/"+url.PathEscape(args[0])+"/"+action, nil, &in); err != nil {
+			var err error
+			if action == "stop" {
+				in, err = g.stopInstance(c.Context(), args[0])
+			} else {
+				err = g.client().do(c.Context(), "POST", "/api/v1/batch/instances/"+url.PathEscape(args[0])+"/"+action, nil, &in)
+			}
+			if err != nil {
 				return err
 			}
 			if g.json {

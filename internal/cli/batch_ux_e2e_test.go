@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/store"
@@ -99,5 +100,47 @@ func TestBatchCustomDatesAndGroups(t *testing.T) {
 	}
 	if r := e.cli("batch", "list", "--json"); strings.Count(r.stdout, `"id":`) != 1 {
 		t.Errorf("a refused --groups recorded a backfill: %s", r)
+	}
+}
+
+// holdTask is a task that runs until released: it reads a line from a FIFO
+// and ends when a writer closes it (release) or a signal ends it.
+func holdTask(t *testing.T, dir, name, extra string) (yaml string, release func()) {
+	t.Helper()
+	fifo := filepath.Join(dir, name+".fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml = fmt.Sprintf("  - {name: %s, project: ops, type: shell, schedule: daily%s, command: \"read line < %s; echo released\"}\n", name, extra, fifo)
+	return yaml, func() {
+		t.Helper()
+		// Opening for writing waits for the task's read end; each release
+		// ends one attempt.
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("go\n"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// stop-instance of a running instance prints the state the stop leaves it
+// in (stopped), not the running it had when the stop was asked.
+func TestBatchStopInstancePrintsTheStateReached(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hold, _ := holdTask(t, dir, "hold", "")
+	e := startBatchDaemon(t, hold)
+	e.expect(0, []string{"backfill 1"}, "batch", "backfill", "hold", "--from", "2025-01-11")
+	in := e.instance(1, "the instance to run", func(in store.BatchInstance) bool { return in.State == store.InstanceRunning })
+	r := e.expect(0, nil, "batch", "stop-instance", fmt.Sprint(in.ID))
+	if want := fmt.Sprintf("instance %d (ops.hold 2025-01-11T00:00:00Z): stopped\n", in.ID); r.stdout != want {
+		t.Errorf("stop-instance printed %q, want %q", r.stdout, want)
+	}
+	if in := e.instances(1)[0]; in.State != store.InstanceStopped {
+		t.Errorf("after stop-instance the instance is %s", in.State)
 	}
 }
