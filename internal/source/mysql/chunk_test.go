@@ -70,7 +70,10 @@ func TestReadChunkKeyset(t *testing.T) {
 func TestReadChunkSnapshotPosition(t *testing.T) {
 	src, root := testDB(t, "CREATE TABLE w (id int PRIMARY KEY)")
 	ctx := context.Background()
-	file, start := masterStatus(t, root)
+	file, start, err := masterStatus(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "w"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -122,17 +125,6 @@ func TestReadChunkSnapshotPosition(t *testing.T) {
 	if last := chunks[len(chunks)-1]; len(last.Rows) == len(chunks[0].Rows) {
 		t.Errorf("the writer committed nothing while chunks were read (%d rows each)", len(last.Rows))
 	}
-}
-
-func masterStatus(t *testing.T, c *client.Conn) (string, uint32) {
-	t.Helper()
-	r, err := c.Execute("SHOW MASTER STATUS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, _ := r.GetString(0, 0)
-	pos, _ := r.GetUint(0, 1)
-	return file, uint32(pos)
 }
 
 // commitsBetween counts the transactions (Xid events) that end in the

@@ -3,9 +3,11 @@ package mysql
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Config is what the MySQL source needs to connect.
@@ -20,6 +22,12 @@ type Config struct {
 	// differ from the server's own server_id and from every other replica
 	// and binlog reader of that server.
 	ServerID uint32
+	// Heartbeat is how often an idle server sends a heartbeat, on which
+	// Stream reports progress; 0 means 5 s.
+	Heartbeat time.Duration
+	// Logger receives the binlog reader's own messages (reconnects,
+	// rotations); nil discards them.
+	Logger *slog.Logger
 }
 
 // dsn is a parsed Config.DSN.

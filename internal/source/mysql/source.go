@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ type Source struct {
 	mu     sync.Mutex
 	idle   []*client.Conn
 	closed bool
+
+	commitMu   sync.Mutex
+	lastCommit Commit
 }
 
 const maxIdle = 4
@@ -47,6 +51,13 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *Source) log() *slog.Logger {
+	if s.cfg.Logger != nil {
+		return s.cfg.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Database is the database the source reads.

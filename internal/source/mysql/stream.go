@@ -1,0 +1,257 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// TableLookup returns the described table for a source table, or nil when
+// the table is not streamed.
+type TableLookup func(change.TableID) *change.Table
+
+// Commit is where a delivered transaction ended in the binlog, with its
+// GTID: MariaDB's domain-server-sequence ("0-1-42"), or MySQL's
+// source_uuid:transaction_id ("3e11fa47-…:23"); empty when the server
+// writes none.
+type Commit struct {
+	Position change.LSN
+	File     string
+	GTID     string
+}
+
+// defaultHeartbeat is how often an idle server sends a heartbeat when
+// Config.Heartbeat is 0.
+const defaultHeartbeat = 5 * time.Second
+
+// Stream reads the binlog from start (a transaction boundary: a chunk's
+// snapshot position or a delivered transaction's CommitLSN; 0 for the
+// server's current position) and sends to out, in commit order, every
+// transaction that changed a streamed table as a change.Txn whose CommitLSN
+// and EndLSN are the position just after its commit event (XID, or COMMIT
+// for a non-transactional engine), and progress (every transaction ending
+// at or below Progress was delivered) on heartbeats and, at most once a
+// second, after transactions that changed nothing streamed. Values go
+// through the same codec as ReadChunk's.
+//
+// It connects as a replica with Config.ServerID and returns when ctx ends
+// (with ctx's error) or the connection fails; it does not reconnect by
+// itself (go-mysql's reconnect resumes mid-transaction, after the table
+// maps it needs), so the caller restarts it from the last position it
+// committed. Stream never closes out. LastCommit tells the GTID of the
+// last transaction sent.
+func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLookup, out chan<- change.Event) error {
+	if s.cfg.ServerID == 0 {
+		return errors.New("stream: the source needs a server id of its own (unique among the server's replicas)")
+	}
+	info, err := s.binlogInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if start == 0 {
+		start = info.current
+	}
+	if uint32(start) < 4 {
+		start = start&^0xFFFFFFFF | 4 // a binlog file's first event is at 4
+	}
+	syncer := replication.NewBinlogSyncer(s.syncerConfig(info.flavor))
+	defer syncer.Close()
+	file := FileName(info.base, start)
+	streamer, err := syncer.StartSync(gomysql.Position{Name: file, Pos: uint32(start)})
+	if err != nil {
+		return fmt.Errorf("start reading the binlog at %s: %w", FormatPosition(info.base, start), err)
+	}
+	r := &binlogReader{src: s, lookup: lookup, out: out, file: file, readers: map[*change.Table]*eventTable{}}
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read the binlog after %s: %w", FormatPosition(info.base, r.last), err)
+		}
+		if err := r.handle(ctx, ev); err != nil {
+			return err
+		}
+	}
+}
+
+// LastCommit is where the last transaction Stream sent ended, and its GTID.
+func (s *Source) LastCommit() Commit {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	return s.lastCommit
+}
+
+func (s *Source) syncerConfig(flavor string) replication.BinlogSyncerConfig {
+	host, port, _ := net.SplitHostPort(s.dsn.Host)
+	p, _ := strconv.ParseUint(port, 10, 16)
+	hb := cmp.Or(s.cfg.Heartbeat, defaultHeartbeat)
+	return replication.BinlogSyncerConfig{
+		ServerID: s.cfg.ServerID, Flavor: flavor,
+		Host: host, Port: uint16(p), User: s.dsn.User, Password: s.dsn.Password,
+		Charset:                 "utf8mb4",
+		TimestampStringLocation: time.UTC,
+		HeartbeatPeriod:         hb,
+		ReadTimeout:             3 * hb,
+		DisableRetrySync:        true,
+		Logger:                  s.log(),
+	}
+}
+
+type binlogInfo struct {
+	flavor  string     // gomysql.MariaDBFlavor or MySQLFlavor
+	base    string     // binlog base name, "mysql-bin"
+	current change.LSN // the server's current binlog position
+}
+
+func (s *Source) binlogInfo(ctx context.Context) (binlogInfo, error) {
+	var info binlogInfo
+	err := s.with(ctx, func(c *client.Conn) error {
+		r, err := query(c, "SELECT @@version, @@log_bin_basename")
+		if err != nil {
+			return err
+		}
+		info.flavor = gomysql.MySQLFlavor
+		if strings.Contains(strings.ToLower(getString(r, 0, 0)), "mariadb") {
+			info.flavor = gomysql.MariaDBFlavor
+		}
+		info.base = filepath.Base(getString(r, 0, 1))
+		file, pos, err := masterStatus(c)
+		if err != nil {
+			return err
+		}
+		info.current, err = Position(file, pos)
+		return err
+	})
+	if err != nil {
+		return binlogInfo{}, fmt.Errorf("read the binlog's name and position: %w", err)
+	}
+	return info, nil
+}
+
+// CurrentPosition is the end of the server's binlog.
+func (s *Source) CurrentPosition(ctx context.Context) (change.LSN, error) {
+	info, err := s.binlogInfo(ctx)
+	return info.current, err
+}
+
+// masterStatus reads the binlog's current file and offset (SHOW BINARY
+// LOG STATUS on MySQL 8.2 and later, SHOW MASTER STATUS elsewhere).
+func masterStatus(c *client.Conn) (string, uint32, error) {
+	r, err := query(c, "SHOW MASTER STATUS")
+	if err != nil {
+		if r, err = query(c, "SHOW BINARY LOG STATUS"); err != nil {
+			return "", 0, err
+		}
+	}
+	if r.RowNumber() == 0 {
+		return "", 0, errors.New("the binary log is off: set log_bin (see tidemark doctor)")
+	}
+	pos, _ := r.GetUint(0, 1)
+	return getString(r, 0, 0), uint32(pos), nil
+}
+
+// binlogReader groups row events into transactions.
+type binlogReader struct {
+	src     *Source
+	lookup  TableLookup
+	out     chan<- change.Event
+	file    string
+	gtid    string
+	txn     *change.Txn // nil between transactions
+	last    change.LSN  // the end of the last transaction handled
+	lastAt  time.Time   // when progress was last sent
+	readers map[*change.Table]*eventTable
+}
+
+func (r *binlogReader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.file = string(e.NextLogName)
+	case *replication.MariadbGTIDEvent:
+		r.gtid = e.GTID.String()
+		r.txn = &change.Txn{}
+	case *replication.GTIDEvent:
+		if u, err := uuid.FromBytes(e.SID); err == nil {
+			r.gtid = u.String() + ":" + strconv.FormatInt(e.GNO, 10)
+		}
+		r.txn = &change.Txn{}
+	case *replication.QueryEvent:
+		switch strings.ToUpper(strings.TrimSpace(string(e.Query))) {
+		case "BEGIN":
+			if r.txn == nil {
+				r.txn = &change.Txn{}
+			}
+		default: // COMMIT of a non-transactional engine, or a DDL
+			return r.commit(ctx, ev.Header, 0)
+		}
+	case *replication.XIDEvent:
+		return r.commit(ctx, ev.Header, e.XID)
+	case *replication.RowsEvent:
+		return r.rows(ev.Header, e)
+	case *replication.GenericEvent:
+		if ev.Header.EventType == replication.HEARTBEAT_EVENT && r.txn == nil && ev.Header.LogPos > 0 {
+			return r.progress(ctx, ev.Header.LogPos, true)
+		}
+	}
+	return nil
+}
+
+func (r *binlogReader) commit(ctx context.Context, h *replication.EventHeader, xid uint64) error {
+	txn := r.txn
+	r.txn = nil
+	pos, err := Position(r.file, h.LogPos)
+	if err != nil {
+		return err
+	}
+	r.last = pos
+	if txn == nil || len(txn.Changes) == 0 {
+		return r.progress(ctx, h.LogPos, false)
+	}
+	txn.Xid, txn.CommitLSN, txn.EndLSN = uint32(xid), pos, pos
+	txn.CommitTime = time.Unix(int64(h.Timestamp), 0).UTC()
+	select {
+	case r.out <- change.Event{Txn: txn}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.src.commitMu.Lock()
+	r.src.lastCommit = Commit{Position: pos, File: r.file, GTID: r.gtid}
+	r.src.commitMu.Unlock()
+	r.lastAt = time.Now()
+	return nil
+}
+
+// progress reports the position after the last transaction handled:
+// always on a heartbeat, else at most once a second.
+func (r *binlogReader) progress(ctx context.Context, logPos uint32, heartbeat bool) error {
+	if !heartbeat && time.Since(r.lastAt) < time.Second {
+		return nil
+	}
+	pos, err := Position(r.file, logPos)
+	if err != nil {
+		return err
+	}
+	r.last, r.lastAt = pos, time.Now()
+	select {
+	case r.out <- change.Event{Progress: pos}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+

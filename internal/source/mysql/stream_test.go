@@ -1,0 +1,164 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// TestStream makes inserts, updates (one moving a key) and deletes on the
+// throwaway server and expects them as transactions in commit order, with
+// values equal to what ReadChunk reads for the same rows, every type
+// included, and progress on a heartbeat.
+func TestStream(t *testing.T) {
+	src, root := testDB(t, typesTable, "CREATE TABLE s (id int PRIMARY KEY, v varchar(10))", "CREATE TABLE other (id int PRIMARY KEY)")
+	src.cfg.Heartbeat = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tables := map[change.TableID]*change.Table{}
+	for _, name := range []string{"types", "s"} {
+		tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: name}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables[tbl.ID] = tbl
+	}
+	start, err := src.CurrentPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan change.Event, 100)
+	done := make(chan error, 1)
+	go func() { done <- src.Stream(ctx, start, func(id change.TableID) *change.Table { return tables[id] }, out) }()
+
+	exec(t, root, typesRows...)
+	exec(t, root, "INSERT INTO other VALUES (1)",
+		"BEGIN", "INSERT INTO s VALUES (1, 'a')", "UPDATE s SET v = 'b' WHERE id = 1", "UPDATE s SET id = 2 WHERE id = 1", "DELETE FROM s WHERE id = 2", "COMMIT",
+		"UPDATE types SET id = id + 10")
+	txns := receiveTxns(t, out, done, 5)
+	types := tables[change.TableID{Schema: src.Database(), Name: "types"}]
+	chunk, err := src.ReadChunk(ctx, types, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, txn := range txns {
+		if i > 0 && txn.CommitLSN <= txns[i-1].CommitLSN {
+			t.Errorf("txn %d commits at %v, not after %v", i, txn.CommitLSN, txns[i-1].CommitLSN)
+		}
+		if txn.CommitLSN > chunk.Position || txn.EndLSN != txn.CommitLSN {
+			t.Errorf("txn %d commit %v end %v; a later chunk's position is %v", i, txn.CommitLSN, txn.EndLSN, chunk.Position)
+		}
+	}
+	// Inserted rows, then their key moves: each equals ReadChunk's row but for the id.
+	for i := range 3 {
+		ins := txns[i].Changes
+		if len(ins) != 1 || ins[0].Kind != change.Insert {
+			t.Fatalf("txn %d: %+v, want one insert", i, ins)
+		}
+		upd := txns[4].Changes[i]
+		if upd.Kind != change.Update || upd.OldKey[0].Text != ins[0].Row[0].Text {
+			t.Errorf("update %d: %v old key %v", i, upd.Kind, upd.OldKey)
+		}
+		read := chunk.Rows[i]
+		if !slices.Equal(upd.Row, read) {
+			t.Errorf("row %d from the binlog differs from ReadChunk's:\n%s", i, rowDiff(types, upd.Row, read))
+		}
+		if !slices.Equal(ins[0].Row[1:], read[1:]) {
+			t.Errorf("inserted row %d from the binlog differs from ReadChunk's:\n%s", i, rowDiff(types, ins[0].Row, read))
+		}
+	}
+	got := describeChanges(txns[3].Changes)
+	want := []string{"insert [1 a] <nil>", "update [1 b] <nil>", "update [2 b] [1]", "delete [] [2]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("transaction on s: %q, want %q", got, want)
+	}
+	if c := src.LastCommit(); c.Position != txns[4].CommitLSN || !regexp.MustCompile(`^0-1-\d+$`).MatchString(c.GTID) {
+		t.Errorf("LastCommit = %+v, want the last transaction's position and a MariaDB GTID", c)
+	}
+	waitProgress(t, out, txns[4].CommitLSN)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Stream returned %v after cancel, want context.Canceled", err)
+	}
+}
+
+func receiveTxns(t *testing.T, out <-chan change.Event, done <-chan error, n int) []*change.Txn {
+	t.Helper()
+	var txns []*change.Txn
+	timeout := time.After(60 * time.Second)
+	for len(txns) < n {
+		select {
+		case ev := <-out:
+			if ev.Txn != nil {
+				txns = append(txns, ev.Txn)
+			}
+		case err := <-done:
+			t.Fatalf("Stream ended: %v", err)
+		case <-timeout:
+			t.Fatalf("received %d of %d transactions", len(txns), n)
+		}
+	}
+	return txns
+}
+
+// waitProgress waits for a progress event at or past pos (an idle server's
+// heartbeat, or a transaction without streamed changes).
+func waitProgress(t *testing.T, out <-chan change.Event, pos change.LSN) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-out:
+			if ev.Txn != nil {
+				t.Fatalf("unexpected transaction %+v", ev.Txn)
+			}
+			if ev.Progress >= pos {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no progress at or past %v", pos)
+		}
+	}
+}
+
+func describeChanges(cs []change.Change) []string {
+	var s []string
+	for _, c := range cs {
+		var row []string
+		for _, v := range c.Row {
+			row = append(row, v.String())
+		}
+		old := "<nil>"
+		if c.OldKey != nil {
+			old = "[" + c.OldKey[0].String() + "]"
+		}
+		s = append(s, c.Kind.String()+" ["+joinSpace(row)+"] "+old)
+	}
+	return s
+}
+
+func joinSpace(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out
+}
+
+func rowDiff(t *change.Table, a, b change.Row) string {
+	s := ""
+	for i := range a {
+		if i < len(b) && a[i] != b[i] {
+			s += t.Columns[i].Name + ": " + clip(a[i].String()) + " != " + clip(b[i].String()) + "\n"
+		}
+	}
+	return s
+}
