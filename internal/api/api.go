@@ -143,6 +143,8 @@ type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Unknown names what a 404 did not find, with suggestions.
+	Unknown []Unknown `json:"unknown,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -322,7 +324,7 @@ func (s *Server) stream(r *http.Request) (*stream.Stream, error) {
 func (s *Server) streamNamed(name string) (*stream.Stream, error) {
 	str, ok := s.streams[name]
 	if !ok {
-		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no stream %q: the configured streams are %s", name, strings.Join(s.names, ", "))}
+		return nil, s.unknownStream(name)
 	}
 	return str, nil
 }

@@ -179,9 +179,11 @@ func TestBackfillLifecycle(t *testing.T) {
 	}
 	// A request with one refusal starts nothing.
 	e.fails(http.StatusConflict, "refused", "POST", bStream+"/backfills", `{"objects": ["public.a", "public.slow"]}`)
-	msg = e.fails(http.StatusConflict, "refused", "POST", bStream+"/backfills", `{"objects": ["public.nope"]}`)
-	if !strings.Contains(msg, "public.nope is not an object of stream "+e.name) {
-		t.Errorf("unknown object refusal: %q", msg)
+	// An object that does not exist is a 404 naming it (issue 16), not a
+	// refusal.
+	msg = e.fails(http.StatusNotFound, "not_found", "POST", bStream+"/backfills", `{"objects": ["public.nope"]}`)
+	if !strings.Contains(msg, "no object public.nope in stream "+e.name) {
+		t.Errorf("unknown object: %q", msg)
 	}
 
 	e.waitLoaded("public.a", "public.b")
@@ -192,7 +194,7 @@ func TestBackfillLifecycle(t *testing.T) {
 	if !strings.Contains(msg, "already completed") {
 		t.Errorf("stop of a completed backfill: %q", msg)
 	}
-	e.fails(http.StatusConflict, "refused", "POST", bStream+"/backfills/stop", `{"objects": ["public.nope"]}`)
+	e.fails(http.StatusNotFound, "not_found", "POST", bStream+"/backfills/stop", `{"objects": ["public.nope"]}`)
 	var stopped map[string][]string
 	e.ok(http.StatusOK, &stopped, "POST", bStream+"/backfills/stop", `{"objects": ["public.slow"]}`)
 	if !slices.Equal(stopped["stopped"], []string{"public.slow"}) {
@@ -219,7 +221,6 @@ func TestBackfillLifecycle(t *testing.T) {
 		want  []int64
 	}{
 		{"stream=" + e.name, []int64{s, b, a}},
-		{"stream=other", nil},
 		{"stream=" + e.name + "&object=public.a", []int64{a}},
 		{"stream=" + e.name + "&object=b", []int64{b}},
 		{"stream=" + e.name + "&status=completed", []int64{b, a}},
@@ -237,8 +238,12 @@ func TestBackfillLifecycle(t *testing.T) {
 			t.Errorf("backfills?%s: ids %v, want %v", c.query, ids(got), c.want)
 		}
 	}
-	if r := e.do("GET", "/api/v1/backfills?stream=other", ""); strings.TrimSpace(string(r.body)) != "[]" {
+	if r := e.do("GET", "/api/v1/backfills?stream="+e.name+"&since=2999-01-01T00:00:00Z", ""); strings.TrimSpace(string(r.body)) != "[]" {
 		t.Errorf("an empty list is %q, want []", r.body)
+	}
+	// A stream that does not exist is a 404, not an empty list (issue 16).
+	if msg := e.fails(http.StatusNotFound, "not_found", "GET", "/api/v1/backfills?stream=other", ""); !strings.Contains(msg, `no stream "other"`) {
+		t.Errorf("backfills of an unknown stream: %q", msg)
 	}
 
 	var one store.Backfill
@@ -373,8 +378,10 @@ func TestVerify(t *testing.T) {
 	if a := got["public.a"]; len(got) != 1 || !a.Match || len(a.Ranges) != 5 {
 		t.Fatalf("verify a in ranges of 5: %+v", got)
 	}
-	if c := verify(`{"objects": ["public.nope"]}`)["public.nope"]; c.Error == "" || c.Match {
-		t.Errorf("verify of an unknown object: %+v", c)
+	// An object that does not exist is a 404 naming it (issue 16), not a
+	// difference.
+	if msg := e.fails(http.StatusNotFound, "not_found", "POST", "/api/v1/streams/"+e.name+"/verify", `{"objects": ["public.aa"]}`); !strings.Contains(msg, "no object public.aa in stream "+e.name+"; did you mean public.a?") {
+		t.Errorf("verify of an unknown object: %q", msg)
 	}
 
 	db, err := sql.Open("sqlite", "file:"+e.dest+"?_pragma=busy_timeout(20000)")

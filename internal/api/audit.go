@@ -330,6 +330,13 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 	}
 	out := mergeAudit(streams, batches, a.limit)
+	if len(out) == 0 && a.streams {
+		// Nothing of a stream or object that does not exist, rather than
+		// an empty trail that reads as "none yet".
+		if err := s.checkListed(r.Context(), a.stream); err != nil {
+			return err
+		}
+	}
 	if !a.csv {
 		writeJSON(w, http.StatusOK, out)
 		return nil

@@ -26,12 +26,12 @@ func TestEstimate(t *testing.T) {
 		CREATE TABLE "Odd ""Name""" (id int PRIMARY KEY);
 		INSERT INTO "Odd ""Name""" VALUES (1), (2);`})
 	path := "/api/v1/streams/" + e.name + "/estimate?"
-	q := url.Values{"object": {"public.plain", "public.parted", `public."Odd ""Name"""`, "public.nope"}}
+	q := url.Values{"object": {"public.plain", "public.parted", `public."Odd ""Name"""`}}
 	var est stream.Estimate
 	e.ok(200, &est, "GET", path+q.Encode(), "")
 	// Answers name objects as requests do, quoted where needed.
 	want := map[string]int64{"public.plain": 1000, "public.parted": 300, `public."Odd ""Name"""`: 2}
-	if len(est.Objects) != 4 {
+	if len(est.Objects) != 3 {
 		t.Fatalf("estimate: %+v", est)
 	}
 	for _, o := range est.Objects[:3] {
@@ -39,8 +39,10 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("%s: %+v, want %d rows exactly", o.Object, o, want[o.Object])
 		}
 	}
-	if nope := est.Objects[3]; nope.Rows != -1 || !strings.Contains(nope.Error, "no such table") {
-		t.Errorf("unknown table: %+v", nope)
+	// An object that does not exist is a 404 naming it (issue 16), not a
+	// line of the estimate.
+	if msg := e.fails(404, "not_found", "GET", path+"object=public.plain&object=public.nope", ""); !strings.Contains(msg, "no object public.nope") {
+		t.Errorf("unknown table: %q", msg)
 	}
 	if est.Rows != 1302 || est.Seconds != 0 || !strings.HasPrefix(est.Basis, "unknown") {
 		t.Errorf("before any backfill: rows %d, seconds %v, basis %q", est.Rows, est.Seconds, est.Basis)

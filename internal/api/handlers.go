@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -148,6 +149,9 @@ func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) er
 	if err != nil {
 		return err
 	}
+	if err := s.checkObjects(r.Context(), str, ids); err != nil {
+		return err
+	}
 	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: req.RunAt, RowsPerSecond: req.RowsPerSecond,
 		Filter: req.Filter, Columns: req.Columns, AsOneRun: req.AsOneRun}
 	recs, err := str.InitiateWith(r.Context(), ids, who, opts)
@@ -169,6 +173,9 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, _ string) error {
 	}
 	ids, err := parseObjects(req.Objects)
 	if err != nil {
+		return err
+	}
+	if err := s.checkObjects(r.Context(), str, ids); err != nil {
 		return err
 	}
 	if err := str.StopBackfills(r.Context(), ids); err != nil {
@@ -193,6 +200,9 @@ func (s *Server) estimate(w http.ResponseWriter, r *http.Request, _ string) erro
 	var ids []change.TableID
 	if names := r.URL.Query()["object"]; len(names) > 0 {
 		if ids, err = parseObjects(names); err != nil {
+			return err
+		}
+		if err := s.checkObjects(r.Context(), str, ids); err != nil {
 			return err
 		}
 	}
@@ -233,6 +243,11 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error 
 	}
 	if err != nil {
 		return err
+	}
+	if len(ids) > 0 {
+		if err := s.checkObjects(r.Context(), str, ids); err != nil {
+			return err
+		}
 	}
 	checks, err := str.Verify(r.Context(), ids, req.ChunkSize)
 	if err != nil {
@@ -276,11 +291,26 @@ func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request, _ string)
 	if err != nil {
 		return err
 	}
-	if recs == nil {
+	if len(recs) == 0 {
+		// Nothing of a stream or object that does not exist, rather than
+		// an empty list that reads as "none yet".
+		if err := s.checkListed(r.Context(), f); err != nil {
+			return err
+		}
 		recs = []store.Backfill{}
 	}
 	writeJSON(w, http.StatusOK, recs)
 	return nil
+}
+
+// getBackfillRecord is backfill id's record, a 404 naming it when there is
+// none.
+func (s *Server) getBackfillRecord(ctx context.Context, id int64) (store.Backfill, error) {
+	rec, err := s.st.GetBackfill(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, unknownID("backfill", id, "`tidemark backfill list` lists them")
+	}
+	return rec, err
 }
 
 func parseTime(name, v string) (time.Time, error) {
@@ -312,7 +342,7 @@ func (s *Server) setRate(w http.ResponseWriter, r *http.Request, _ string) error
 	if req.RowsPerSecond == nil {
 		return badRequest("send {\"rows_per_second\": N}: the new limit, or 0 for the stream's")
 	}
-	rec, err := s.st.GetBackfill(r.Context(), id)
+	rec, err := s.getBackfillRecord(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -333,7 +363,7 @@ func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request, _ string) e
 	if err != nil || id <= 0 {
 		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
 	}
-	rec, err := s.st.GetBackfill(r.Context(), id)
+	rec, err := s.getBackfillRecord(r.Context(), id)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/daemon"
 	"github.com/tidemark/tidemark/internal/pgserver"
@@ -325,8 +326,9 @@ func apiError(r reply) (msg, code string, err error) {
 	}
 	var body struct {
 		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code    string        `json:"code"`
+			Message string        `json:"message"`
+			Unknown []api.Unknown `json:"unknown"`
 		} `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))

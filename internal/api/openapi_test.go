@@ -442,6 +442,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"AuditRecord", api.AuditRecord{}, true},
 		{"StreamFigures", api.StreamFigures{}, true},
 		{"BatchFigures", api.BatchFigures{}, true},
+		{"Unknown", api.Unknown{}, true},
 	} {
 		rt, ok := c.typ.(reflect.Type)
 		if !ok {
@@ -566,6 +567,19 @@ func TestOpenAPIDescribesResponses(t *testing.T) {
 	}
 	do("POST", "/api/v1/streams/alpha/backfills", `{"objects": ["public.a"]}`) // 409: pending
 	do("POST", "/api/v1/streams/alpha/backfills", `{"objects": ["public.*"]}`) // 400
+	// 404s naming what is unknown, with suggestions (issue 16).
+	for _, unknown := range [][2]string{
+		{"POST", "/api/v1/streams/alpha/backfills"}, {"POST", "/api/v1/streams/alpha/backfills/stop"},
+		{"GET", "/api/v1/streams/alpha/estimate?object=public.aa"}, {"GET", "/api/v1/backfills?stream=alpah"},
+		{"GET", "/api/v1/backfills?object=public.aa"}, {"GET", "/api/v1/streams/alpah/objects"},
+		{"GET", "/api/v1/audit?stream=alpah"},
+	} {
+		v, _ := do(unknown[0], unknown[1], `{"objects": ["public.aa"]}`).(map[string]any)
+		e, _ := v["error"].(map[string]any)
+		if u, _ := e["unknown"].([]any); len(u) != 1 {
+			t.Errorf("%s %s: %v, want error.unknown", unknown[0], unknown[1], v)
+		}
+	}
 	do("POST", "/api/v1/streams/alpha/backfills", `{"objects": ["`+strings.Repeat("x", 1<<20)+`"]}`)
 	do("POST", "/api/v1/streams/alpha/backfills/stop", `{"objects": ["public.a"]}`)
 	do("GET", "/api/v1/backfills?stream=alpha&status=stopped", "")

@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 
+	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
 
@@ -29,6 +32,9 @@ func (s *Server) onRun(w http.ResponseWriter, r *http.Request, act func(*stream.
 		return err
 	}
 	v, err := act(str, r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return unknownID("run", id, fmt.Sprintf("`tidemark backfill list --stream %s` names each backfill's run", str.Name()))
+	}
 	if err != nil {
 		return err
 	}

@@ -89,8 +89,8 @@ func TestRunCompletes(t *testing.T) {
 		t.Errorf("run of %q started by %q", v.Stream, v.StartedBy)
 	}
 
-	// A refused request records no run.
-	e.fails(409, "refused", "POST", "/api/v1/streams/"+e.name+"/backfills", `{"objects": ["public.a", "public.nope"], "as_one_run": true}`)
+	// A refused request records no run (an unknown object is a 404, issue 16).
+	e.fails(404, "not_found", "POST", "/api/v1/streams/"+e.name+"/backfills", `{"objects": ["public.a", "public.nope"], "as_one_run": true}`)
 	if _, _, err := e.d.Store().GetRun(e.ctx, v.ID+1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a run after a refused initiate: %v", err)
 	}

@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,8 @@ import (
 // api.listen of the configuration -c names, with its strongest token.
 func TestClientAddress(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	port := freePort(t)
-	cfg := filepath.Join(dir, "tidemark.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+	d, cfg, port := daemonWith(t, func(dir string, port int) string {
+		return fmt.Sprintf(`
 metadata: "sqlite://%s"
 api:
   listen: "127.0.0.1:%d"
@@ -25,10 +22,9 @@ api:
     - {name: ci, token: operator-secret, role: operator}
 tasks:
   - {name: extract, project: sales, type: shell, schedule: daily, command: "echo ${bizdate}"}
-`, filepath.Join(dir, "meta.db"), port), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
+`, filepath.Join(dir, "meta.db"), port)
+	})
+	dir := filepath.Dir(cfg)
 	hostPort := fmt.Sprintf("127.0.0.1:%d", port)
 	poll(t, d, "the API", func() bool { return tidemark(t, "tasks", "-c", cfg).code == 0 })
 

@@ -100,7 +100,9 @@ func responseError(method, path string, status int, data []byte) error {
 	if ae.Error.Code == "refused" {
 		return &exitError{code: ExitRefused, err: err}
 	}
-	if ae.Error.Code == "bad_request" || ae.Error.Code == "confirm" {
+	// A stream, object or id that does not exist is the caller's mistake:
+	// the message names it and what it may have been meant to be.
+	if ae.Error.Code == "bad_request" || ae.Error.Code == "confirm" || ae.Error.Code == "not_found" {
 		return &exitError{code: ExitUsage, err: err}
 	}
 	return err

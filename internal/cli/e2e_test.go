@@ -111,6 +111,20 @@ func poll(t *testing.T, d *daemon, what string, cond func() bool) {
 	}
 }
 
+// daemonWith starts a daemon on the configuration conf returns for a
+// fresh directory and a free port (for api.listen); it returns the daemon,
+// the configuration file and the port.
+func daemonWith(t *testing.T, conf func(dir string, port int) string) (*daemon, string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	if err := os.WriteFile(cfg, []byte(conf(dir, port)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startDaemon(t, cfg, filepath.Join(dir, "daemon.log")), cfg, port
+}
+
 // sqliteDaemon starts a daemon with one stream, s, of dsn's public tables
 // into a SQLite file, with the given backfill settings. It returns the
 // daemon, the destination file and the CLI's --addr flag.

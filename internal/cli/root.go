@@ -19,10 +19,11 @@ import (
 // exitCodesHelp is the exit code table, as --help shows it.
 const exitCodesHelp = `Exit codes:
   0  success
-  1  an error: the daemon is unreachable, a backfill failed or was stopped
-     (--wait), a check failed (doctor)
-  2  bad usage: a flag, an argument, or a request the API refuses as
-     invalid
+  1  an error: the daemon is unreachable, a stream failed, a backfill
+     followed with --wait failed or was stopped, a check failed (doctor)
+  2  bad usage: a flag, an argument, a stream, object or id that does not
+     exist (the message names the closest existing ones), or a request the
+     API refuses as invalid
   3  verify found differences
   4  the action was refused in the current state (for example initiating a
      backfill of an object whose backfill is already pending or active)`

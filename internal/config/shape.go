@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/internal/suggest"
 )
 
 type rawConfig struct {
@@ -528,25 +530,4 @@ func unknownKeyMessage(line, key, typ string) string {
 }
 
 // distance is the number of single-character edits that turn a into b.
-func distance(a, b string) int {
-	if len(a) > 64 {
-		return len(a)
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func distance(a, b string) int { return suggest.Distance(a, b) }
