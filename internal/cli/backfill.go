@@ -17,7 +17,7 @@ import (
 )
 
 func backfillCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "backfill", Short: "Initiate, stop and list backfills"}
+	c := &cobra.Command{Use: "backfill", Short: "Backfills of streams' objects: initiate, stop, estimate, list, set-rate, run, stop-run"}
 	c.AddCommand(backfillInitiateCmd(g), &cobra.Command{
 		Use:   "stop STREAM OBJECT...",
 		Short: "Stop the backfills of objects; refused for Completed, Stopped or Failed objects",

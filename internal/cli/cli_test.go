@@ -17,8 +17,9 @@ import (
 	"github.com/tidemark/tidemark/internal/pgserver"
 )
 
-// bin is the tidemark binary built once for the package's tests.
-var bin string
+// bin is the tidemark binary built once for the package's tests, from the
+// module at moduleRoot.
+var bin, moduleRoot string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -38,9 +39,9 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "find the module root with `go env GOMOD`: %v %s\n", err, gomod)
 		return 1
 	}
-	bin = filepath.Join(dir, "tidemark")
+	bin, moduleRoot = filepath.Join(dir, "tidemark"), filepath.Dir(strings.TrimSpace(string(gomod)))
 	build := exec.Command("go", "build", "-o", bin, "./cmd/tidemark")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	build.Dir = moduleRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build tidemark: %v\n%s", err, out)
 		return 1

@@ -65,32 +65,10 @@ type globals struct {
 // Execute runs the command line and returns the exit code.
 func Execute(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) int {
 	g := &globals{stdout: textWriter{stdout}, raw: stdout, stderr: stderr, stopSignals: stopSignals}
-	root := &cobra.Command{
-		Use:   "tidemark",
-		Short: "Backfill engine: stream PostgreSQL changes into a destination and backfill any table while the stream flows",
-		Long: `Backfill engine: stream PostgreSQL changes into a destination and backfill
-any table while the stream flows. See README.md and docs/.
-
-` + clientHelp + `
-
-` + exitCodesHelp,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			return g.resolveClient(c)
-		},
-	}
+	root := newRoot(g)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
-	root.AddCommand(runCmd(g), demoCmd(g), doctorCmd(g))
-	for _, c := range []*cobra.Command{streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), tasksCmd(g), batchCmd(g), auditCmd(g)} {
-		root.AddCommand(g.addClientFlags(c))
-	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
-	})
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
@@ -101,6 +79,37 @@ any table while the stream flows. See README.md and docs/.
 		return ee.code
 	}
 	return ExitError
+}
+
+// newRoot is the command tree.
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tidemark",
+		Short: "Backfill engine: stream PostgreSQL changes into a destination and backfill any table while the stream flows",
+		Long: `Backfill engine: stream PostgreSQL changes into a destination and backfill
+any table while the stream flows. See README.md and docs/.
+
+` + clientHelp + `
+
+` + exitCodesHelp,
+		Version:       buildVersion().Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return g.resolveClient(c)
+		},
+	}
+	root.SetVersionTemplate(versionTemplate(buildVersion().text()))
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
+	root.AddCommand(runCmd(g), demoCmd(g), doctorCmd(g), versionCmd(g))
+	for _, c := range []*cobra.Command{streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), tasksCmd(g), batchCmd(g), auditCmd(g)} {
+		root.AddCommand(g.addClientFlags(c))
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	addExamples(root)
+	return root
 }
 
 // usageArgs checks positional arguments with the usage exit code.
