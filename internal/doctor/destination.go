@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // The destinations keep each stream's checkpoint in these tables (see the
@@ -29,17 +30,19 @@ const (
 func checkDestination(ctx context.Context, i int, s *config.Stream) ([]Check, checkpoint) {
 	name := "stream " + s.Name + ": destination"
 	key := fmt.Sprintf("streams[%d].destination", i)
+	// The checkpoint is shown in the source's notation.
+	at := func(pos change.LSN) string { return positionText(s.Source.Type, pos) }
 	switch s.Destination.Type {
 	case config.TypePostgres:
-		c, cp := postgresDestination(ctx, name, key, s.Name, s.Destination.DSN)
+		c, cp := postgresDestination(ctx, name, key, s.Name, s.Destination.DSN, at)
 		return []Check{c}, cp
 	case config.TypeSQLite:
-		return sqliteDestination(ctx, name, key, s.Name, s.Destination.Path)
+		return sqliteDestination(ctx, name, key, s.Name, s.Destination.Path, at)
 	}
 	return []Check{fail(name, fmt.Sprintf("destination type %q is not supported", s.Destination.Type), "set "+key+".type to postgres or sqlite")}, checkpoint{}
 }
 
-func postgresDestination(ctx context.Context, name, key, stream, dsn string) (Check, checkpoint) {
+func postgresDestination(ctx context.Context, name, key, stream, dsn string, positionText func(change.LSN) string) (Check, checkpoint) {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return fail(name, errText(err), connectFix(err, key+".dsn")), checkpoint{}
@@ -75,14 +78,16 @@ func postgresDestination(ctx context.Context, name, key, stream, dsn string) (Ch
 	return ok(name, "connected to "+at+"; "+positionText(cp.position)), cp
 }
 
-func positionText(pos change.LSN) string {
+// positionText tells where a stream's checkpoint is, in the notation of
+// its source's type.
+func positionText(sourceType string, pos change.LSN) string {
 	if pos == 0 {
 		return "no checkpoint of the stream yet"
 	}
-	return "the stream's checkpoint is at " + pos.String()
+	return "the stream's checkpoint is at " + source.FormatPosition(sourceType, pos)
 }
 
-func sqliteDestination(ctx context.Context, name, key, stream, path string) ([]Check, checkpoint) {
+func sqliteDestination(ctx context.Context, name, key, stream, path string, positionText func(change.LSN) string) ([]Check, checkpoint) {
 	dir := filepath.Dir(path)
 	if c, good := writableDir(name, key+".path", dir); !good {
 		// Without its directory the destination holds nothing: to the
@@ -170,3 +175,5 @@ func writableDir(name, key, dir string) (Check, bool) {
 	os.Remove(f.Name())
 	return Check{}, true
 }
+
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -18,41 +18,35 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Status is the outcome of a check.
-type Status string
+type Status = check.Status
 
 // Statuses. A WARN deserves a look; a FAIL keeps tidemark from working.
 const (
-	OK   Status = "OK"
-	Warn Status = "WARN"
-	Fail Status = "FAIL"
+	OK   = check.OK
+	Warn = check.Warn
+	Fail = check.Fail
 )
 
 // Check is the outcome of one check: what was found and, for WARN and FAIL,
 // how to fix it (SQL to run or a configuration change).
-type Check struct {
-	Name   string `json:"name"`
-	Status Status `json:"status"`
-	Detail string `json:"detail"`
-	Fix    string `json:"fix,omitempty"`
-}
+type Check = check.Check
 
 // Timeout bounds each check's network and disk operations.
-const Timeout = 5 * time.Second
+const Timeout = check.Timeout
 
 // parallel is how many streams and connections are checked at once.
 const parallel = 8
@@ -117,15 +111,11 @@ func usesShell(tasks []dag.Task) bool {
 	return false
 }
 
-func ok(name, detail string) Check { return Check{Name: name, Status: OK, Detail: detail} }
+func ok(name, detail string) Check { return check.Passed(name, detail) }
 
-func warn(name, detail, fix string) Check {
-	return Check{Name: name, Status: Warn, Detail: detail, Fix: fix}
-}
+func warn(name, detail, fix string) Check { return check.Warned(name, detail, fix) }
 
-func fail(name, detail, fix string) Check {
-	return Check{Name: name, Status: Fail, Detail: detail, Fix: fix}
-}
+func fail(name, detail, fix string) Check { return check.Failed(name, detail, fix) }
 
 // minSecret is the shortest password scrubbed from the output: replacing
 // every "a" of a one-letter password would garble it and hide little.
@@ -160,103 +150,37 @@ func scrub(s string, secrets []string) string {
 	return s
 }
 
-// errText renders an error on one line. pgx puts each attempt (address,
-// TLS then plain) on a line of its own, often the same line twice.
-func errText(err error) string {
-	var parts []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		line = strings.Join(strings.Fields(line), " ")
-		if line != "" && !slices.Contains(parts, line) {
-			parts = append(parts, line)
-		}
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			sep := "; "
-			if strings.HasSuffix(parts[i-1], ":") {
-				sep = " "
-			}
-			b.WriteString(sep)
-		}
-		b.WriteString(p)
-	}
-	return b.String()
-}
+// The shared wording and PostgreSQL connection helpers, under the names
+// the checks here use.
+var (
+	errText    = check.ErrText
+	connect    = check.ConnectPostgres
+	closeConn  = check.ClosePostgres
+	connectFix = check.PostgresConnectFix
+	where      = check.Where
+	pgConfig   = check.PostgresConfig
+	errBadDSN  = check.ErrBadDSN
+)
 
-// errBadDSN is the error of a DSN that does not parse.
-var errBadDSN = errors.New("cannot parse the DSN")
-
-// pgConfig parses a PostgreSQL DSN for a connection named in application
-// name tidemark-doctor. Its error never quotes the DSN: a parse error may
-// hold it, password included.
-func pgConfig(dsn string) (*pgx.ConnConfig, error) {
-	cc, err := pgx.ParseConfig(dsn)
+// checkStream runs the checks of streams[i]: its source, through its
+// type's registered checks, then its destination. The source's log checks
+// read the destination's checkpoint, so the destination is looked at first.
+func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
+	dest, cp := checkDestination(ctx, i, s)
+	key := fmt.Sprintf("streams[%d]", i)
+	typ, err := source.Lookup(s.Source.Type)
 	if err != nil {
-		return nil, errBadDSN
+		return append([]Check{fail("stream "+s.Name+": source", err.Error(), "set "+key+".source.type to a supported type")}, dest...)
 	}
-	cc.RuntimeParams["application_name"] = "tidemark-doctor"
-	return cc, nil
+	in := source.DoctorInput{Stream: s, Key: key, Checkpoint: source.Checkpoint{Known: cp.known, Position: cp.position}}
+	return append(typ.Doctor(ctx, in), dest...)
 }
 
-// connect opens a PostgreSQL connection within Timeout.
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cc, err := pgConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return nil, &connectError{msg: fmt.Sprintf("cannot connect to %s: no answer within %s", where(cc), Timeout), err: err}
-	}
-	if err != nil {
-		// pgx's message repeats the user and database; what it wraps
-		// says what went wrong at each address.
-		var ce *pgconn.ConnectError
-		if errors.As(err, &ce) && errors.Unwrap(ce) != nil {
-			err = errors.Unwrap(ce)
-		}
-		return nil, &connectError{msg: "cannot connect to " + where(cc) + ": " + errText(err), err: err}
-	}
-	return conn, nil
+// checkpoint is the position the destination committed for the stream.
+type checkpoint struct {
+	known    bool // false when the destination could not be read
+	position change.LSN
 }
 
-// connectError is a failed connection, its message on one line.
-type connectError struct {
-	msg string
-	err error
-}
-
-func (e *connectError) Error() string { return e.msg }
-func (e *connectError) Unwrap() error { return e.err }
-
-// where names a server and database without the password.
-func where(cc *pgx.ConnConfig) string {
-	return fmt.Sprintf("%s:%d/%s as %s", cc.Host, cc.Port, cc.Database, cc.User)
-}
-
-// closeConn closes a connection, bounded by Timeout.
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	conn.Close(ctx)
-}
-
-// connectFix says what to do about a failed connection; key is the
-// configuration key of the DSN.
-func connectFix(err error, key string) string {
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
-		return "check the user and password in " + key + " and the server's pg_hba.conf"
-	case errors.As(err, &pgErr) && pgErr.Code == "3D000":
-		return "the database does not exist: fix the database name in " + key + " or create it (CREATE DATABASE)"
-	case errors.As(err, &pgErr):
-		return "fix " + key + " or the server's settings for this user"
-	case errors.Is(err, errBadDSN):
-		return "fix " + key + ": write postgres://user:password@host:5432/dbname, percent-encoding special characters"
-	}
-	return "check the host and port in " + key + ", that the server runs and listens there (listen_addresses, port) and that no firewall is in the way"
-}
+// BytesText renders a byte count in binary units.
+func BytesText(n int64) string { return check.BytesText(n) }

@@ -8,31 +8,14 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Snapshot is what the applier needs of the snapshot a chunk was read in.
-type Snapshot interface {
-	// VisibleXid reports whether a committed transaction is visible.
-	VisibleXid(xid uint32) bool
-	// Widen turns a 32-bit xid into the 64-bit id near the snapshot's.
-	Widen(xid uint32) uint64
-	// Horizon is the snapshot's xmin: transactions below it are finished
-	// for every snapshot taken after this one.
-	Horizon() uint64
-}
+type Snapshot = source.Snapshot
 
 // ChunkRead is a chunk as a backfill worker read it from the source.
-type ChunkRead struct {
-	Rows     []change.Row
-	Snapshot Snapshot
-	// Position is at or past the commit of every transaction the snapshot
-	// sees; the chunk is merged once the stream has passed it.
-	Position change.LSN
-	Bytes    int64
-	// Table is the table's shape in the snapshot (nil: the one the chunk
-	// was registered with).
-	Table *change.Table
-}
+type ChunkRead = source.Chunk
 
 // ChunkResult tells a worker what became of its chunk.
 type ChunkResult struct {

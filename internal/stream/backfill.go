@@ -12,7 +12,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -21,13 +21,13 @@ type chunkSource interface {
 	ReadChunk(ctx context.Context, t *change.Table, spec chunkSpec) (ChunkRead, error)
 	// CheckFilter says whether a backfill's filter is a valid condition
 	// on the table: a *rowfilter.Error for a column the table lacks,
-	// pg.ErrFilter when the source refused it.
+	// source.ErrFilter when the source refused it.
 	CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error
 }
 
 // chunkSpec is what one chunk read asks for: up to Limit rows with key in
 // (After, Upto] matching Filter, with the key and Columns (nil: all).
-type chunkSpec = pg.ReadOptions
+type chunkSpec = source.ReadOptions
 
 // BackfillConfig tunes backfills.
 type BackfillConfig struct {
@@ -65,7 +65,7 @@ type runtime struct {
 	// why says why a table of the stream is not streamed ("" if it is).
 	why func(change.TableID) string
 	// size sizes a table on the source (nil: no estimates).
-	size func(context.Context, change.TableID) (pg.TableSize, error)
+	size func(context.Context, change.TableID) (source.TableSize, error)
 	// prepare streams a table the stream does not stream, before its
 	// backfill starts (nil: such a backfill fails).
 	prepare func(context.Context, change.TableID) (*change.Table, error)
@@ -98,7 +98,7 @@ type backfills struct {
 }
 
 func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg BackfillConfig, notify func(store.Backfill)) *backfills {
-	return &backfills{stream: stream, st: st, log: log, cfg: cfg, notify: notify, permanent: pg.IsPermanent,
+	return &backfills{stream: stream, st: st, log: log, cfg: cfg, notify: notify, permanent: source.IsPermanent,
 		active: map[change.TableID]*run{}, byID: map[int64]*run{}}
 }
 

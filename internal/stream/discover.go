@@ -10,7 +10,7 @@ import (
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/sink/postgres"
 	"github.com/tidemark/tidemark/internal/sink/sqlite"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -39,7 +39,7 @@ func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
 // sink.ErrKeyOrder, sink.ErrTableName), becomes a Failed object with the
 // reason, and is left out of the publication (updates to it would otherwise
 // fail on the source).
-func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
+func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -58,7 +58,7 @@ func (s *Stream) discover(ctx context.Context, src *pg.Source, snk sink.Sink, fi
 			continue
 		}
 		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
-		if err != nil && !errors.Is(err, pg.ErrNoKey) {
+		if err != nil && !errors.Is(err, source.ErrNoKey) {
 			return nil, nil, err
 		}
 		if t != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/sink"
+	_ "github.com/tidemark/tidemark/internal/source/all" // the source types streams open
 	"github.com/tidemark/tidemark/internal/store"
 )
 

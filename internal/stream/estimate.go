@@ -7,7 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -60,7 +60,11 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pg.ConnectForCatalog(ctx, s.cfg.Source.DSN, readTimeouts(s.cfg.Source))
+	typ, err := source.Lookup(s.cfg.Source.Type)
+	if err != nil {
+		return Estimate{}, err
+	}
+	conn, err := typ.OpenEstimator(ctx, s.cfg.Source)
 	if err != nil {
 		return Estimate{}, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Stored generated columns (docs/type-mapping.md): the log leaves them out
@@ -41,7 +41,7 @@ type generatedSource interface {
 type regenerator struct {
 	src      generatedSource
 	computes func(t *change.Table, i int) bool // nil: the destination computes none
-	catalog  func(context.Context, change.TableID) (map[int16]pg.Attribute, error)
+	catalog  func(context.Context, change.TableID) (map[int16]source.Attribute, error)
 	plans    map[*change.Table]*rereadPlan
 	retry    retryPolicy
 }
@@ -54,7 +54,7 @@ type rereadPlan struct {
 	query *change.Table
 }
 
-func newRegenerator(src generatedSource, snk sink.Sink, catalog func(context.Context, change.TableID) (map[int16]pg.Attribute, error)) *regenerator {
+func newRegenerator(src generatedSource, snk sink.Sink, catalog func(context.Context, change.TableID) (map[int16]source.Attribute, error)) *regenerator {
 	r := &regenerator{src: src, catalog: catalog, plans: map[*change.Table]*rereadPlan{},
 		retry: retryPolicy{Initial: 5 * time.Millisecond, Max: time.Second}}
 	if c, ok := snk.(sink.Computer); ok {

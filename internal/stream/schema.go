@@ -11,7 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Schema changes in the applier (see docs/schema-changes.md).
@@ -39,7 +39,7 @@ type schemaState struct {
 	// trans caches, by the table a change came with, its translation.
 	trans   map[*change.Table]*translation
 	ddl     ddlSink // nil: the destination cannot follow schema changes
-	catalog func(context.Context, change.TableID) (map[int16]pg.Attribute, error)
+	catalog func(context.Context, change.TableID) (map[int16]source.Attribute, error)
 	hooks   schemaHooks
 	retry   retryPolicy
 }
@@ -202,7 +202,7 @@ func (a *applier) reshape(ctx context.Context, in *change.Table) (*change.Table,
 	if tr := s.trans[in]; tr != nil && tr.to == d {
 		return d, nil // judged before: an older shape
 	}
-	var attrs map[int16]pg.Attribute
+	var attrs map[int16]source.Attribute
 	if s.catalog != nil {
 		var err error
 		if attrs, err = s.catalog(ctx, in.ID); err != nil {
@@ -337,7 +337,7 @@ type shapePlan struct {
 //     table;
 //   - a column of in that d lacks is added, with the value older rows hold
 //     when the catalog has it; a default it cannot tell asks for a refill.
-func planShape(d, in *change.Table, attrs map[int16]pg.Attribute) shapePlan {
+func planShape(d, in *change.Table, attrs map[int16]source.Attribute) shapePlan {
 	next := &change.Table{ID: d.ID, Columns: slices.Clone(d.Columns), Key: slices.Clone(d.Key)}
 	var p shapePlan
 	seen := make([]bool, len(in.Columns))

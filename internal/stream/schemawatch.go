@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -63,8 +63,8 @@ func sticky(err error) error {
 // object) from failures worth another try.
 func objectError(err error) bool {
 	var diff *TableDiffError
-	return errors.Is(err, pg.ErrNoKey) || errors.Is(err, sink.ErrKeyOrder) || errors.Is(err, sink.ErrTableName) ||
-		errors.Is(err, sink.ErrRejected) || errors.As(err, &diff) || pg.IsPermanent(err)
+	return errors.Is(err, source.ErrNoKey) || errors.Is(err, sink.ErrKeyOrder) || errors.Is(err, sink.ErrTableName) ||
+		errors.Is(err, sink.ErrRejected) || errors.As(err, &diff) || source.IsPermanent(err)
 }
 
 // tableRequest asks the applier, which alone uses the destination while
@@ -185,7 +185,7 @@ func (q *schemaQueue) take() []schemaEvent {
 }
 
 // newSchema wires the applier's schema state to the stream.
-func (s *Stream) newSchema(src *pg.Source, snk sink.Sink, q *schemaQueue) *schemaState {
+func (s *Stream) newSchema(src source.Source, snk sink.Sink, q *schemaQueue) *schemaState {
 	st := newSchemaState(s.cfg.Name, s.lookup)
 	st.retry = retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}
 	st.catalog = src.Attributes
@@ -266,7 +266,7 @@ func (s *Stream) lookupLog(id change.TableID) *change.Table {
 
 // watchSchema records what the applier decided and looks for tables
 // created or dropped on the source, every discovery_interval.
-func (s *Stream) watchSchema(ctx context.Context, src *pg.Source, app *applier, q *schemaQueue) error {
+func (s *Stream) watchSchema(ctx context.Context, src source.Source, app *applier, q *schemaQueue) error {
 	interval := s.cfg.DiscoveryInterval
 	if interval <= 0 {
 		interval = 10 * time.Second
@@ -332,7 +332,7 @@ func (s *Stream) refill(ctx context.Context, id change.TableID) error {
 
 // discoverLive streams the included tables created on the source since
 // the stream started (include_future_tables), and ends the ones dropped.
-func (s *Stream) discoverLive(ctx context.Context, src *pg.Source, app *applier) error {
+func (s *Stream) discoverLive(ctx context.Context, src source.Source, app *applier) error {
 	all, err := src.Tables(ctx)
 	if err != nil {
 		return err
@@ -368,7 +368,7 @@ func (s *Stream) discoverLive(ctx context.Context, src *pg.Source, app *applier)
 // addTable streams a table found while running, from the moment it joins
 // the publication, and copies the rows it held before with a backfill
 // (started by "discovery") unless it gets no automatic backfill.
-func (s *Stream) addTable(ctx context.Context, src *pg.Source, app *applier, id change.TableID) error {
+func (s *Stream) addTable(ctx context.Context, src source.Source, app *applier, id change.TableID) error {
 	t, err := s.activate(ctx, src, app, id)
 	if err != nil {
 		if !objectError(err) {
@@ -394,7 +394,7 @@ func (s *Stream) addTable(ctx context.Context, src *pg.Source, app *applier, id 
 // applier, then added to the publication, in that order, so that its
 // first change in the log finds all of that ready. A backfill that
 // follows reads chunks in snapshots taken after it joined.
-func (s *Stream) activate(ctx context.Context, src *pg.Source, app *applier, id change.TableID) (*change.Table, error) {
+func (s *Stream) activate(ctx context.Context, src source.Source, app *applier, id change.TableID) (*change.Table, error) {
 	if !s.cfg.Includes(id) {
 		return nil, fmt.Errorf("table %s is not included in stream %s", id, s.cfg.Name)
 	}
@@ -406,7 +406,7 @@ func (s *Stream) activate(ctx context.Context, src *pg.Source, app *applier, id 
 		return nil, err
 	}
 	s.setTable(id, t)
-	if err := src.AddToPublication(ctx, id); err != nil {
+	if err := src.AddCapture(ctx, id); err != nil {
 		// Not streamed after all: the next discovery (or backfill) tries
 		// the whole activation again rather than taking the table for
 		// streamed while the log carries none of its changes.
@@ -459,7 +459,7 @@ func (s *Stream) precheck(ctx context.Context, ids []change.TableID, startedBy s
 // (with the value the source gives older rows), narrower types widened;
 // other differences make the table unstreamable (a TableDiffError). A
 // rename the stream did not see shows as one of those.
-func (s *Stream) reconcile(ctx context.Context, src *pg.Source, snk sink.Sink, t *change.Table) error {
+func (s *Stream) reconcile(ctx context.Context, src source.Source, snk sink.Sink, t *change.Table) error {
 	alt, ok := snk.(sink.Alterer)
 	if !ok {
 		return nil

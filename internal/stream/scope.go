@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/rowfilter"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // checkScope checks a filter and a column subset against each object's
@@ -41,7 +41,7 @@ func (s *Stream) checkScope(ctx context.Context, ids []change.TableID, o Backfil
 		switch {
 		case errors.As(err, &refused):
 			problems = append(problems, err.Error())
-		case errors.Is(err, pg.ErrFilter):
+		case errors.Is(err, source.ErrFilter):
 			problems = append(problems, err.Error()+": give a SQL condition on the source table's columns, as after WHERE")
 		case err != nil:
 			return fmt.Errorf("check the filter: %w", err)

@@ -27,7 +27,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -61,7 +61,7 @@ type Stream struct {
 	skipped   map[change.TableID]string        // included tables not streamed, and why
 	parked    map[change.TableID]*change.Table // stopped tables still in the log (lookupLog)
 	refills   []change.TableID                 // tables a start's reconcile wants backfilled
-	src       *pg.Source
+	src       source.Source
 	snk       sink.Sink
 	walBytes  int64
 	paused    bool
@@ -240,7 +240,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("stream ended unexpectedly")
 		}
-		if pg.IsPermanent(err) {
+		if source.IsPermanent(err) {
 			s.log.Error("stream failed; it needs attention", "err", err)
 			s.setState(ctx, store.StateFailed, err.Error())
 			if !s.waitWake(ctx) {
@@ -314,8 +314,7 @@ func (s *Stream) lookup(id change.TableID) *change.Table {
 // fails.
 func (s *Stream) runOnce(ctx context.Context) error {
 	s.setState(ctx, store.StateStarting, "")
-	src, err := pg.Open(ctx, pg.Config{DSN: s.cfg.Source.DSN, Publication: s.cfg.Source.Publication, Slot: s.cfg.Source.Slot,
-		StatusInterval: s.cfg.Source.StatusInterval, ProbeInterval: s.opts.ProbeInterval, Timeouts: readTimeouts(s.cfg.Source)}, s.log)
+	src, err := source.Open(ctx, s.cfg.Source, source.Options{ProbeInterval: s.opts.ProbeInterval}, s.log)
 	if err != nil {
 		return err
 	}
@@ -329,19 +328,19 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read destination checkpoint: %w", err)
 	}
-	slot, err := src.Slot(ctx)
+	slot, err := src.LogState(ctx)
 	if err != nil {
 		return err
 	}
 	resetting := s.takeReset()
 	if resetting && slot.Exists && slot.Invalidated {
-		if err := src.DropSlot(ctx); err != nil {
+		if err := src.DropLog(ctx); err != nil {
 			return err
 		}
 		slot.Exists = false
 	}
 	if !slot.Exists && cp.Position > 0 && !resetting {
-		return s.slotLost("is gone but the destination was at %s", cp.Position)
+		return s.slotLost("is gone but the destination was at %s", source.FormatPosition(s.cfg.Source.Type, cp.Position))
 	}
 	// An invalidated slot is reported here, with the stream's name, as
 	// watchSlot reports it while running (EnsureSlot's own error cannot
@@ -365,12 +364,12 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	for id := range tables {
 		ids = append(ids, id)
 	}
-	if err := src.EnsurePublication(ctx, ids); err != nil {
+	if err := src.PrepareCapture(ctx, ids); err != nil {
 		return err
 	}
 	// The slot exists before any chunk is read: chunk positions are only
 	// meaningful on a log the slot retains.
-	if _, err := src.EnsureSlot(ctx); err != nil {
+	if _, err := src.EnsureLog(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -406,7 +405,7 @@ func (s *Stream) takeReset() bool {
 	return r
 }
 
-func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp sink.Checkpoint, firstStart, resetAll bool) error {
+func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink, cp sink.Checkpoint, firstStart, resetAll bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -432,8 +431,8 @@ func (s *Stream) pipeline(ctx context.Context, src *pg.Source, snk sink.Sink, cp
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
 	g.Go(func() error { return s.watchSchema(gctx, src, app, schemaEvents) })
-	rt := &runtime{ctx: gctx, applier: app, src: pgChunks{src}, tables: s.lookup, why: s.whyNotStreamed,
-		size: func(ctx context.Context, id change.TableID) (pg.TableSize, error) {
+	rt := &runtime{ctx: gctx, applier: app, src: src, tables: s.lookup, why: s.whyNotStreamed,
+		size: func(ctx context.Context, id change.TableID) (source.TableSize, error) {
 			return src.EstimateTable(ctx, id)
 		},
 		prepare: func(ctx context.Context, id change.TableID) (*change.Table, error) {
@@ -500,11 +499,11 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 }
 
 // watchSlot measures the WAL the slot retains and warns past the threshold.
-func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
+func (s *Stream) watchSlot(ctx context.Context, src source.Source) error {
 	t := time.NewTicker(s.opts.SlotCheckInterval)
 	defer t.Stop()
 	for {
-		info, err := src.Slot(ctx)
+		info, err := src.LogState(ctx)
 		if err == nil {
 			if info.Invalidated {
 				return s.slotLost("was invalidated (%s)", info.InvalidatedReason)
@@ -513,10 +512,10 @@ func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
 				return s.slotLost("was dropped")
 			}
 			s.mu.Lock()
-			s.walBytes = info.RetainedWALBytes
+			s.walBytes = info.RetainedBytes
 			s.mu.Unlock()
-			if w := s.cfg.Source.WALWarnBytes; w > 0 && info.RetainedWALBytes > w {
-				s.log.Warn("replication slot retains much WAL on the source", "bytes", info.RetainedWALBytes, "threshold", w)
+			if w := s.cfg.Source.WALWarnBytes; w > 0 && info.RetainedBytes > w {
+				s.log.Warn("replication slot retains much WAL on the source", "bytes", info.RetainedBytes, "threshold", w)
 			}
 		}
 		select {
@@ -531,6 +530,6 @@ func (s *Stream) watchSlot(ctx context.Context, src *pg.Source) error {
 // happened to it (a format and its arguments, after the slot's name), and
 // the way back.
 func (s *Stream) slotLost(what string, args ...any) error {
-	return &pg.PermanentError{Err: fmt.Errorf("replication slot %s "+what, append([]any{s.cfg.Source.Slot}, args...)...),
+	return &source.PermanentError{Err: fmt.Errorf("replication slot %s "+what, append([]any{s.cfg.Source.Slot}, args...)...),
 		Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
 }

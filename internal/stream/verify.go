@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -213,7 +213,7 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 			read, err := rt.src.ReadChunk(ctx, t, spec)
 			if err != nil {
 				rt.applier.abandon(pc)
-				if pg.IsStatementTimeout(err) && chunkSize > floor {
+				if source.IsStatementTimeout(err) && chunkSize > floor {
 					chunkSize = max(floor, chunkSize/2)
 					continue
 				}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -151,7 +151,7 @@ func (m *backfills) readFailed(ctx context.Context, r *run, c *coverage, limit i
 	if ctx.Err() != nil {
 		return false
 	}
-	if pg.IsStatementTimeout(err) {
+	if source.IsStatementTimeout(err) {
 		if floor := timeoutFloor(m.cfg.ChunkSize); limit > floor {
 			c.ceiling = max(floor, limit/2)
 			m.log.Warn("chunk read ran into the statement timeout; reading smaller chunks", "backfill_id", r.rec.ID,

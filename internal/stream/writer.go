@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // writer commits batches to the destination, in order, one at a time. A
@@ -66,7 +66,7 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 			return ctx.Err()
 		}
 		if errors.Is(err, sink.ErrRejected) {
-			return &pg.PermanentError{Err: err,
+			return &source.PermanentError{Err: err,
 				Hint: "a destination table no longer fits what the stream writes (changed by hand?): make the destination table match the source (see docs/schema-changes.md), or drop it and initiate a backfill, then resume the stream"}
 		}
 		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)

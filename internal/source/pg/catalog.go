@@ -2,21 +2,20 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // ErrNoKey means a table has no usable row key.
-var ErrNoKey = errors.New("no usable row key")
+var ErrNoKey = source.ErrNoKey
 
-// ErrGeneratedKey means a table's key has a stored generated column, which
-// the log leaves out of every change: it is an ErrNoKey.
-var ErrGeneratedKey = fmt.Errorf("%w: a key column is generated", ErrNoKey)
+// ErrGeneratedKey means a table's key has a stored generated column.
+var ErrGeneratedKey = source.ErrGeneratedKey
 
 // queryer is what catalog reads need from a connection or pool.
 type queryer interface {

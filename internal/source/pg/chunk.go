@@ -11,36 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/rowfilter"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// Chunk is a run of rows read in key order inside one snapshot, with the
-// log position that frames it.
-type Chunk struct {
-	Rows []change.Row
-	// Snapshot is the MVCC snapshot the rows were read in: a transaction
-	// visible in it is reflected in Rows, any other is not.
-	Snapshot Snapshot
-	// Position was read after the snapshot was taken: every transaction
-	// visible in Snapshot has its commit record below it.
-	Position change.LSN
-	Bytes    int64
-	// Table is the table's shape in the snapshot: the columns Rows hold,
-	// numbered by attnum, keyed like the table the read was asked for.
-	Table *change.Table
-}
+// Chunk is a run of rows read in key order inside one snapshot.
+type Chunk = source.Chunk
 
 // ReadOptions bound a chunk read.
-type ReadOptions struct {
-	After change.Key // exclusive lower bound; nil for the first chunk
-	Upto  change.Key // inclusive upper bound; nil for none
-	Limit int        // 0 for no limit
-	// Filter is the condition the rows must match (nil for none), rendered
-	// by filterSQL: its literals are bound, never written into the query.
-	Filter *rowfilter.Filter
-	// Columns names the non-key columns to read (nil: all). The others
-	// come back Unchanged, so that writing the row keeps them.
-	Columns []string
-}
+type ReadOptions = source.ReadOptions
 
 // ReadChunk reads up to Limit rows with key in (After, Upto], in key order,
 // in a read-only repeatable-read transaction whose snapshot and position are
@@ -52,7 +30,7 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 		return err
 	})
 	if err != nil {
-		return Chunk{}, classifyRead(ctx, fmt.Errorf("read chunk of %s: %w", t.ID, err), s.cfg.Timeouts.orDefault().Statement)
+		return Chunk{}, classifyRead(ctx, fmt.Errorf("read chunk of %s: %w", t.ID, err), s.cfg.Timeouts.OrDefault().Statement)
 	}
 	return chunk, nil
 }
@@ -259,7 +237,7 @@ func (s *Source) CheckFilter(ctx context.Context, t *change.Table, filter *rowfi
 }
 
 // ErrFilter is a backfill filter the source refused.
-var ErrFilter = errors.New("the source refused the filter")
+var ErrFilter = source.ErrFilter
 
 func keyTuple(t *change.Table) string {
 	keys := make([]string, len(t.Key))

@@ -3,30 +3,19 @@ package pg
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// PermanentError is a source error that retrying cannot cure: a person has
-// to act. Hint says what to do.
-type PermanentError struct {
-	Err  error
-	Hint string
-}
+// PermanentError is a source error that retrying cannot cure.
+type PermanentError = source.PermanentError
 
-func (e *PermanentError) Error() string { return e.Err.Error() + ": " + e.Hint }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// IsPermanent reports whether err needs a person (slot gone, permission
-// missing, wrong settings) rather than a retry (connection lost, server
-// restarting).
-func IsPermanent(err error) bool {
-	var pe *PermanentError
-	return errors.As(err, &pe)
-}
+// IsPermanent reports whether err needs a person rather than a retry.
+func IsPermanent(err error) bool { return source.IsPermanent(err) }
 
 // classify wraps server errors that no retry will cure in PermanentError.
 func classify(err error) error {
@@ -88,21 +77,9 @@ func classifyRead(ctx context.Context, err error, timeout time.Duration) error {
 const codeQueryCanceled = "57014"
 
 // StatementTimeoutError is a read the source cancelled because it ran
-// longer than the statement timeout (ReadTimeouts.Statement).
-type StatementTimeoutError struct {
-	Err     error
-	Timeout time.Duration
-}
-
-func (e *StatementTimeoutError) Error() string {
-	return fmt.Sprintf("%v (the read ran longer than the statement timeout, %s)", e.Err, e.Timeout)
-}
-
-func (e *StatementTimeoutError) Unwrap() error { return e.Err }
+// longer than the statement timeout.
+type StatementTimeoutError = source.StatementTimeoutError
 
 // IsStatementTimeout reports whether err is a read that ran into the
 // statement timeout.
-func IsStatementTimeout(err error) bool {
-	var te *StatementTimeoutError
-	return errors.As(err, &te)
-}
+func IsStatementTimeout(err error) bool { return source.IsStatementTimeout(err) }

@@ -2,12 +2,12 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // ExactCountBytes is the size up to which a table's rows are counted rather
@@ -15,16 +15,7 @@ import (
 const ExactCountBytes = 64 << 20
 
 // TableSize is what the source says of a table before a backfill reads it.
-type TableSize struct {
-	// Rows is the row count: exact when Exact, else the planner's estimate
-	// (pg_class.reltuples, as fresh as the last ANALYZE); -1 when unknown
-	// (a large table never analyzed).
-	Rows  int64
-	Exact bool
-	// Bytes is the table's size on disk with its TOAST data, without
-	// indexes, summed over the partitions of a partitioned table.
-	Bytes int64
-}
+type TableSize = source.TableSize
 
 // EstimateTable sizes a table, or a partitioned table with all its
 // partitions, as a backfill of it would read it.
@@ -64,8 +55,8 @@ func EstimateTable(ctx context.Context, q queryer, id change.TableID) (TableSize
 	return size, nil
 }
 
-// ErrNoTable is a table the source does not have (or the role cannot see).
-var ErrNoTable = errors.New("no such table on the source")
+// ErrNoTable is a table the source does not have.
+var ErrNoTable = source.ErrNoTable
 
 // CatalogConn is one short-lived connection for catalog reads outside a
 // running stream, with the pool's session settings and read transactions.

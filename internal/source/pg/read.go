@@ -8,46 +8,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // ReadTimeouts bound every transaction tidemark opens on the source. Each
 // is set with SET LOCAL at the transaction's start, so it holds for that
-// transaction only, whatever the server's or the role's defaults are.
-type ReadTimeouts struct {
-	// Statement cancels one statement that runs longer
-	// (statement_timeout).
-	Statement time.Duration
-	// Lock gives up waiting for a lock after this long (lock_timeout):
-	// a read queued behind a schema change's lock does not hold up every
-	// query that comes after it.
-	Lock time.Duration
-	// IdleInTransaction ends the session of a transaction left idle this
-	// long (idle_in_transaction_session_timeout), so that a stalled
-	// tidemark cannot keep a snapshot, and the WAL and dead rows it pins,
-	// open on the source.
-	IdleInTransaction time.Duration
-}
+// transaction only, whatever the server's or the role's defaults are:
+// statement_timeout, lock_timeout, idle_in_transaction_session_timeout.
+type ReadTimeouts = source.ReadTimeouts
 
 // DefaultReadTimeouts are the timeouts of a source whose configuration
 // names none (docs/config.md).
-var DefaultReadTimeouts = ReadTimeouts{Statement: 5 * time.Minute, Lock: 10 * time.Second, IdleInTransaction: time.Minute}
-
-func (t ReadTimeouts) orDefault() ReadTimeouts {
-	if t.Statement <= 0 {
-		t.Statement = DefaultReadTimeouts.Statement
-	}
-	if t.Lock <= 0 {
-		t.Lock = DefaultReadTimeouts.Lock
-	}
-	if t.IdleInTransaction <= 0 {
-		t.IdleInTransaction = DefaultReadTimeouts.IdleInTransaction
-	}
-	return t
-}
+var DefaultReadTimeouts = source.DefaultReadTimeouts
 
 // setLocal is the statements that set the timeouts for one transaction.
 // The values are whole milliseconds tidemark formats itself.
-func (t ReadTimeouts) setLocal() string {
+func setLocal(t ReadTimeouts) string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
 	return "SET LOCAL statement_timeout = " + ms(t.Statement) +
 		"; SET LOCAL lock_timeout = " + ms(t.Lock) +
@@ -72,7 +49,7 @@ const (
 // tidemark opens on the source goes through it; the caller ends it with
 // rollback, whatever happened.
 func beginRead(ctx context.Context, conn *pgx.Conn, iso string, t ReadTimeouts) (*readTx, error) {
-	sql := "BEGIN ISOLATION LEVEL " + iso + " READ ONLY; " + t.orDefault().setLocal()
+	sql := "BEGIN ISOLATION LEVEL " + iso + " READ ONLY; " + setLocal(t.OrDefault())
 	if _, err := conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
 		// A BEGIN that went through before the error leaves the
 		// transaction open: end it.
@@ -138,7 +115,7 @@ func (s *Source) write(ctx context.Context, sql string, args ...any) error {
 	}
 	defer conn.Release()
 	c := conn.Conn()
-	if _, err := c.PgConn().Exec(ctx, "BEGIN; "+s.cfg.Timeouts.orDefault().setLocal()).ReadAll(); err != nil {
+	if _, err := c.PgConn().Exec(ctx, "BEGIN; "+setLocal(s.cfg.Timeouts.OrDefault())).ReadAll(); err != nil {
 		return err
 	}
 	if _, err := c.Exec(ctx, sql, args...); err != nil {

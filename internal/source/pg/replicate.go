@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// TableLookup returns the described table for a source table, or nil when
-// the table is not streamed.
-type TableLookup func(change.TableID) *change.Table
+// TableLookup returns the described table for a source table.
+type TableLookup = source.TableLookup
 
 // Stream replicates from start and sends transactions, in commit order, and
 // progress to out. It returns when ctx ends (with ctx's error) or the

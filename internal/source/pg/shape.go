@@ -10,25 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// Attribute is one column of a source table as the catalog holds it now,
-// dropped columns included: what schema changes are judged by (see
-// docs/schema-changes.md).
-type Attribute struct {
-	// Column is the column's description; Num is its attnum, which a
-	// rename keeps and no later column reuses.
-	change.Column
-	Dropped   bool
-	Generated bool
-	// Missing is the value the rows older than the column hold: the
-	// constant default it was added with (attmissingval), which
-	// PostgreSQL gives those rows without writing them, so without any
-	// change in the log. nil when it has none.
-	Missing *change.Value
-	// HasDefault: the column has a default (or a generation expression).
-	HasDefault bool
-}
+// Attribute is one column of a source table as the catalog holds it now.
+type Attribute = source.Attribute
 
 // attributesSQL reads every attribute of one table (attrelid = $1) in
 // attnum order. The collation columns are computed as in Describe.
@@ -321,8 +307,8 @@ func droppedInMessage(prev *change.Table, name string, cands []Attribute, left i
 	return p >= 0 && prev.Columns[p].Name == name && nextAlive != name
 }
 
-// InPublication reports whether a table is in the stream's publication.
-func (s *Source) InPublication(ctx context.Context, id change.TableID) (bool, error) {
+// Captures reports whether a table is in the stream's publication.
+func (s *Source) Captures(ctx context.Context, id change.TableID) (bool, error) {
 	var ok bool
 	err := s.read(ctx, func(q queryer) error {
 		return q.QueryRow(ctx, `
@@ -336,11 +322,11 @@ func (s *Source) InPublication(ctx context.Context, id change.TableID) (bool, er
 	return ok, nil
 }
 
-// AddToPublication adds a table to the stream's publication, unless it is
+// AddCapture adds a table to the stream's publication, unless it is
 // in it: from the commit of the ALTER PUBLICATION on, its changes are in
 // the log the stream reads.
-func (s *Source) AddToPublication(ctx context.Context, id change.TableID) error {
-	in, err := s.InPublication(ctx, id)
+func (s *Source) AddCapture(ctx context.Context, id change.TableID) error {
+	in, err := s.Captures(ctx, id)
 	if err != nil || in {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Config says which source to read and how.
@@ -134,10 +135,10 @@ func (s *Source) WantPosition(lsn change.LSN) {
 	}
 }
 
-// EnsurePublication creates the publication or sets its tables. It
+// PrepareCapture creates the publication or sets its tables. It
 // publishes partitioned tables via their root: their rows' changes then
 // reach the stream as changes of the root, the one object it streams.
-func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID) error {
+func (s *Source) PrepareCapture(ctx context.Context, tables []change.TableID) error {
 	var viaRoot *bool // nil: no such publication
 	err := s.read(ctx, func(q queryer) error {
 		return q.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", s.cfg.Publication).Scan(&viaRoot)
@@ -176,18 +177,9 @@ func (s *Source) EnsurePublication(ctx context.Context, tables []change.TableID)
 	return nil
 }
 
-// SlotInfo describes the replication slot.
-type SlotInfo struct {
-	Exists            bool
-	ConfirmedFlush    change.LSN
-	RetainedWALBytes  int64
-	Invalidated       bool
-	InvalidatedReason string
-}
-
-// Slot reads the replication slot's state.
-func (s *Source) Slot(ctx context.Context) (SlotInfo, error) {
-	var info SlotInfo
+// LogState reads the replication slot's state.
+func (s *Source) LogState(ctx context.Context) (source.LogState, error) {
+	var info source.LogState
 	var confirmed *string
 	var retained *int64
 	var walStatus *string
@@ -206,10 +198,10 @@ func (s *Source) Slot(ctx context.Context) (SlotInfo, error) {
 	}
 	info.Exists = true
 	if confirmed != nil {
-		info.ConfirmedFlush, _ = change.ParseLSN(*confirmed)
+		info.Confirmed, _ = change.ParseLSN(*confirmed)
 	}
 	if retained != nil {
-		info.RetainedWALBytes = *retained
+		info.RetainedBytes = *retained
 	}
 	if walStatus != nil && *walStatus == "lost" {
 		info.Invalidated, info.InvalidatedReason = true, "wal_status is lost"
@@ -217,10 +209,10 @@ func (s *Source) Slot(ctx context.Context) (SlotInfo, error) {
 	return info, nil
 }
 
-// EnsureSlot creates the replication slot when it is missing. It reports
+// EnsureLog creates the replication slot when it is missing. It reports
 // whether it created one.
-func (s *Source) EnsureSlot(ctx context.Context) (bool, error) {
-	info, err := s.Slot(ctx)
+func (s *Source) EnsureLog(ctx context.Context) (bool, error) {
+	info, err := s.LogState(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -243,8 +235,8 @@ func (s *Source) EnsureSlot(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// DropSlot removes the replication slot if it exists.
-func (s *Source) DropSlot(ctx context.Context) error {
+// DropLog removes the replication slot if it exists.
+func (s *Source) DropLog(ctx context.Context) error {
 	err := s.write(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.cfg.Slot)
 	if err != nil {
 		return classify(fmt.Errorf("drop replication slot %s: %w", s.cfg.Slot, err))

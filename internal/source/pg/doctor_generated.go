@@ -1,4 +1,4 @@
-package doctor
+package pg
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // for every change (a query per transaction), or — a generated key column
 // — the table is not streamed. A warning unless the destination computes
 // every one.
-func (src *source) generated(context.Context) Check {
+func (src *sourceCheck) generated(context.Context) Check {
 	name := src.name("generated columns")
 	if src.tables == nil {
 		return fail(name, "not checked: the tables could not be listed", "")

@@ -1,4 +1,4 @@
-package doctor
+package pg
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
-	"github.com/tidemark/tidemark/internal/source/pg"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// source is what the checks of one stream's source share: the connection
+// sourceCheck is what the checks of one stream's source share: the connection
 // and what the earlier checks learnt.
-type source struct {
+type sourceCheck struct {
 	s    *config.Stream
 	key  string // the stream's configuration key, "streams[i]"
 	conn *pgx.Conn
@@ -42,16 +42,15 @@ type tableInfo struct {
 	ownerSuper bool
 }
 
-// checkStream runs the checks of streams[i]: its source, then its
-// destination. The slot check reads the destination's checkpoint, so the
-// destination is looked at first.
-func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
-	dest, cp := checkDestination(ctx, i, s)
-	src := &source{s: s, key: fmt.Sprintf("streams[%d]", i)}
-	conn, err := connect(ctx, s.Source.DSN)
+// doctor runs the checks of a stream's PostgreSQL source: the server's
+// settings, the user's privileges, the tables and their keys, the
+// publication, the replication slot and the WAL it retains, the clock.
+func doctor(ctx context.Context, in source.DoctorInput) []Check {
+	src := &sourceCheck{s: in.Stream, key: in.Key}
+	conn, err := connect(ctx, in.Stream.Source.DSN)
 	if err != nil {
-		return append([]Check{fail(src.name("source"), errText(err)+" (the source's other checks were skipped)",
-			connectFix(err, src.key+".source.dsn"))}, dest...)
+		return []Check{fail(src.name("source"), errText(err)+" (the source's other checks were skipped)",
+			connectFix(err, src.key+".source.dsn"))}
 	}
 	defer closeConn(conn)
 	src.conn = conn
@@ -62,14 +61,13 @@ func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
 	} {
 		out = append(out, check(ctx))
 	}
-	out = append(out, src.slot(ctx, cp)...)
-	out = append(out, src.clock(ctx))
-	return append(out, dest...)
+	out = append(out, src.slot(ctx, checkpoint{known: in.Checkpoint.Known, position: in.Checkpoint.Position})...)
+	return append(out, src.clock(ctx))
 }
 
-func (src *source) name(what string) string { return "stream " + src.s.Name + ": " + what }
+func (src *sourceCheck) name(what string) string { return "stream " + src.s.Name + ": " + what }
 
-func (src *source) reachable(ctx context.Context) Check {
+func (src *sourceCheck) reachable(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var version string
@@ -80,7 +78,7 @@ func (src *source) reachable(ctx context.Context) Check {
 	return ok(src.name("source"), fmt.Sprintf("connected to %s (PostgreSQL %s)", where(src.conn.Config()), version))
 }
 
-func (src *source) walLevel(ctx context.Context) Check {
+func (src *sourceCheck) walLevel(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var level string
@@ -94,7 +92,7 @@ func (src *source) walLevel(ctx context.Context) Check {
 	return ok(src.name("wal_level"), "wal_level is logical")
 }
 
-func (src *source) role(ctx context.Context) Check {
+func (src *sourceCheck) role(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var super, repl, rds bool
@@ -120,10 +118,10 @@ func (src *source) role(ctx context.Context) Check {
 }
 
 // listTables finds the included tables and the user's privileges on them.
-func (src *source) listTables(ctx context.Context) Check {
+func (src *sourceCheck) listTables(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	all, err := pg.ListTables(ctx, src.conn)
+	all, err := ListTables(ctx, src.conn)
 	if err != nil {
 		return fail(src.name("tables"), errText(err), "")
 	}
@@ -173,7 +171,7 @@ func (src *source) listTables(ctx context.Context) Check {
 	return ok(src.name("tables"), fmt.Sprintf("%d %s include/exclude: %s", len(ids), plural(len(ids), "table matches", "tables match"), list(tableNames(ids), 10)))
 }
 
-func (src *source) selectPrivilege(context.Context) Check {
+func (src *sourceCheck) selectPrivilege(context.Context) Check {
 	name := src.name("select privilege")
 	if src.tables == nil {
 		return fail(name, "not checked: the tables could not be listed", "")
@@ -239,19 +237,4 @@ func tableNames(ids []change.TableID) []string {
 		out[i] = id.String()
 	}
 	return out
-}
-
-// list joins at most max items, saying how many more there are.
-func list(items []string, max int) string {
-	if len(items) <= max {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

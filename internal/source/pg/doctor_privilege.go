@@ -1,4 +1,4 @@
-package doctor
+package pg
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // REPLICATION, USAGE and SELECT on the tables, CREATE on the database (or a
 // publication made for it), and ownership of the tables, which PostgreSQL
 // requires to add them to a publication.
-func (src *source) leastPrivilege(ctx context.Context) Check {
+func (src *sourceCheck) leastPrivilege(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	name := src.name("least privilege")
@@ -52,7 +52,7 @@ func (src *source) leastPrivilege(ctx context.Context) Check {
 
 // minimalGrants are the grants that let role run the stream: CREATE on the
 // database, USAGE and SELECT on the included tables, and their ownership.
-func (src *source) minimalGrants(role, db string) []string {
+func (src *sourceCheck) minimalGrants(role, db string) []string {
 	pub := src.s.Source.Publication
 	lines := []string{fmt.Sprintf("GRANT CREATE ON DATABASE %s TO %s;  -- or create publication %s yourself and ALTER PUBLICATION %s OWNER TO %s;",
 		ident(db), ident(role), ident(pub), ident(pub), ident(role))}
@@ -71,7 +71,7 @@ func (src *source) minimalGrants(role, db string) []string {
 
 // ownership gives role the tables that need it: membership in an owning
 // role that is no superuser, else the tables themselves.
-func (src *source) ownership(role string, needs func(tableInfo) bool) []string {
+func (src *sourceCheck) ownership(role string, needs func(tableInfo) bool) []string {
 	var owners []string
 	var owned []change.TableID
 	for _, t := range src.published {

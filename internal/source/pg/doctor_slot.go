@@ -1,4 +1,4 @@
-package doctor
+package pg
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func roomCheck(name, what, setting string, r room, fix string) Check {
 	return ok(name, detail)
 }
 
-func (src *source) slotsRoom(ctx context.Context) Check {
+func (src *sourceCheck) slotsRoom(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var r room
@@ -50,7 +50,7 @@ func (src *source) slotsRoom(ctx context.Context) Check {
 		"; or drop slots nothing uses (SELECT slot_name, active FROM pg_replication_slots; then SELECT pg_drop_replication_slot('name');)")
 }
 
-func (src *source) walSendersRoom(ctx context.Context) Check {
+func (src *sourceCheck) walSendersRoom(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var r room
@@ -83,7 +83,7 @@ type slotRow struct {
 }
 
 // slot checks the replication slot, and the WAL it retains.
-func (src *source) slot(ctx context.Context, cp checkpoint) []Check {
+func (src *sourceCheck) slot(ctx context.Context, cp checkpoint) []Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var r slotRow
@@ -152,30 +152,16 @@ func judgeSlot(name, slot, stream, key string, r slotRow) Check {
 
 // retainedCheck compares the WAL the slot holds back with wal_warn_bytes.
 func retainedCheck(name, slot, stream, key string, retained, warnBytes int64) Check {
-	detail := fmt.Sprintf("replication slot %s retains %s of WAL", slot, BytesText(retained))
+	detail := fmt.Sprintf("replication slot %s retains %s of WAL", slot, bytesText(retained))
 	if warnBytes <= 0 {
 		return ok(name, detail+" (source.wal_warn_bytes is 0: no limit)")
 	}
 	if retained > warnBytes {
-		return warn(name, fmt.Sprintf("%s, above %s.source.wal_warn_bytes (%s): the source's disk fills while the stream lags", detail, key, BytesText(warnBytes)),
+		return warn(name, fmt.Sprintf("%s, above %s.source.wal_warn_bytes (%s): the source's disk fills while the stream lags", detail, key, bytesText(warnBytes)),
 			fmt.Sprintf("start or resume the stream (tidemark run; tidemark stream resume %s) so it confirms its position; if the stream is abandoned, drop the slot: SELECT pg_drop_replication_slot(%s); if this much is expected, raise %s.source.wal_warn_bytes",
 				stream, literal(slot), key))
 	}
-	return ok(name, fmt.Sprintf("%s (warns above %s)", detail, BytesText(warnBytes)))
-}
-
-// BytesText renders a byte count in binary units.
-func BytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return ok(name, fmt.Sprintf("%s (warns above %s)", detail, bytesText(warnBytes)))
 }
 
 // literal quotes a string for SQL.

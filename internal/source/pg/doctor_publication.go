@@ -1,4 +1,4 @@
-package doctor
+package pg
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // PUBLICATION … SET TABLE need the user to own every table it names (or be
 // a member of the owning role); the latter also needs it to own the
 // publication, and creating one needs CREATE on the database.
-func (src *source) publication(ctx context.Context) Check {
+func (src *sourceCheck) publication(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	name := src.name("publication")

@@ -1,19 +1,17 @@
-package doctor
+package pg
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/tidemark/tidemark/internal/source/pg"
 )
 
-// keys describes every included table the way the stream does (pg.Describe
+// keys describes every included table the way the stream does (Describe
 // with the configured key columns). A table without a usable key is left
 // out of the stream, its object failing: a warning. Any other error stops
 // the stream as a whole: a failure.
-func (src *source) keys(ctx context.Context) Check {
+func (src *sourceCheck) keys(ctx context.Context) Check {
 	name := src.name("table keys")
 	if src.tables == nil {
 		return fail(name, "not checked: the tables could not be listed", "")
@@ -22,15 +20,15 @@ func (src *source) keys(ctx context.Context) Check {
 	for i := range src.tables {
 		t := &src.tables[i]
 		tctx, cancel := context.WithTimeout(ctx, Timeout)
-		described, err := pg.Describe(tctx, src.conn, t.id, src.s.Keys[t.id])
+		described, err := Describe(tctx, src.conn, t.id, src.s.Keys[t.id])
 		if err == nil {
 			src.published = append(src.published, *t)
 			src.described = append(src.described, described)
-		} else if errors.Is(err, pg.ErrGeneratedKey) {
+		} else if errors.Is(err, ErrGeneratedKey) {
 			keyless = append(keyless, t.id.String())
 			fixes = append(fixes, errText(err))
 			src.generatedKeys = append(src.generatedKeys, t.id.String())
-		} else if errors.Is(err, pg.ErrNoKey) {
+		} else if errors.Is(err, ErrNoKey) {
 			keyless = append(keyless, t.id.String())
 			fixes = append(fixes, src.keyFix(tctx, t))
 		} else if err != nil {
@@ -56,7 +54,7 @@ func (src *source) keys(ctx context.Context) Check {
 // keyFix says how to give a keyless table a key: the replica identity on a
 // unique index that qualifies for it, or a primary key, or configured key
 // columns with REPLICA IDENTITY FULL.
-func (src *source) keyFix(ctx context.Context, t *tableInfo) string {
+func (src *sourceCheck) keyFix(ctx context.Context, t *tableInfo) string {
 	tbl := table(t.id)
 	if len(src.s.Keys[t.id]) > 0 {
 		// The configured key is not covered by the replica identity.

@@ -1,0 +1,7 @@
+// Package all links every source type into a program: import it for its
+// registrations (see internal/source's registry).
+package all
+
+import (
+	_ "github.com/tidemark/tidemark/internal/source/pg" // PostgreSQL
+)

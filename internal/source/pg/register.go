@@ -1,0 +1,34 @@
+package pg
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/source"
+)
+
+func init() {
+	source.Register(source.Type{
+		Name: config.TypePostgres,
+		Open: func(ctx context.Context, cfg config.Source, opts source.Options, log *slog.Logger) (source.Source, error) {
+			return Open(ctx, Config{DSN: cfg.DSN, Publication: cfg.Publication, Slot: cfg.Slot,
+				StatusInterval: cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg)}, log)
+		},
+		OpenEstimator: func(ctx context.Context, cfg config.Source) (source.Estimator, error) {
+			return ConnectForCatalog(ctx, cfg.DSN, timeouts(cfg))
+		},
+		FormatPosition: func(pos change.LSN) string { return pos.String() },
+		Doctor:         doctor,
+	})
+}
+
+// timeouts are a source configuration's read timeouts.
+func timeouts(cfg config.Source) ReadTimeouts {
+	rt := cfg.ReadTimeouts
+	return ReadTimeouts{Statement: rt.Statement, Lock: rt.Lock, IdleInTransaction: rt.IdleInTransaction}
+}
+
+// Source fills the contract.
+var _ source.Source = (*Source)(nil)

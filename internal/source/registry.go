@@ -1,0 +1,129 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/doctor/check"
+)
+
+// Type is one kind of source database: everything tidemark knows of it
+// outside its own package. Each source package registers its Type in an
+// init function; a program links the sources it supports by importing
+// internal/source/all.
+type Type struct {
+	// Name is the value of a stream's source.type.
+	Name string
+	// Open connects to the source a stream's configuration names.
+	Open func(ctx context.Context, cfg config.Source, opts Options, log *slog.Logger) (Source, error)
+	// OpenEstimator opens a short-lived connection that sizes tables,
+	// for estimates asked of a stream that is not running.
+	OpenEstimator func(ctx context.Context, cfg config.Source) (Estimator, error)
+	// FormatPosition writes a position in the source's own notation
+	// (PostgreSQL: 0/16B3748).
+	FormatPosition func(change.LSN) string
+	// Doctor checks the source's prerequisites for one stream (settings,
+	// privileges, tables, keys, log retention), every problem with its
+	// fix; it never returns an error: what goes wrong is a failed check.
+	Doctor func(ctx context.Context, in DoctorInput) []check.Check
+}
+
+// DoctorInput is what a source type's checks get.
+type DoctorInput struct {
+	Stream *config.Stream
+	// Key is the stream's configuration key, "streams[i]".
+	Key string
+	// Checkpoint is what the destination committed for the stream.
+	Checkpoint Checkpoint
+}
+
+// Checkpoint is the position a destination committed for a stream.
+type Checkpoint struct {
+	Known    bool // false when the destination could not be read
+	Position change.LSN
+}
+
+// Options are a stream's settings of a source that are not configuration.
+type Options struct {
+	// ProbeInterval is how often a pending chunk asks the source where the
+	// stream is (0: the source's default).
+	ProbeInterval time.Duration
+}
+
+// Estimator sizes tables outside a running stream.
+type Estimator interface {
+	EstimateTable(ctx context.Context, id change.TableID) (TableSize, error)
+	Close(ctx context.Context) error
+}
+
+var (
+	mu    sync.RWMutex
+	types = map[string]Type{}
+)
+
+// Register adds a source type. It panics on a duplicate or incomplete
+// entry: both are programming errors found at start.
+func Register(t Type) {
+	mu.Lock()
+	defer mu.Unlock()
+	if t.Name == "" || t.Open == nil || t.OpenEstimator == nil || t.FormatPosition == nil || t.Doctor == nil {
+		panic(fmt.Sprintf("source: incomplete registration of type %q", t.Name))
+	}
+	if _, dup := types[t.Name]; dup {
+		panic(fmt.Sprintf("source: type %q registered twice", t.Name))
+	}
+	types[t.Name] = t
+}
+
+// Lookup returns the registered type called name.
+func Lookup(name string) (Type, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	t, ok := types[name]
+	if !ok {
+		return Type{}, fmt.Errorf("source type %q is not supported (supported: %v)", name, names())
+	}
+	return t, nil
+}
+
+// Names lists the registered source types, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return names()
+}
+
+func names() []string {
+	out := make([]string, 0, len(types))
+	for n := range types {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return slices.Clip(out)
+}
+
+// Open connects to the source cfg names, through its registered type.
+func Open(ctx context.Context, cfg config.Source, opts Options, log *slog.Logger) (Source, error) {
+	t, err := Lookup(cfg.Type)
+	if err != nil {
+		return nil, err
+	}
+	return t.Open(ctx, cfg, opts, log)
+}
+
+// FormatPosition writes pos in the notation of the source type called
+// name; a type not registered gets the number.
+func FormatPosition(name string, pos change.LSN) string {
+	t, err := Lookup(name)
+	if err != nil {
+		return fmt.Sprint(uint64(pos))
+	}
+	return t.FormatPosition(pos)
+}
