@@ -119,6 +119,28 @@ type Snapshot interface {
 	Horizon() uint64
 }
 
+// PositionSnapshot is a Snapshot whose rule is a log position: the rows
+// reflect exactly the transactions committed at or before it (MySQL and
+// MariaDB: the binlog position of a consistent snapshot). Such a source's
+// VisibleXid answers for the transactions the stream applied before the
+// chunk was registered, which the position rule says are all visible.
+type PositionSnapshot interface {
+	Snapshot
+	// SeesCommit reports whether the transaction committed at commit is
+	// reflected in the rows.
+	SeesCommit(commit change.LSN) bool
+}
+
+// Sees reports whether a chunk read in snap reflects the transaction xid
+// that committed at commit: by position when the snapshot has one, else by
+// transaction id.
+func Sees(snap Snapshot, xid uint32, commit change.LSN) bool {
+	if p, ok := snap.(PositionSnapshot); ok {
+		return p.SeesCommit(commit)
+	}
+	return snap.VisibleXid(xid)
+}
+
 // Chunk is a run of rows read in key order inside one snapshot, with the
 // log position that frames it.
 type Chunk struct {

@@ -77,6 +77,7 @@ type pendingChunk struct {
 
 type windowTxn struct {
 	xid     uint32
+	commit  change.LSN
 	changes []change.Change
 }
 
@@ -365,7 +366,7 @@ func (a *applier) addToWindow(p *pendingChunk, txn *change.Txn) {
 	if len(mine) == 0 {
 		return
 	}
-	p.window = append(p.window, windowTxn{xid: txn.Xid, changes: mine})
+	p.window = append(p.window, windowTxn{xid: txn.Xid, commit: txn.CommitLSN, changes: mine})
 	p.changes += len(mine)
 	if p.changes > a.cfg.WindowMaxChanges {
 		// Bounded memory: drop the window and have the chunk read again.

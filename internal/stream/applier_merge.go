@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // The applier's side of a chunk: once the stream has passed its position,
@@ -68,7 +69,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	}
 	var window []change.Change
 	for _, w := range pc.window {
-		if !pc.read.Snapshot.VisibleXid(w.xid) {
+		if !source.Sees(pc.read.Snapshot, w.xid, w.commit) {
 			window = append(window, w.changes...)
 		}
 	}
