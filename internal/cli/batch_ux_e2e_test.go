@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -103,27 +104,46 @@ func TestBatchCustomDatesAndGroups(t *testing.T) {
 	}
 }
 
-// holdTask is a task that runs until released: it reads a line from a FIFO
-// and ends when a writer closes it (release) or a signal ends it.
-func holdTask(t *testing.T, dir, name, extra string) (yaml string, release func()) {
+// holdTask is a task that runs until released: its script (a format
+// whose %[1]s is a FIFO's path, "read line < %[1]s" by default) reads a line
+// from a FIFO, which ends when a writer closes it (release) or a signal
+// ends it. extra adds YAML keys to the task.
+func holdTask(t *testing.T, dir, name, extra, script string) (yaml string, release func()) {
 	t.Helper()
 	fifo := filepath.Join(dir, name+".fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	yaml = fmt.Sprintf("  - {name: %s, project: ops, type: shell, schedule: daily%s, command: \"read line < %s; echo released\"}\n", name, extra, fifo)
+	if script == "" {
+		script = "read line < %[1]s"
+	}
+	yaml = fmt.Sprintf("  - {name: %s, project: ops, type: shell, schedule: daily%s, command: %q}\n", name, extra, fmt.Sprintf(script, fifo))
 	return yaml, func() {
 		t.Helper()
 		// Opening for writing waits for the task's read end; each release
-		// ends one attempt.
-		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
+		// ends one attempt. A minute without a reader fails the test.
+		opened := make(chan error, 1)
+		go func() {
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteString("go\n")
+				f.Close()
+			}
+			opened <- err
+		}()
+		select {
+		case err := <-opened:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			// Unblock the open, then fail.
+			if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				<-opened
+				f.Close()
+			}
+			t.Fatalf("no attempt of %s read its FIFO within a minute", name)
 		}
-		if _, err := f.WriteString("go\n"); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 	}
 }
 
@@ -132,7 +152,7 @@ func holdTask(t *testing.T, dir, name, extra string) (yaml string, release func(
 func TestBatchStopInstancePrintsTheStateReached(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	hold, _ := holdTask(t, dir, "hold", "")
+	hold, _ := holdTask(t, dir, "hold", "", "")
 	e := startBatchDaemon(t, hold)
 	e.expect(0, []string{"backfill 1"}, "batch", "backfill", "hold", "--from", "2025-01-11")
 	in := e.instance(1, "the instance to run", func(in store.BatchInstance) bool { return in.State == store.InstanceRunning })
@@ -143,4 +163,54 @@ func TestBatchStopInstancePrintsTheStateReached(t *testing.T) {
 	if in := e.instances(1)[0]; in.State != store.InstanceStopped {
 		t.Errorf("after stop-instance the instance is %s", in.State)
 	}
+}
+
+// One task and business time never runs twice at once, also when one of
+// the runs is a single instance covering a range of dates: a backfill of
+// 2025-01-07 waits, saying for what, while a single instance over
+// 2025-01-05..09 runs. Each run takes a directory lock and notes an
+// overlap if it is held. Afterwards the succeeded policies count every date
+// the single instance covered as done.
+func TestBatchSingleInstanceRangeNeverOverlaps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lock, overlaps := filepath.Join(dir, "lock"), filepath.Join(dir, "overlaps")
+	script := fmt.Sprintf("mkdir %s || echo overlap $TIDEMARK_BIZDATE >> %s; read line < %%[1]s; rmdir %s", lock, overlaps, lock)
+	span, release := holdTask(t, dir, "span", ", single_instance: true", script)
+	e := startBatchDaemon(t, span)
+
+	e.expect(0, []string{"backfill 1", "1 instance(s)"}, "batch", "backfill", "span", "--from", "2025-01-05", "--to", "2025-01-09", "--single-instance")
+	e.instance(1, "the single instance to run", func(in store.BatchInstance) bool { return in.State == store.InstanceRunning })
+	e.expect(0, []string{"backfill 2", "1 instance(s)"}, "batch", "backfill", "span", "--from", "2025-01-07")
+	in := e.instance(2, "the 2025-01-07 instance to wait for the single one, or run", func(in store.BatchInstance) bool {
+		return in.State != store.InstanceWaiting || strings.Contains(in.Reason, "waits for instance")
+	})
+	if in.State != store.InstanceWaiting || !strings.Contains(in.Reason, "waits for instance 1 of backfill 1, a single instance covering 2025-01-05T00:00:00Z to 2025-01-09T00:00:00Z") {
+		t.Errorf("while the single instance over 2025-01-05..09 runs, the 2025-01-07 instance is %s (%q), want waiting for it", in.State, in.Reason)
+	}
+	if r := e.cli("batch", "instances", "2"); !strings.Contains(r.stdout, "waits for instance 1") {
+		t.Errorf("batch instances 2 does not say what the instance waits for: %s", r)
+	}
+	// Released one after the other: a second writer could reach the
+	// first reader before it has closed the FIFO.
+	for _, id := range []string{"1", "2"} {
+		release()
+		poll(t, e.d, "backfill "+id+" to succeed", func() bool {
+			return strings.Contains(e.cli("batch", "show", id).stdout, ": succeeded")
+		})
+	}
+	if data, err := os.ReadFile(overlaps); err == nil || !os.IsNotExist(err) {
+		t.Errorf("runs of one task date overlapped: %q (%v)", data, err)
+	}
+
+	// Every date of 2025-01-05..09 ran (inside the single instance): with
+	// --succeeded skip only 2025-01-10 is left to run.
+	r := e.expect(0, []string{"1 instance(s)", "left out by the succeeded/running policies: 5", "2025-01-10 00:00"},
+		"batch", "preview", "span", "--from", "2025-01-05", "--to", "2025-01-10", "--succeeded", "skip")
+	for _, d := range []string{"2025-01-06 00:00", "2025-01-08 00:00", "2025-01-09 00:00"} {
+		if strings.Contains(r.stdout, "BIZ") && strings.Contains(r.stdout, "  "+d+" ") {
+			t.Errorf("--succeeded skip plans %s again, which the single instance ran: %s", d, r.stdout)
+		}
+	}
+	e.expect(2, []string{"leave out every task date"}, "batch", "backfill", "span", "--from", "2025-01-06", "--to", "2025-01-09", "--succeeded", "skip")
 }

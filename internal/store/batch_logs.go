@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -84,43 +85,85 @@ func (s *Store) LatestOutputs(ctx context.Context, task string, since time.Time)
 	return outputs, true, nil
 }
 
-// batchTasksPerQuery bounds the IN list of TaskRunStates.
+// batchTasksPerQuery bounds the IN list of TaskRuns.
 const batchTasksPerQuery = 500
+
+// TaskRun is one instance of a task: it runs the cycles from BizTime to
+// BizEnd (the same but for a single instance covering several cycles).
+type TaskRun struct {
+	ID              int64
+	Task            string
+	BizTime, BizEnd time.Time // UTC
+	State           string
+}
+
+// Covers reports whether the run covers the cycle of its task at biz.
+func (r TaskRun) Covers(biz time.Time) bool {
+	return !biz.Before(r.BizTime) && !biz.After(r.BizEnd)
+}
 
 // TaskRunStates returns, for each (task, business time) of tasks with the
 // business time in [from, to], the state of its latest instance (highest
 // id) across the schedule and every backfill. Keys' BizTime are in UTC.
 func (s *Store) TaskRunStates(ctx context.Context, tasks []string, from, to time.Time) (map[TaskTime]string, error) {
+	runs, err := s.TaskRuns(ctx, tasks, from, to)
+	if err != nil {
+		return nil, err
+	}
 	out := map[TaskTime]string{}
+	lo := ceilMicro(from)
+	for _, r := range runs { // by id: later ids win
+		if !r.BizTime.Before(lo) && !r.BizTime.After(to) {
+			out[TaskTime{Task: r.Task, BizTime: r.BizTime}] = r.State
+		}
+	}
+	return out, nil
+}
+
+// TaskRuns returns, by id, the instances of tasks that run a cycle in
+// [from, to]: those whose business time is in it, and the single
+// instances whose range overlaps it.
+func (s *Store) TaskRuns(ctx context.Context, tasks []string, from, to time.Time) ([]TaskRun, error) {
+	var out []TaskRun
 	tasks = slices.Compact(slices.Sorted(slices.Values(tasks)))
+	lo, hi := s.d.timeArg(ceilMicro(from)), s.d.timeArg(to)
 	for start := 0; start < len(tasks); start += batchTasksPerQuery {
 		chunk := tasks[start:min(start+batchTasksPerQuery, len(tasks))]
-		args := make([]any, 0, len(chunk)+2)
+		in := make([]any, 0, len(chunk))
 		for _, t := range chunk {
-			args = append(args, t)
+			in = append(in, t)
 		}
-		args = append(args, s.d.timeArg(ceilMicro(from)), s.d.timeArg(to))
+		args := append(append(append(slices.Clone(in), lo, hi), in...), hi, lo)
+		list := batchInList(len(chunk))
 		err := func() error {
-			rows, err := s.query(ctx, `SELECT "task", "biz_time", "state" FROM "batch_instances"
-				WHERE "task" IN (`+batchInList(len(chunk))+`) AND "biz_time" >= ? AND "biz_time" <= ?
-				ORDER BY "id"`, args...)
+			rows, err := s.query(ctx, `SELECT "id", "task", "biz_time", "biz_end", "state" FROM "batch_instances"
+				WHERE "task" IN (`+list+`) AND "biz_time" >= ? AND "biz_time" <= ?
+				UNION
+				SELECT "id", "task", "biz_time", "biz_end", "state" FROM "batch_instances"
+				WHERE "task" IN (`+list+`) AND "biz_end" > "biz_time" AND "biz_time" <= ? AND "biz_end" >= ?
+				ORDER BY 1`, args...)
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var task, state string
-				var biz timeCol
-				if err := rows.Scan(&task, &biz, &state); err != nil {
+				var r TaskRun
+				var biz, end timeCol
+				if err := rows.Scan(&r.ID, &r.Task, &biz, &end, &r.State); err != nil {
 					return err
 				}
-				out[TaskTime{Task: task, BizTime: biz.T}] = state // later ids win
+				r.BizTime, r.BizEnd = biz.T, end.T
+				if r.BizEnd.Before(r.BizTime) {
+					r.BizEnd = r.BizTime
+				}
+				out = append(out, r)
 			}
 			return rows.Err()
 		}()
 		if err != nil {
-			return nil, fmt.Errorf("task run states: %w", err)
+			return nil, fmt.Errorf("task runs: %w", err)
 		}
 	}
+	slices.SortFunc(out, func(a, b TaskRun) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }

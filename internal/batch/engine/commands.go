@@ -19,11 +19,35 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// history adapts stored run states to plan.History.
-type history map[store.TaskTime]string
+// history adapts stored runs to plan.History: the latest run (highest
+// instance id) of a cycle, whether it ran the cycle alone or inside a
+// single instance's range.
+type history struct {
+	exact map[store.TaskTime]store.TaskRun
+	spans map[string][]store.TaskRun // single instances, by task
+}
+
+func newHistory(runs []store.TaskRun) history {
+	h := history{exact: map[store.TaskTime]store.TaskRun{}, spans: map[string][]store.TaskRun{}}
+	for _, r := range runs { // by id: later ids win
+		if r.BizEnd.After(r.BizTime) {
+			h.spans[r.Task] = append(h.spans[r.Task], r)
+			continue
+		}
+		h.exact[store.TaskTime{Task: r.Task, BizTime: r.BizTime}] = r
+	}
+	return h
+}
 
 func (h history) Last(task string, biz time.Time) string {
-	return h[store.TaskTime{Task: task, BizTime: biz.UTC()}]
+	biz = biz.UTC()
+	last := h.exact[store.TaskTime{Task: task, BizTime: biz}]
+	for _, r := range h.spans[task] {
+		if r.ID > last.ID && r.Covers(biz) {
+			last = r
+		}
+	}
+	return last.State
 }
 
 // Preview plans req without running anything.
@@ -59,11 +83,11 @@ func (e *Engine) Preview(ctx context.Context, req plan.Request) (*plan.Plan, err
 	for _, in := range p.Instances {
 		from, to = minTime(from, in.BizTime), maxTime(to, maxTime(in.BizTime, in.BizEnd))
 	}
-	states, err := e.st.TaskRunStates(ctx, p.Tasks, from, to)
+	runs, err := e.st.TaskRuns(ctx, p.Tasks, from, to)
 	if err != nil {
 		return nil, err
 	}
-	in.History = history(states)
+	in.History = newHistory(runs)
 	return plan.Build(in)
 }
 

@@ -28,11 +28,14 @@ func (e *Engine) dispatch(ctx context.Context) {
 	now := e.now().UTC()
 	taken := map[*node]bool{} // a node can sit in a queue twice (stopped, then re-run)
 	dry := e.takeDry(taken)
-	claims := e.takeClaims(taken)
-	if len(dry) == 0 && len(claims) == 0 {
+	claims, deferred := e.takeClaims(taken)
+	if len(dry) == 0 && len(claims) == 0 && len(deferred) == 0 {
 		return
 	}
-	changes := make([]store.BatchInstance, 0, len(dry)+len(claims))
+	changes := make([]store.BatchInstance, 0, len(dry)+len(claims)+len(deferred))
+	for _, n := range deferred {
+		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))
+	}
 	for _, n := range dry {
 		changes = append(changes, record(n, store.InstanceDryRun, n.reason, now))
 	}
@@ -96,11 +99,11 @@ func (e *Engine) takeDry(taken map[*node]bool) []*node {
 }
 
 // takeClaims pops ready nodes up to each resource group's free slots and
-// takes their cycles; a node whose cycle runs elsewhere (the schedule or
-// another backfill) waits for it.
-func (e *Engine) takeClaims(taken map[*node]bool) []*node {
+// takes their cycles; a node whose cycle runs elsewhere (the schedule,
+// another backfill, a single instance covering it) waits for it, and
+// deferred are those whose reason now says so.
+func (e *Engine) takeClaims(taken map[*node]bool) (claims, deferred []*node) {
 	s := e.s
-	var claims []*node
 	for rg, q := range s.queues {
 		for s.free[rg] > 0 && q.Len() > 0 && len(claims) < claimBatch {
 			en := heap.Pop(q).(entry)
@@ -112,17 +115,47 @@ func (e *Engine) takeClaims(taken map[*node]bool) []*node {
 			if !dispatchable(n, taken) {
 				continue
 			}
-			if holder := s.busy[n.key()]; holder != nil {
-				s.busyWait[n.key()] = append(s.busyWait[n.key()], n.enqueue())
+			if holder := e.holder(n); holder != nil {
+				s.busyWait[holder] = append(s.busyWait[holder], n.enqueue())
+				if r := busyReason(holder); n.reason != r {
+					n.reason = r
+					deferred = append(deferred, n)
+				}
 				continue
 			}
 			taken[n] = true
-			s.busy[n.key()] = n
+			s.holding[n.task.ID] = append(s.holding[n.task.ID], n)
 			s.free[rg]--
 			claims = append(claims, n)
 		}
 	}
-	return claims
+	return claims, deferred
+}
+
+// busyReason says which run a node waits for when holder runs a cycle it
+// covers.
+func busyReason(holder *node) string {
+	where := "the recurring schedule"
+	if holder.bf != nil {
+		where = fmt.Sprintf("backfill %d", holder.bf.rec.ID)
+	}
+	what := "the same task and business time"
+	if holder.end().After(holder.biz) {
+		what = fmt.Sprintf("a single instance covering %s to %s", holder.biz.UTC().Format(time.RFC3339), holder.end().UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("waits for instance %d of %s, %s, to end: one task and business time never runs twice at once", holder.id, where, what)
+}
+
+// holder is the node whose running attempt holds a cycle n covers, or nil.
+// A task has few attempts running at once (the resource groups bound
+// them), so the list is short.
+func (e *Engine) holder(n *node) *node {
+	for _, h := range e.s.holding[n.task.ID] {
+		if h.overlaps(n) {
+			return h
+		}
+	}
+	return nil
 }
 
 // claim starts n's next attempt in memory and returns what to run. A
@@ -132,7 +165,7 @@ func (e *Engine) claim(ctx context.Context, n *node, now time.Time) runner.Spec 
 	spec, rendered, err := e.prepare(ctx, n)
 	n.attempt++
 	n.run = &running{}
-	n.rendered, n.tag, n.errText = rendered, spec.Tag, ""
+	n.rendered, n.tag, n.errText, n.reason = rendered, spec.Tag, "", ""
 	n.startedAt = &now
 	if err != nil {
 		spec.Type, spec.Script = "invalid", err.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,12 +140,17 @@ var errNotRunnable = errors.New("cannot run")
 func (e *Engine) releaseCycle(n *node) {
 	s := e.s
 	s.free[n.rg]++
-	k := n.key()
-	if s.busy[k] == n {
-		delete(s.busy, k)
+	held := s.holding[n.task.ID]
+	if i := slices.Index(held, n); i >= 0 {
+		held = slices.Delete(held, i, i+1)
+		if len(held) == 0 {
+			delete(s.holding, n.task.ID)
+		} else {
+			s.holding[n.task.ID] = held
+		}
 	}
-	waiting := s.busyWait[k]
-	delete(s.busyWait, k)
+	waiting := s.busyWait[n]
+	delete(s.busyWait, n)
 	for _, w := range waiting {
 		if w.live() {
 			w.n.unqueue()

@@ -28,6 +28,12 @@ type scheduler struct {
 	ids   map[cycleKey]int64
 }
 
+// cycleKey names a task's cycle.
+type cycleKey struct {
+	task string
+	biz  int64
+}
+
 func newScheduler(e *Engine) *scheduler {
 	return &scheduler{e: e, last: map[string]time.Time{}, start: map[string]time.Time{}, ids: map[cycleKey]int64{}}
 }

@@ -57,13 +57,21 @@ type running struct {
 	stopReason string // set when someone stopped it
 }
 
-// cycleKey names a task's cycle: at most one run of it at a time.
-type cycleKey struct {
-	task string
-	biz  int64
+// end is the business time of the last cycle n covers: its own, except
+// for a single instance covering several cycles.
+func (n *node) end() time.Time {
+	if n.bizEnd.After(n.biz) {
+		return n.bizEnd
+	}
+	return n.biz
 }
 
-func (n *node) key() cycleKey { return cycleKey{n.task.ID, n.biz.UnixNano()} }
+// overlaps reports whether n and m run some cycle of one task in common:
+// at most one run of a cycle at a time, whether it runs alone or inside a
+// single instance's range.
+func (n *node) overlaps(m *node) bool {
+	return n.task.ID == m.task.ID && !n.biz.After(m.end()) && !m.biz.After(n.end())
+}
 
 func ok(state string) bool {
 	return state == store.InstanceSucceeded || state == store.InstanceDryRun
@@ -110,9 +118,11 @@ type state struct {
 	dry    []entry
 	free   map[string]int
 	timed  timerHeap
-	busy   map[cycleKey]*node
-	// waiting for a busy cycle to end
-	busyWait map[cycleKey][]entry
+	// holding are, by task ID, the nodes whose attempt holds the task's
+	// cycles (from biz to end); busyWait are the nodes waiting, by the
+	// holder they wait for, for those cycles to be free.
+	holding  map[string][]*node
+	busyWait map[*node][]entry
 	// ends of attempts that finished inside the loop (no-op tasks)
 	localEnds []ending
 }
@@ -123,8 +133,8 @@ func newState(groups map[string]int) *state {
 		bfs:      map[int64]*backfill{},
 		queues:   map[string]*nodeHeap{},
 		free:     map[string]int{},
-		busy:     map[cycleKey]*node{},
-		busyWait: map[cycleKey][]entry{},
+		holding:  map[string][]*node{},
+		busyWait: map[*node][]entry{},
 	}
 	for name, n := range groups {
 		s.free[name] = n

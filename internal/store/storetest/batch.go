@@ -29,6 +29,7 @@ func testBatch(t *testing.T, s *store.Store) {
 		{"Logs", testBatchLogs},
 		{"LatestOutputs", testBatchLatestOutputs},
 		{"TaskRunStates", testBatchTaskRunStates},
+		{"TaskRuns", testBatchTaskRuns},
 		{"Size", testBatchSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, s) })

@@ -208,3 +208,34 @@ func testBatchTaskRunStates(t *testing.T, s *store.Store) {
 		t.Errorf("TaskRunStates(no tasks) = %v", got)
 	}
 }
+
+// TaskRuns finds the runs of a window: those whose business time is in it
+// and the single instances whose range overlaps it, by id.
+func testBatchTaskRuns(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	span := batchInst("tr_a", 1) // days 1 to 4 in one instance
+	span.BizEnd, span.State = batchDay(4, 0), store.InstanceSucceeded
+	alone := batchInst("tr_a", 3)
+	alone.BizEnd = alone.BizTime
+	before := batchInst("tr_a", 1)
+	before.BizEnd = before.BizTime
+	createBatchBackfill(t, s, &store.BatchBackfill{Name: "tr-1", Task: "tr_a"}, []store.BatchInstance{span, alone, before}, nil)
+
+	runs, err := s.TaskRuns(ctx, []string{"tr_a"}, batchDay(3, 0), batchDay(3, 12))
+	mustNil(t, err)
+	if len(runs) != 2 || runs[0].ID >= runs[1].ID {
+		t.Fatalf("TaskRuns(day 3) = %+v, want the single instance over days 1-4 and day 3's, by id", runs)
+	}
+	got := runs[0]
+	if !got.BizTime.Equal(batchDay(1, 0)) || !got.BizEnd.Equal(batchDay(4, 0)) || got.State != store.InstanceSucceeded || got.BizTime.Location() != time.UTC {
+		t.Errorf("the single instance = %+v", got)
+	}
+	if !got.Covers(batchDay(2, 0)) || got.Covers(batchDay(5, 0)) || runs[1].Covers(batchDay(2, 0)) {
+		t.Errorf("Covers: %+v, %+v", got, runs[1])
+	}
+	states, err := s.TaskRunStates(ctx, []string{"tr_a"}, batchDay(3, 0), batchDay(3, 12))
+	mustNil(t, err)
+	if len(states) != 1 {
+		t.Errorf("TaskRunStates(day 3) = %v: only runs that start in the window", states)
+	}
+}
