@@ -106,7 +106,7 @@ func auditFigures(r auditRecord) string {
 	case api.AuditStream:
 		var f api.StreamFigures
 		if json.Unmarshal(r.Figures, &f) == nil {
-			return fmt.Sprintf("%d read, %d written, %d chunk(s), %s", f.RowsRead, f.RowsWritten, f.Chunks, bytesText(f.Bytes))
+			return fmt.Sprintf("%s read, %s written, %s chunk(s), %s", thousands(f.RowsRead), thousands(f.RowsWritten), thousands(f.Chunks), bytesText(f.Bytes))
 		}
 	case api.AuditBatch:
 		var f api.BatchFigures

@@ -246,7 +246,7 @@ func (g *globals) printRun(v stream.RunView) error {
 	tw := g.table()
 	fmt.Fprintln(tw, "ID\tOBJECT\tSTATUS\tREAD\tWRITTEN\tSTARTED\tFINISHED\tLOADED\tERROR")
 	for _, b := range v.Backfills {
-		fmt.Fprintf(tw, "%d\t%s.%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, cell(b.Schema), cell(b.Table), b.Status, b.RowsRead, b.RowsWritten,
+		fmt.Fprintf(tw, "%d\t%s.%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, cell(b.Schema), cell(b.Table), b.Status, thousands(b.RowsRead), thousands(b.RowsWritten),
 			ago(b.StartedAt), ago(b.FinishedAt), ago(b.LoadedAt), cell(b.Error))
 	}
 	return tw.Flush()
@@ -305,8 +305,8 @@ func backfillListCmd(g *globals) *cobra.Command {
 			tw := g.table()
 			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tVERIFY\tERROR")
 			for _, b := range out {
-				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, cell(b.Schema), cell(b.Table), b.Status, cell(b.StartedBy),
-					b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Chunks, b.WindowConflicts, ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), cell(b.Error))
+				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, cell(b.Schema), cell(b.Table), b.Status, cell(b.StartedBy),
+					thousands(b.RowsRead), thousands(b.RowsWritten), thousands(b.RowsRemoved), thousands(b.Chunks), thousands(b.WindowConflicts), ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), cell(b.Error))
 			}
 			return tw.Flush()
 		},
@@ -325,7 +325,7 @@ func verifyText(v *store.VerifySummary) string {
 	case v == nil:
 		return "-"
 	case v.Status == "differ":
-		return fmt.Sprintf("differ (%d of %d ranges)", v.DifferingRanges, v.Ranges)
+		return fmt.Sprintf("differ (%s of %s ranges)", thousands(int64(v.DifferingRanges)), thousands(int64(v.Ranges)))
 	}
 	return v.Status
 }

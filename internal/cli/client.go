@@ -108,9 +108,15 @@ func responseError(method, path string, status int, data []byte) error {
 	return err
 }
 
+// ago is a time as tables show it: in the local time zone ($TZ, else the
+// system's), with its offset; "-" for none. --json keeps the API's UTC
+// RFC 3339.
 func ago(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.Local().Format(tableTime)
 }
+
+// tableTime is the layout of times in tables and messages.
+const tableTime = "2006-01-02 15:04:05 -07:00"

@@ -38,7 +38,8 @@ func TestBackfillAsOneRun(t *testing.T) {
 		t.Errorf("backfill run --json: %v, %+v", err, v)
 	}
 	expect(t, 4, []string{"cannot stop run 1: it has ended, completed"}, args("backfill", "stop-run", "s", "1")...)
-	expect(t, 1, []string{"not found"}, args("backfill", "run", "s", "9")...)
+	// An unknown id is a usage error (issue 16).
+	expect(t, 2, []string{"no run 9"}, args("backfill", "run", "s", "9")...)
 
 	// A run at 1 row/s stays pending or active until stopped.
 	expect(t, 0, []string{"run 2 of 2 backfill(s)", "backfill 3 of public.a: pending", "backfill 4 of public.b: pending"},

@@ -65,7 +65,7 @@ func objectsCmd(g *globals) *cobra.Command {
 				if o.BackfillID != 0 {
 					loaded = yesNo(o.Loaded)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", cell(o.Object), o.Status, loaded, o.Events7d, bytesText(o.Bytes30d), len(o.Columns), cell(o.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(o.Object), o.Status, loaded, thousands(o.Events7d), bytesText(o.Bytes30d), len(o.Columns), cell(o.Reason))
 			}
 			return tw.Flush()
 		},

@@ -74,7 +74,7 @@ func printChecks(g *globals, out []stream.ObjectCheck) {
 		if o.Error != "" {
 			bad = append(bad, o.Error)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", cell(o.Object), result, o.SourceRows, o.DestRows, len(o.Ranges), cell(strings.Join(bad, "; ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(o.Object), result, thousands(int64(o.SourceRows)), thousands(int64(o.DestRows)), thousands(int64(len(o.Ranges))), cell(strings.Join(bad, "; ")))
 	}
 	tw.Flush()
 	for _, o := range out {
