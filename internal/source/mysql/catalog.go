@@ -117,14 +117,17 @@ func describe(c *client.Conn, id change.TableID, keyCols []string) (*change.Tabl
 }
 
 // indexKey returns the primary key's columns, else those of the first
-// unique index (by name) whose columns are all NOT NULL, else none.
+// unique index (by name) whose columns are all NOT NULL and whole (an index
+// on a prefix of a column is not unique on the column), else none.
 func indexKey(c *client.Conn, id change.TableID) ([]string, error) {
 	r, err := query(c, `SELECT s.INDEX_NAME, s.COLUMN_NAME, col.IS_NULLABLE
 		FROM information_schema.STATISTICS s
 		JOIN information_schema.COLUMNS col ON col.TABLE_SCHEMA = s.TABLE_SCHEMA
 		  AND col.TABLE_NAME = s.TABLE_NAME AND col.COLUMN_NAME = s.COLUMN_NAME
 		WHERE s.TABLE_SCHEMA = ? AND s.TABLE_NAME = ? AND s.NON_UNIQUE = 0
-		  AND s.SUB_PART IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS p
+		    WHERE p.TABLE_SCHEMA = s.TABLE_SCHEMA AND p.TABLE_NAME = s.TABLE_NAME
+		      AND p.INDEX_NAME = s.INDEX_NAME AND p.SUB_PART IS NOT NULL)
 		ORDER BY s.INDEX_NAME <> 'PRIMARY', s.INDEX_NAME, s.SEQ_IN_INDEX`, id.Schema, id.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read the indexes of %s: %w", quoteTable(id), err)

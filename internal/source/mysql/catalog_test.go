@@ -19,6 +19,7 @@ func TestDescribeKeysAndNames(t *testing.T) {
 		"CREATE TABLE "+quoteIdent(odd)+" (`a``b c` int NOT NULL, `ключ` varchar(10) NOT NULL, v text, PRIMARY KEY (`ключ`, `a``b c`))",
 		"CREATE TABLE uniq (a int NULL, b int NOT NULL, c int NOT NULL, UNIQUE KEY z (b), UNIQUE KEY n (a), UNIQUE KEY m (c, b))",
 		"CREATE TABLE nokey (a int, b int, UNIQUE KEY n (a))",
+		"CREATE TABLE prefix (name varchar(50) NOT NULL, UNIQUE KEY p (name(5)))",
 		"CREATE VIEW v AS SELECT 1 AS x",
 		"INSERT INTO "+quoteIdent(odd)+" VALUES (1, 'k', 'v')",
 	)
@@ -34,7 +35,7 @@ func TestDescribeKeysAndNames(t *testing.T) {
 		}
 		names = append(names, id.Name)
 	}
-	if want := []string{"nokey", "uniq", odd}; !slices.Equal(names, want) {
+	if want := []string{"nokey", "prefix", "uniq", odd}; !slices.Equal(names, want) {
 		t.Errorf("ListTables = %q, want %q", names, want)
 	}
 	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: odd}, nil)
@@ -59,6 +60,10 @@ func TestDescribeKeysAndNames(t *testing.T) {
 	_, err = src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "nokey"}, nil)
 	if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "ADD PRIMARY KEY") {
 		t.Errorf("nokey: %v, want ErrNoKey with the fix", err)
+	}
+	// A unique index on a prefix is not unique on the column.
+	if _, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "prefix"}, nil); !errors.Is(err, ErrNoKey) {
+		t.Errorf("prefix: %v, want ErrNoKey", err)
 	}
 	tbl, err = src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "nokey"}, []string{"b"})
 	if err != nil || tbl.KeyColumns()[0].Name != "b" {

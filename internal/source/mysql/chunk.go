@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -178,7 +179,20 @@ func keyParam(c change.Column, v change.Value) (string, any, error) {
 			return "?", "0000-00-00 00:00:00", nil
 		}
 		return "?", strings.TrimSuffix(s, "+00"), nil
-	case kindText, kindChar, kindEnum, kindSet, kindJSON:
+	case kindEnum:
+		// An enum compares with a number by its index, the order ORDER BY
+		// sorts it in; compared with a string it would go by label.
+		if i := slices.Index(k.labels, s); i >= 0 {
+			return "?", int64(i + 1), nil
+		}
+		if s == "" {
+			return "?", int64(0), nil
+		}
+		return "", nil, fmt.Errorf("key column %s: %q is none of the enum's labels", quoteIdent(c.Name), s)
+	case kindSet:
+		mask, err := setMask(k.labels, s)
+		return "?", mask, err
+	case kindText, kindChar, kindJSON:
 		if k.charset == charsetLatin1 {
 			if strings.Trim(c.Collation, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 				return "", nil, fmt.Errorf("key column %s: unexpected collation name %q", quoteIdent(c.Name), c.Collation)
@@ -187,4 +201,21 @@ func keyParam(c change.Column, v change.Value) (string, any, error) {
 		}
 	}
 	return "?", s, nil
+}
+
+// setMask is the bitmask of a set value's labels, the number the set
+// compares and sorts as.
+func setMask(labels []string, s string) (uint64, error) {
+	var mask uint64
+	if s == "" {
+		return 0, nil
+	}
+	for l := range strings.SplitSeq(s, ",") {
+		i := slices.Index(labels, l)
+		if i < 0 {
+			return 0, fmt.Errorf("%q is none of the set's labels", l)
+		}
+		mask |= 1 << i
+	}
+	return mask, nil
 }

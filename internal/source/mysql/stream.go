@@ -74,14 +74,14 @@ func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLooku
 	if err != nil {
 		return fmt.Errorf("start reading the binlog at %s: %w", FormatPosition(info.base, start), err)
 	}
-	r := &binlogReader{src: s, lookup: lookup, out: out, file: file, readers: map[*change.Table]*eventTable{}}
+	r := &binlogReader{last: start, src: s, lookup: lookup, out: out, file: file, readers: map[*change.Table]*eventTable{}}
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("read the binlog after %s: %w", FormatPosition(info.base, r.last), err)
+			return classifyStream(err, FormatPosition(info.base, r.last))
 		}
 		if err := r.handle(ctx, ev); err != nil {
 			return err
@@ -254,4 +254,3 @@ func (r *binlogReader) progress(ctx context.Context, logPos uint32, heartbeat bo
 	}
 	return nil
 }
-

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -34,7 +38,9 @@ func TestStream(t *testing.T) {
 	}
 	out := make(chan change.Event, 100)
 	done := make(chan error, 1)
-	go func() { done <- src.Stream(ctx, start, func(id change.TableID) *change.Table { return tables[id] }, out) }()
+	go func() {
+		done <- src.Stream(ctx, start, func(id change.TableID) *change.Table { return tables[id] }, out)
+	}()
 
 	exec(t, root, typesRows...)
 	exec(t, root, "INSERT INTO other VALUES (1)",
@@ -161,4 +167,136 @@ func rowDiff(t *change.Table, a, b change.Row) string {
 		}
 	}
 	return s
+}
+
+// TestStreamFromChunkPosition reads a chunk while a writer inserts, then
+// streams from the chunk's position: every row is in exactly one of the
+// chunk and the stream, the merge's premise.
+func TestStreamFromChunkPosition(t *testing.T) {
+	src, _ := testDB(t, "CREATE TABLE c (id int PRIMARY KEY)")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "c"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := rootConn(t, src.Database())
+	inserted := make(chan int)
+	stop := make(chan struct{})
+	go func() {
+		i := 0
+		defer func() { inserted <- i }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := writer.Execute("INSERT INTO c VALUES (?)", i+1); err != nil {
+				t.Error(err)
+				return
+			}
+			i++
+		}
+	}()
+	var chunk Chunk
+	for len(chunk.Rows) < 50 {
+		if chunk, err = src.ReadChunk(ctx, tbl, ReadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make(chan change.Event, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- src.Stream(ctx, chunk.Position, func(id change.TableID) *change.Table {
+			if id == tbl.ID {
+				return tbl
+			}
+			return nil
+		}, out)
+	}()
+	seen := map[string]int{}
+	for _, r := range chunk.Rows {
+		seen[r[0].Text]++
+	}
+	// Let the writer run on past the chunk, then stop it.
+	for n := 0; n < 100; {
+		select {
+		case ev := <-out:
+			if ev.Txn != nil {
+				for _, c := range ev.Txn.Changes {
+					seen[c.Row[0].Text]++
+				}
+				n++
+			}
+		case err := <-done:
+			t.Fatalf("Stream ended: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d transactions streamed in 30 s", n)
+		}
+	}
+	close(stop)
+	total := <-inserted
+	for len(seen) < total {
+		select {
+		case ev := <-out:
+			if ev.Txn != nil {
+				for _, c := range ev.Txn.Changes {
+					seen[c.Row[0].Text]++
+				}
+			}
+		case err := <-done:
+			t.Fatalf("Stream ended: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d rows seen", len(seen), total)
+		}
+	}
+	for i := 1; i <= total; i++ {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("row %d seen %d times across the chunk (%d rows) and the stream", i, n, len(chunk.Rows))
+		}
+	}
+}
+
+// TestStreamPurgedPosition streams from a position whose binlog file was
+// purged and expects ErrPositionPurged with the reset to run.
+func TestStreamPurgedPosition(t *testing.T) {
+	src, root := testDB(t)
+	ctx := context.Background()
+	old, err := src.CurrentPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purgeUpTo(t, root, FileName("mysql-bin", old))
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = src.Stream(ctx, old, func(change.TableID) *change.Table { return nil }, make(chan change.Event, 100))
+	if !errors.Is(err, ErrPositionPurged) || !strings.Contains(err.Error(), "tidemark stream reset") {
+		t.Fatalf("Stream from a purged position: %v, want ErrPositionPurged naming the reset", err)
+	}
+}
+
+// purgeUpTo rotates the binlog and purges every file up to and including
+// file. MariaDB keeps a file until InnoDB has made its commits durable (its
+// binlog checkpoint), so the purge is repeated until the file is gone.
+func purgeUpTo(t *testing.T, root *client.Conn, file string) {
+	t.Helper()
+	exec(t, root, "FLUSH BINARY LOGS")
+	current, _, err := masterStatus(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		exec(t, root, "FLUSH ENGINE LOGS", "PURGE BINARY LOGS TO '"+current+"'")
+		r, err := root.Execute("SHOW BINARY LOGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := r.GetString(0, 0)
+		if first > file {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the server's checkpoint has no signal to wait on
+	}
+	t.Fatalf("%s is still on the server after purging to %s", file, current)
 }
