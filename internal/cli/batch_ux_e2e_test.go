@@ -214,3 +214,48 @@ func TestBatchSingleInstanceRangeNeverOverlaps(t *testing.T) {
 	}
 	e.expect(2, []string{"leave out every task date"}, "batch", "backfill", "span", "--from", "2025-01-06", "--to", "2025-01-09", "--succeeded", "skip")
 }
+
+// Instances a failure holds back say why — an upstream instance that
+// failed, or an earlier date of their group — and the failure names the
+// instance that failed and the command to read its log. A re-run that
+// succeeds clears the reasons.
+func TestBatchHeldInstancesSayWhy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fixed := filepath.Join(dir, "fixed")
+	e := startBatchDaemon(t, fmt.Sprintf(`  - {name: a, project: sales, type: shell, schedule: daily, command: "[ ${bizdate} != 20250102 ] || [ -e %[1]s ]"}
+  - {name: b, project: sales, type: shell, schedule: daily, depends_on: [a], command: "echo b"}
+`, fixed))
+	r := e.expect(1, []string{"backfill 1 failed", "1 instance(s) failed: 3 (sales.a 2025-01-02)", "`tidemark batch log 3`", "`tidemark batch rerun 1`"},
+		"batch", "backfill", "a", "--from", "2025-01-01", "--to", "2025-01-03", "--downstream", "all", "--wait")
+	if !strings.Contains(r.stdout, "instance 3 sales.a: failed") {
+		t.Errorf("backfill --wait: %s", r)
+	}
+	want := map[string]string{
+		"sales.b 2025-01-02": "held: upstream sales.a 2025-01-02 failed (instance 3)",
+		"sales.a 2025-01-03": "held: 2025-01-02 failed in group 1 (instance 3)",
+		"sales.b 2025-01-03": "held: 2025-01-02 failed in group 1 (instance 3)",
+	}
+	for _, in := range e.instances(1) {
+		key := in.Task + " " + in.BizTime.Format("2006-01-02")
+		if w, held := want[key]; held && (in.State != store.InstanceWaiting || in.Reason != w) {
+			t.Errorf("%s: %s %q, want waiting %q", key, in.State, in.Reason, w)
+		}
+	}
+	if r := e.cli("batch", "instances", "1", "--state", "waiting"); strings.Count(r.stdout, "held: ") != 3 {
+		t.Errorf("batch instances does not show why the instances wait: %s", r)
+	}
+
+	if err := os.WriteFile(fixed, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.expect(0, []string{"backfill 1: running"}, "batch", "rerun", "1")
+	poll(t, e.d, "the re-run backfill to succeed", func() bool {
+		return strings.Contains(e.cli("batch", "show", "1").stdout, ": succeeded")
+	})
+	for _, in := range e.instances(1) {
+		if strings.HasPrefix(in.Reason, "held: ") {
+			t.Errorf("after the re-run %s %s still says %q", in.Task, in.BizTime, in.Reason)
+		}
+	}
+}

@@ -231,6 +231,7 @@ func (e *Engine) StopInstance(ctx context.Context, id int64, by string) error {
 		n.unqueue()
 		e.publishInstance(n)
 		if n.bf != nil {
+			e.markHeld(ctx, n.bf)
 			e.checkDone(ctx, n.bf)
 		}
 		return nil

@@ -42,7 +42,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 			e.log.Warn("keep instance log", "instance", end.n.id, "err", err)
 		}
 	}
-	touched := map[*backfill]bool{}
+	touched := map[*backfill]bool{} // true: an instance failed or was stopped
 	for i, end := range ends {
 		n := end.n
 		e.releaseCycle(n)
@@ -50,7 +50,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		n.state = next[i]
 		if n.bf != nil {
 			n.bf.running--
-			touched[n.bf] = true
+			touched[n.bf] = touched[n.bf] || ended(n) != ""
 		}
 		e.publishInstance(n)
 		switch n.state {
@@ -66,7 +66,10 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 			}
 		}
 	}
-	for bf := range touched {
+	for bf, held := range touched {
+		if held {
+			e.markHeld(ctx, bf)
+		}
 		e.checkDone(ctx, bf)
 	}
 }
@@ -183,8 +186,7 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 	case bf.stopped:
 		final, msg = store.BatchStopped, bf.rec.Error
 	case counts[store.InstanceFailed] > 0:
-		final = store.BatchFailed
-		msg = fmt.Sprintf("%d instance(s) failed; what depends on them and the later dates of their groups did not run — `tidemark batch rerun %d` runs them again, or mark them succeeded", counts[store.InstanceFailed], bf.rec.ID)
+		final, msg = store.BatchFailed, failureMessage(bf, counts[store.InstanceFailed])
 	case counts[store.InstanceBlocked] > 0:
 		final = store.BatchBlocked
 		msg = fmt.Sprintf("%d instance(s) of paused tasks block the rest (paused policy \"block\"); mark them succeeded or re-submit with paused \"dry_run\" or \"run\"", counts[store.InstanceBlocked])
@@ -204,4 +206,29 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 	e.log.Info("backfill ended", "backfill", bf.rec.ID, "name", bf.rec.Name, "state", final)
 	// Finished backfills leave memory; a re-run loads them again.
 	e.dropIfEnded(bf)
+}
+
+// failureMessage says which of bf's instances failed (the first few), how
+// to read their logs, and what to do next.
+func failureMessage(bf *backfill, failed int) string {
+	const named = 3
+	var names []string
+	first := int64(0)
+	for _, n := range bf.nodes {
+		if n.state != store.InstanceFailed {
+			continue
+		}
+		if first == 0 {
+			first = n.id
+		}
+		if len(names) < named {
+			names = append(names, fmt.Sprintf("%d (%s %s)", n.id, n.task.ID, bizLabel(n)))
+		}
+	}
+	list := strings.Join(names, ", ")
+	if failed > named {
+		list += fmt.Sprintf(" and %d more (`tidemark batch instances %d --state failed`)", failed-named, bf.rec.ID)
+	}
+	return fmt.Sprintf("%d instance(s) failed: %s; read the log with `tidemark batch log %d`. What depends on them and the later dates of their groups did not run (held) — `tidemark batch rerun %d` runs them again, or `tidemark batch mark-succeeded ID` lets what waits for one proceed",
+		failed, list, first, bf.rec.ID)
 }

@@ -167,6 +167,7 @@ func (e *Engine) startDue(ctx context.Context) (next time.Time) {
 		for _, n := range bf.nodes {
 			e.consider(n)
 		}
+		e.markHeld(ctx, bf) // what blocked instances hold back
 		e.checkDone(ctx, bf)
 	}
 	return next

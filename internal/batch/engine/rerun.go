@@ -164,6 +164,7 @@ func (e *Engine) resume(ctx context.Context, bf *backfill) {
 	for _, n := range bf.nodes {
 		e.consider(n)
 	}
+	e.markHeld(ctx, bf)
 	e.checkDone(ctx, bf)
 }
 
