@@ -2,15 +2,18 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/calendar"
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
@@ -159,11 +162,22 @@ func planView(g *dag.Graph, p *plan.Plan, user *time.Location, limit int) PlanVi
 		v.Groups = append(v.Groups, ds)
 	}
 	const layout = "2006-01-02 15:04 MST"
-	for i, in := range p.Instances {
+	listed := dateOrder(p)
+	pos := make([]int, len(listed)) // plan index → place in listed
+	for i, k := range listed {
+		pos[k] = i
+	}
+	for i, k := range listed {
 		if i >= limit {
 			v.Truncated = true
 			break
 		}
+		in := p.Instances[k]
+		waits := make([]int, len(in.Deps))
+		for j, d := range in.Deps {
+			waits[j] = pos[d]
+		}
+		slices.Sort(waits)
 		loc := time.UTC
 		if t, ok := g.Task(in.Task); ok && t.Schedule.Location != nil {
 			loc = t.Schedule.Location
@@ -171,10 +185,28 @@ func planView(g *dag.Graph, p *plan.Plan, user *time.Location, limit int) PlanVi
 		v.Instances = append(v.Instances, PlannedInstance{Index: i, Task: in.Task, Date: in.Date.String(),
 			BizTime: in.BizTime.In(loc).Format(layout), ScheduledTask: in.Scheduled.In(loc).Format(layout),
 			ScheduledUser: in.Scheduled.In(user).Format(layout), Group: in.Group, Seq: in.Seq, Order: in.Order,
-			Mode: in.Mode, Reason: in.Reason, WaitsFor: in.Deps, ResourceGroup: in.ResourceGroup})
+			Mode: in.Mode, Reason: in.Reason, WaitsFor: waits, ResourceGroup: in.ResourceGroup})
 	}
 	return v
 }
+
+// dateOrder lists the plan's instances (indexes in p.Instances) by date in
+// run order, then in dispatch order: a preview numbers them so, once.
+func dateOrder(p *plan.Plan) []int {
+	rank := make(map[calendar.Date]int, len(p.Dates))
+	for i, d := range p.Dates {
+		rank[d] = i
+	}
+	listed := make([]int, len(p.Instances))
+	for i := range listed {
+		listed[i] = i
+	}
+	slices.SortStableFunc(listed, func(a, b int) int {
+		return cmp.Compare(rank[p.Instances[a].Date], rank[p.Instances[b].Date])
+	})
+	return listed
+}
+
 
 // userZone reads ?tz= (default UTC).
 func userZone(r *http.Request) (*time.Location, error) {

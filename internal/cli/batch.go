@@ -334,37 +334,6 @@ func localZoneName() string {
 	return ""
 }
 
-func printPlan(g *globals, p api.PlanView) error {
-	fmt.Fprintf(g.stdout, "plan %q: %d instance(s), %d task(s), %d date(s), %d group(s); runs at %s\n",
-		p.Name, p.Count, len(p.Tasks), len(p.Dates), len(p.Groups), p.RunAt.Local().Format(time.RFC3339))
-	for i, grp := range p.Groups {
-		fmt.Fprintf(g.stdout, "  group %d: %s\n", i+1, strings.Join(grp, ", "))
-	}
-	if p.Skipped > 0 {
-		fmt.Fprintf(g.stdout, "  left out by the succeeded/running policies: %d\n", p.Skipped)
-	}
-	for _, w := range p.Warnings {
-		fmt.Fprintf(g.stdout, "  note: %s\n", w)
-	}
-	tw := g.table()
-	fmt.Fprintf(tw, "#\tORDER\tGROUP\tTASK\tBIZ TIME\tSCHEDULED\tSCHEDULED (%s)\tMODE\tWAITS FOR\n", p.Timezone)
-	for _, in := range p.Instances {
-		waits := make([]string, len(in.WaitsFor))
-		for i, d := range in.WaitsFor {
-			waits[i] = "#" + strconv.Itoa(d)
-		}
-		if in.Seq > 0 {
-			waits = append(waits, fmt.Sprintf("group %d date %d", in.Group, in.Seq))
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Index, in.Order, in.Group, in.Task, in.BizTime,
-			in.ScheduledTask, in.ScheduledUser, in.Mode, dash(strings.Join(waits, " ")))
-	}
-	if p.Truncated {
-		fmt.Fprintf(tw, "…\t(%d more; --limit or --json)\n", p.Count-len(p.Instances))
-	}
-	return tw.Flush()
-}
-
 func batchListCmd(g *globals) *cobra.Command {
 	var task, state, startedBy, since string
 	c := &cobra.Command{

@@ -259,3 +259,42 @@ func TestBatchHeldInstancesSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// The preview numbers its instances once, by date (the groups run Jan 11
+// and Jan 13 first, but the list reads Jan 11, 12, 13), its waits point at
+// those numbers, and a zone the same as the tasks' is not a second column.
+func TestBatchPreviewByDate(t *testing.T) {
+	t.Parallel()
+	e := startBatchDaemon(t, `  - {name: extract, project: sales, type: shell, schedule: daily, command: "true"}
+  - {name: load, project: sales, type: shell, schedule: daily, depends_on: [extract], command: "true"}
+`)
+	r := e.expect(0, []string{"6 instance(s)"}, "batch", "preview", "extract", "--from", "2025-01-11", "--to", "2025-01-13",
+		"--downstream", "all", "--groups", "2", "--tz", "UTC")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var head []string
+	var rows [][]string
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "#":
+			head = f
+		case head != nil:
+			rows = append(rows, f)
+		}
+	}
+	if strings.Join(head, " ") != "# GROUP TASK BIZ TIME SCHEDULED MODE WAITS FOR" {
+		t.Errorf("preview header %q: want one number column and one scheduled column when the zones agree", head)
+	}
+	want := []string{"0 sales.extract 2025-01-11 -", "1 sales.load 2025-01-11 #0", "2 sales.extract 2025-01-12 group",
+		"3 sales.load 2025-01-12 #2", "4 sales.extract 2025-01-13 -", "5 sales.load 2025-01-13 #4"}
+	if len(rows) != len(want) {
+		t.Fatalf("preview rows %q, want %d", rows, len(want))
+	}
+	for i, f := range rows {
+		// #, group, task, date, time, zone, scheduled date, time, zone, mode, waits…
+		if got := strings.Join([]string{f[0], f[2], f[3], f[10]}, " "); got != want[i] {
+			t.Errorf("preview row %d = %q, want %q", i, got, want[i])
+		}
+	}
+	e.expect(0, []string{"SCHEDULED (Asia/Tokyo)", "2025-01-12 09:00 JST"},
+		"batch", "preview", "extract", "--from", "2025-01-11", "--tz", "Asia/Tokyo")
+}
