@@ -57,7 +57,7 @@ func (s *Source) Describe(ctx context.Context, id change.TableID, keyCols []stri
 const columnsQuery = `SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE,
 	COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, ''),
 	COALESCE(NUMERIC_PRECISION, 0), COALESCE(NUMERIC_SCALE, 0), COALESCE(DATETIME_PRECISION, 0),
-	COALESCE(CHARACTER_MAXIMUM_LENGTH, 0), COALESCE(GENERATION_EXPRESSION, ''),
+	COALESCE(CHARACTER_MAXIMUM_LENGTH, 0),
 	EXISTS (SELECT 1 FROM information_schema.CHECK_CONSTRAINTS k
 	        WHERE k.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME
 	          AND k.CONSTRAINT_NAME = c.COLUMN_NAME
@@ -86,8 +86,7 @@ func describe(c *client.Conn, id change.TableID, keyCols []string) (*change.Tabl
 		dp, _ := r.GetInt(i, 9)
 		cl, _ := r.GetInt(i, 10)
 		n.precision, n.scale, n.timePrecision, n.charLength = int(p), int(sc), int(dp), cl
-		n.generated = getString(r, i, 11)
-		isJSON, _ := r.GetInt(i, 12)
+		isJSON, _ := r.GetInt(i, 11)
 		n.json = isJSON == 1
 		col, err := n.column()
 		if err != nil {

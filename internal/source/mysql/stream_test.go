@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -299,4 +300,38 @@ func purgeUpTo(t *testing.T, root *client.Conn, file string) {
 		time.Sleep(100 * time.Millisecond) // the server's checkpoint has no signal to wait on
 	}
 	t.Fatalf("%s is still on the server after purging to %s", file, current)
+}
+
+// TestStreamGeneratedAndZeroDates: generated columns, virtual and stored,
+// and zero dates arrive through the binlog as ReadChunk reads them.
+func TestStreamGeneratedAndZeroDates(t *testing.T) {
+	src, root := testDB(t, "CREATE TABLE g (id int PRIMARY KEY, a int, v int AS (a * 2) VIRTUAL, st int AS (a + 1) PERSISTENT, d date, dt datetime(2), ts timestamp(3) NULL)")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "g"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tbl.Columns {
+		if c.Generated != "" {
+			t.Errorf("column %s marked as left out of the log: %q", c.Name, c.Generated)
+		}
+	}
+	start, err := src.CurrentPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan change.Event, 10)
+	done := make(chan error, 1)
+	go func() { done <- src.Stream(ctx, start, func(change.TableID) *change.Table { return tbl }, out) }()
+	exec(t, root, "SET SESSION sql_mode = ''",
+		"INSERT INTO g (id, a, d, dt, ts) VALUES (1, 5, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00')")
+	txn := receiveTxns(t, out, done, 1)[0]
+	want := "[1 5 10 6 -infinity -infinity -infinity]"
+	if got := fmt.Sprint(txn.Changes[0].Row); got != want {
+		t.Errorf("streamed row %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(readAll(t, src, tbl)[0]); got != want {
+		t.Errorf("read row %s, want %s", got, want)
+	}
 }

@@ -56,8 +56,11 @@ func (n nativeColumn) column() (change.Column, error) {
 	}
 	c := change.Column{
 		Name: n.name, Type: n.columnType, TypeOID: t.oid, BaseOID: t.oid, TypeMod: t.mod,
-		NotNull: n.notNull, Num: int16(n.num), Generated: n.generated,
+		NotNull: n.notNull, Num: int16(n.num),
 	}
+	// Generated stays empty: it marks columns the log leaves out, and
+	// MariaDB's full row images carry generated columns' values, virtual
+	// and stored alike, so they travel as ordinary columns.
 	if n.collation != "" {
 		c.Collation = n.collation
 		c.ByteOrder = strings.HasSuffix(n.collation, "_bin")
