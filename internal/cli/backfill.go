@@ -17,7 +17,7 @@ import (
 )
 
 func backfillCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "backfill", Short: "Backfills of streams' objects: initiate, stop, estimate, list, set-rate, run, stop-run"}
+	c := &cobra.Command{Use: "backfill", Short: "Backfills of streams' objects: initiate, wait, stop, estimate, list, set-rate, run, stop-run"}
 	c.AddCommand(backfillInitiateCmd(g), &cobra.Command{
 		Use:   "stop STREAM OBJECT...",
 		Short: "Stop the backfills of objects; refused for Completed, Stopped or Failed objects",
@@ -32,7 +32,7 @@ func backfillCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillRunCmd(g), backfillStopRunCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillRunCmd(g), backfillStopRunCmd(g), backfillWaitCmd(g))
 	return c
 }
 
@@ -106,8 +106,13 @@ With --wait, follow the backfills until each has ended (completed and
 loaded, stopped or failed): on a terminal a line per object redrawn in place
 with rows, chunks, rate and status; otherwise a line per status change and
 about every 10 seconds of progress; with --json the backfill record as one
-JSON line at each change. The exit code is then 1 if any backfill failed or
-was stopped.
+JSON line at each change; then the verify that ended each backfill. The exit
+code is then 1 if any backfill failed or was stopped, 3 if an ending verify
+found differences. When the daemon stops answering (a restart), --wait tries
+to reach it again for --reconnect (default 60s) and goes on where the
+restarted daemon resumed the backfills; past that it exits 1 saying the
+daemon is unreachable. "tidemark backfill wait STREAM OBJECT..." follows
+backfills started elsewhere the same way.
 
 --sample N copies only about the first N rows of each object in key order
 (whole chunks) and leaves the rest of its destination table alone: check a
@@ -168,7 +173,8 @@ followed until it has ended, then its status is printed.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&wait, "wait", false, "follow the backfills' progress until each ends; exit 1 if any failed or was stopped")
+	c.Flags().BoolVar(&wait, "wait", false, "follow the backfills' progress until each ends and its verify is over; exit 1 if any failed or was stopped, 3 if a verify found differences")
+	g.addReconnectFlag(c)
 	c.Flags().Int64Var(&req.SampleRows, "sample", 0, "copy only about the first N rows of each object in key order, N up to 1000000000000")
 	c.Flags().StringVar(&at, "at", "", "start at this RFC 3339 time (quiet hours) instead of now")
 	c.Flags().Float64Var(&req.RowsPerSecond, "rows-per-second", 0, "limit each backfill's reads: 1 to 1000000000 rows/s (0: the stream's backfill.rows_per_second)")

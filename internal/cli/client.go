@@ -84,9 +84,28 @@ func (c *client) call(ctx context.Context, method, path string, body any) ([]byt
 func (c *client) unreachable(method, path string, err error) error {
 	var netErr interface{ Timeout() bool }
 	if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
-		return fmt.Errorf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", c.base, err)
+		return &unreachableError{base: c.base, err: err}
 	}
 	return fmt.Errorf("call %s %s: %w", method, path, err)
+}
+
+// unreachableError is a request that did not reach the daemon.
+type unreachableError struct {
+	base string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach tidemark at %s: is `tidemark run` running? (%v)", e.base, e.err)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// isUnreachable reports whether err is a request that did not reach the
+// daemon.
+func isUnreachable(err error) bool {
+	var u *unreachableError
+	return errors.As(err, &u)
 }
 
 // responseError is the error of an API response with status >= 300: the

@@ -33,6 +33,10 @@ var examples = map[string][]string{
 		"tidemark backfill initiate shop public.orders --filter \"region = 'eu'\"",
 		"tidemark backfill initiate shop public.orders public.customers --as-one-run",
 	},
+	"backfill wait": {
+		"tidemark backfill wait shop public.orders",
+		"tidemark backfill wait shop public.orders public.customers --reconnect 5m",
+	},
 	"backfill stop":     {"tidemark backfill stop shop public.orders", "tidemark backfill stop shop public.orders public.customers"},
 	"backfill estimate": {"tidemark backfill estimate shop", "tidemark backfill estimate shop public.orders --json"},
 	"backfill list": {

@@ -12,15 +12,21 @@ import (
 
 // followBackfills follows streams' backfill runs from pushed events until
 // each has ended: completed and loaded (its last chunk committed in the
-// destination), stopped or failed. It shows a line per run — redrawn on a
-// terminal, printed on changes otherwise — or, with --json, the record as
-// one JSON line at each change. It returns an error naming the runs that
-// did not complete.
+// destination) and its ending verify over, stopped or failed. It shows a
+// line per run — redrawn on a terminal, printed on changes otherwise — or,
+// with --json, the record as one JSON line at each change, then the
+// ending verifies. It returns an error naming the runs that did not
+// complete, or one with exit code 3 when a verify found differences.
+//
+// When the daemon stops answering, it subscribes again for up to
+// g.reconnect (none when 0) and reads the runs' records anew: a restarted
+// daemon resumes the backfills.
 func (g *globals) followBackfills(ctx context.Context, es *eventStream, recs []store.Backfill) error {
 	f := g.newBackfillFollower(recs)
 	if err := f.render(false); err != nil {
 		return err
 	}
+	defer func() { es.Close() }() // the last subscription; the caller closes the first
 	// Events are pushed, but the daemon drops those a subscriber is too
 	// slow for: a run not heard of for 2 seconds is read again.
 	tick := time.NewTicker(time.Second)
@@ -29,13 +35,20 @@ func (g *globals) followBackfills(ctx context.Context, es *eventStream, recs []s
 		select {
 		case ev, ok := <-es.events:
 			if !ok {
-				return es.streamEnded(fmt.Sprintf("the %d backfill(s) followed", f.open()))
+				next, err := f.resubscribe(ctx, es)
+				if err != nil {
+					return err
+				}
+				es = next
+				continue
 			}
 			if ev.Backfill != nil {
 				f.apply(*ev.Backfill)
 			}
 		case <-tick.C:
-			if err := f.rereadUnheard(ctx); err != nil {
+			// While the daemon is away, the closed event stream
+			// reconnects.
+			if err := f.rereadUnheard(ctx); err != nil && !(g.reconnect > 0 && isUnreachable(err)) {
 				return err
 			}
 		case <-ctx.Done():
@@ -47,6 +60,9 @@ func (g *globals) followBackfills(ctx context.Context, es *eventStream, recs []s
 	}
 	if err := f.render(true); err != nil {
 		return err
+	}
+	if !g.json {
+		f.printVerifies()
 	}
 	return f.incomplete()
 }
@@ -65,7 +81,33 @@ type followedRun struct {
 	rec   store.Backfill
 	heard time.Time // the last event or read of the record
 	sent  string    // --json: the record as last printed
+	// loaded is when the run was first seen completed and loaded.
+	loaded time.Time
 }
+
+// verifyGrace is how long a run completed and loaded without an ending
+// verify is waited for before it counts as ended: the verify starts right
+// after the run completes, unless the daemon stopped in between.
+const verifyGrace = 5 * time.Second
+
+// ended reports whether r is over for --wait: stopped, failed, or
+// completed and loaded with its ending verify over.
+func (r *followedRun) ended() bool {
+	if !backfillEnded(r.rec) {
+		return false
+	}
+	if r.rec.Status != store.StatusCompleted {
+		return true
+	}
+	if v := r.rec.Verify; v != nil {
+		return v.Status != verifyRunning
+	}
+	return !r.loaded.IsZero() && time.Since(r.loaded) >= verifyGrace
+}
+
+// verifyRunning is the status of an ending verify still running
+// (stream.VerifyRunning).
+const verifyRunning = "running"
 
 func (g *globals) newBackfillFollower(recs []store.Backfill) *backfillFollower {
 	f := &backfillFollower{g: g, runs: map[int64]*followedRun{}}
@@ -90,8 +132,11 @@ func (f *backfillFollower) apply(b store.Backfill) {
 		return
 	}
 	r.heard = time.Now()
-	if !backfillEnded(r.rec) && !staler(b, r.rec) {
+	if !r.ended() && !staler(b, r.rec) {
 		r.rec = b
+	}
+	if r.loaded.IsZero() && backfillEnded(r.rec) {
+		r.loaded = r.heard
 	}
 }
 
@@ -99,7 +144,7 @@ func (f *backfillFollower) apply(b store.Backfill) {
 func (f *backfillFollower) open() int {
 	n := 0
 	for _, r := range f.runs {
-		if !backfillEnded(r.rec) {
+		if !r.ended() {
 			n++
 		}
 	}
@@ -111,7 +156,7 @@ func (f *backfillFollower) open() int {
 func (f *backfillFollower) rereadUnheard(ctx context.Context) error {
 	for _, id := range f.order {
 		r := f.runs[id]
-		if backfillEnded(r.rec) || time.Since(r.heard) < 2*time.Second {
+		if r.ended() || time.Since(r.heard) < 2*time.Second {
 			continue
 		}
 		var b store.Backfill
@@ -176,6 +221,14 @@ func (f *backfillFollower) incomplete() error {
 	if len(bad) > 0 {
 		return fmt.Errorf("%s", strings.Join(bad, "; "))
 	}
+	for _, id := range f.order {
+		if b := f.runs[id].rec; b.Verify != nil && b.Verify.Status == verifyDiffer {
+			bad = append(bad, verifySentence(b))
+		}
+	}
+	if len(bad) > 0 {
+		return &exitError{code: ExitMismatch, err: fmt.Errorf("%s", strings.Join(bad, "; "))}
+	}
 	return nil
 }
 
@@ -234,7 +287,7 @@ func backfillItem(b store.Backfill) progressItem {
 		Total:  total,
 		Unit:   "rows read",
 		Rate:   "rows",
-		Detail: []string{thousands(b.RowsWritten) + " written", thousands(b.Chunks) + " chunks"},
+		Detail: []string{thousands(b.RowsWritten) + " written", thousands(b.Chunks) + " chunks", verifyDetail(b.Verify)},
 		Status: status,
 		Ended:  backfillEnded(b),
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -53,6 +54,9 @@ type globals struct {
 	token        string
 	clientConfig string
 	json         bool
+	// reconnect is how long following tries to reach a daemon that
+	// stopped answering (--reconnect).
+	reconnect time.Duration
 	// stdout filters what it prints through safeText; raw is the same
 	// output unfiltered, for JSON, CSV and the progress display.
 	stdout io.Writer
