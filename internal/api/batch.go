@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -530,52 +528,4 @@ func lastSegment(p string) string {
 		}
 	}
 	return p
-}
-
-// exportNodes writes the backfill's selected task list as CSV.
-func (s *Server) exportNodes(w http.ResponseWriter, r *http.Request, _ string) error {
-	e, id, err := s.engineAndID(r, "backfill")
-	if err != nil {
-		return err
-	}
-	counts := map[string]int{}
-	var order []string
-	var after int64
-	for {
-		page, err := s.st.ListBatchInstances(r.Context(), store.BatchInstanceFilter{BackfillID: id, AfterID: after, Limit: 10000})
-		if err != nil {
-			return err
-		}
-		for _, in := range page {
-			if counts[in.Task] == 0 {
-				order = append(order, in.Task)
-			}
-			counts[in.Task]++
-		}
-		if len(page) < 10000 {
-			break
-		}
-		after = page[len(page)-1].ID
-	}
-	if len(order) == 0 {
-		if _, err := s.st.GetBatchBackfill(r.Context(), id); err != nil {
-			return err
-		}
-	}
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=\"backfill-%d-nodes.csv\"", id))
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"id", "name", "project", "owner", "output", "type", "schedule", "instances"})
-	for _, tid := range order {
-		row := []string{tid, "", "", "", "", "", "", strconv.Itoa(counts[tid])}
-		if t, ok := e.Graph().Task(tid); ok {
-			row = []string{t.ID, t.Name, t.Project, t.Owner, t.Output, t.Type, t.Schedule.String(), strconv.Itoa(counts[tid])}
-		}
-		for i, cell := range row {
-			row[i] = CSVCell(cell)
-		}
-		_ = cw.Write(row)
-	}
-	cw.Flush()
-	return cw.Error()
 }

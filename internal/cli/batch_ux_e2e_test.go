@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -297,4 +298,36 @@ func TestBatchPreviewByDate(t *testing.T) {
 	}
 	e.expect(0, []string{"SCHEDULED (Asia/Tokyo)", "2025-01-12 09:00 JST"},
 		"batch", "preview", "extract", "--from", "2025-01-11", "--tz", "Asia/Tokyo")
+}
+
+// The node export marks a task that was excluded and only dry-ran so that
+// what is below it proceeds: it is not one of the selected tasks.
+func TestBatchExportMarksExcludedTasks(t *testing.T) {
+	t.Parallel()
+	e := startBatchDaemon(t, `  - {name: a, project: sales, type: shell, schedule: daily, command: "true"}
+  - {name: x, project: sales, type: shell, schedule: daily, depends_on: [a], command: "true"}
+  - {name: b, project: sales, type: shell, schedule: daily, depends_on: [x], command: "true"}
+  - {name: quiet, project: sales, type: shell, schedule: daily, dry_run: true, depends_on: [b], command: "true"}
+`)
+	e.expect(0, []string{"backfill 1 succeeded"}, "batch", "backfill", "a", "--from", "2025-01-11", "--to", "2025-01-12",
+		"--downstream", "all", "--exclude-task", "x", "--wait")
+	r := e.expect(0, nil, "batch", "export", "1")
+	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("export: %v in %s", err, r)
+	}
+	if got := strings.Join(rows[0], ","); got != "id,name,project,owner,output,type,schedule,instances,selected,note" {
+		t.Errorf("export header %q", got)
+	}
+	want := map[string]string{
+		"sales.a":     "2,yes,",
+		"sales.x":     "2,no,dry_run: excluded; dry-run so that downstream proceeds",
+		"sales.b":     "2,yes,",
+		"sales.quiet": "2,yes,dry_run: task is a dry-run task (dry_run=dry_run): succeeds without running",
+	}
+	for _, row := range rows[1:] {
+		if got := strings.Join(row[7:], ","); got != want[row[0]] {
+			t.Errorf("export of %s: %q, want %q", row[0], got, want[row[0]])
+		}
+	}
 }

@@ -14,6 +14,13 @@ const (
 	reasonFiltered = "paused, filtered out of the selection; dry-run so that downstream proceeds"
 )
 
+// NotSelected reports whether an instance's reason says that its task is
+// not selected and is in the plan only to connect selected tasks: its
+// instances dry-run so that what is below them proceeds.
+func NotSelected(reason string) bool {
+	return reason == reasonExcluded || reason == reasonFiltered
+}
+
 // selection is the outcome of the scope: per graph position, whether the
 // task is planned and, when it is only there to connect selected tasks,
 // why.
