@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -117,5 +120,25 @@ func TestParseDSN(t *testing.T) {
 		if _, err := parseDSN(bad); err == nil {
 			t.Errorf("parseDSN(%q) accepted", bad)
 		}
+	}
+}
+
+// TestCancelAbandonsStatement: a context that ends while a statement runs
+// closes its connection (go-mysql's client takes no context), and the
+// source goes on working with a new one.
+func TestCancelAbandonsStatement(t *testing.T) {
+	src, _ := testDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := src.with(ctx, func(c *client.Conn) error {
+		_, err := c.Execute("SELECT SLEEP(20)")
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(began) > 10*time.Second {
+		t.Fatalf("with returned %v after %v, want the deadline within seconds", err, time.Since(began))
+	}
+	if _, err := src.ListTables(context.Background()); err != nil {
+		t.Fatalf("the source after a cancelled statement: %v", err)
 	}
 }

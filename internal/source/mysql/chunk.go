@@ -116,19 +116,12 @@ func chunkQuery(t *change.Table, opt ReadOptions) (string, []any, error) {
 		if b.key == nil {
 			continue
 		}
-		if len(b.key) != len(t.Key) {
-			return "", nil, fmt.Errorf("key bound has %d values, the key %d columns", len(b.key), len(t.Key))
+		params, bargs, err := keyParams(t, b.key)
+		if err != nil {
+			return "", nil, err
 		}
-		params := make([]string, len(b.key))
-		for i, v := range b.key {
-			expr, arg, err := keyParam(t.Columns[t.Key[i]], v)
-			if err != nil {
-				return "", nil, err
-			}
-			params[i] = expr
-			args = append(args, arg)
-		}
-		where = append(where, "("+keyList(t)+") "+b.op+" ("+strings.Join(params, ", ")+")")
+		args = append(args, bargs...)
+		where = append(where, "("+keyList(t)+") "+b.op+" "+params)
 	}
 	sql := "SELECT " + selectList(t) + " FROM " + quoteTable(t.ID)
 	if len(where) > 0 {
@@ -139,6 +132,23 @@ func chunkQuery(t *change.Table, opt ReadOptions) (string, []any, error) {
 		sql += " LIMIT " + strconv.Itoa(opt.Limit)
 	}
 	return sql, args, nil
+}
+
+// keyParams renders a key as a row of typed parameters, "(?, ?)", with
+// their arguments.
+func keyParams(t *change.Table, key change.Key) (string, []any, error) {
+	if len(key) != len(t.Key) {
+		return "", nil, fmt.Errorf("key bound has %d values, the key %d columns", len(key), len(t.Key))
+	}
+	exprs := make([]string, len(key))
+	args := make([]any, len(key))
+	for i, v := range key {
+		var err error
+		if exprs[i], args[i], err = keyParam(t.Columns[t.Key[i]], v); err != nil {
+			return "", nil, err
+		}
+	}
+	return "(" + strings.Join(exprs, ", ") + ")", args, nil
 }
 
 // keyParam turns a key value (PostgreSQL text, as the codec wrote it) back
@@ -193,12 +203,16 @@ func keyParam(c change.Column, v change.Value) (string, any, error) {
 		mask, err := setMask(k.labels, s)
 		return "?", mask, err
 	case kindText, kindChar, kindJSON:
-		if k.charset == charsetLatin1 {
-			if strings.Trim(c.Collation, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
-				return "", nil, fmt.Errorf("key column %s: unexpected collation name %q", quoteIdent(c.Name), c.Collation)
-			}
-			return "CONVERT(? USING latin1) COLLATE " + c.Collation, s, nil
+		// In the column's character set and collation, so that comparing
+		// two parameters (InRange) goes as comparing with the column.
+		if c.Collation == "" {
+			break
 		}
+		if strings.Trim(c.Collation, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			return "", nil, fmt.Errorf("key column %s: unexpected collation name %q", quoteIdent(c.Name), c.Collation)
+		}
+		cs, _, _ := strings.Cut(c.Collation, "_")
+		return "CONVERT(? USING " + cs + ") COLLATE " + c.Collation, s, nil
 	}
 	return "?", s, nil
 }
