@@ -22,7 +22,7 @@ type verbCases struct {
 // thing, and an unknown name comes with the closest existing one.
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
-	_, dsn := shopSource(t, `CREATE TABLE orders (id int PRIMARY KEY); CREATE TABLE customers (id int PRIMARY KEY);
+	_, dsn := shopSource(t, `CREATE TABLE orders (id int PRIMARY KEY); CREATE TABLE customers (id int PRIMARY KEY); CREATE TABLE nobackfill (id int PRIMARY KEY);
 		INSERT INTO orders SELECT generate_series(1, 10); INSERT INTO customers SELECT generate_series(1, 10)`)
 	d, _, port := daemonWith(t, func(dir string, port int) string {
 		return fmt.Sprintf(`
@@ -39,6 +39,8 @@ streams:
     destination: {type: sqlite, path: "%s"}
     include: ["public.*"]
     retry: {initial: 50ms, max: 1s}
+tasks:
+  - {name: extract, project: sales, type: noop, schedule: daily}
 `, filepath.Join(dir, "meta.db"), port, dsn, filepath.Join(dir, "shop.db"), freePort(t), filepath.Join(dir, "down.db"))
 	})
 	addr := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", port)}
@@ -91,8 +93,23 @@ streams:
 		"stream pause":  {ok: []string{"stream", "pause", "shop"}, stream: []string{"stream", "pause", "shpo"}},
 		"stream resume": {ok: []string{"stream", "resume", "shop"}, stream: []string{"stream", "resume", "shpo"}},
 		"stream reset":  {ok: []string{"stream", "reset", "shop"}, stream: []string{"stream", "reset", "shpo"}},
-		"streams":       {ok: []string{"streams"}},
-		"tasks":         {ok: []string{"tasks"}},
+		"backfill wait": {ok: []string{"backfill", "wait", "shop", "public.orders"},
+			stream:  []string{"backfill", "wait", "shpo", "public.orders"},
+			object:  []string{"backfill", "wait", "shop", "public.ordres"},
+			refused: []string{"backfill", "wait", "shop", "public.nobackfill"}},
+		"streams":              {ok: []string{"streams"}},
+		"tasks":                {ok: []string{"tasks"}},
+		"batch show":           {ok: []string{"batch", "show", "1"}, id: []string{"batch", "show", "999"}},
+		"batch instances":      {ok: []string{"batch", "instances", "1"}, id: []string{"batch", "instances", "999"}},
+		"batch export":         {ok: []string{"batch", "export", "1"}, id: []string{"batch", "export", "999"}},
+		"batch stop":           {ok: []string{"batch", "stop", "1"}, id: []string{"batch", "stop", "999"}},
+		"batch rerun":          {ok: []string{"batch", "rerun", "1"}, id: []string{"batch", "rerun", "999"}},
+		"batch log":            {ok: []string{"batch", "log", "1"}, id: []string{"batch", "log", "999"}},
+		"batch stop-instance":  {ok: []string{"batch", "stop-instance", "1"}, id: []string{"batch", "stop-instance", "999"}},
+		"batch mark-succeeded": {ok: []string{"batch", "mark-succeeded", "1"}, id: []string{"batch", "mark-succeeded", "999"}},
+		"batch rerun-instance": {ok: []string{"batch", "rerun-instance", "1"}, id: []string{"batch", "rerun-instance", "999"}},
+		"batch list":           {ok: []string{"batch", "list"}},
+		"batch preview":        {ok: []string{"batch", "preview", "extract", "--from", "2025-01-01"}},
 		"audit": {ok: []string{"audit"},
 			stream: []string{"audit", "--stream", "shpo"},
 			object: []string{"audit", "--stream", "shop", "--object", "public.ordres"}},
@@ -106,14 +123,18 @@ streams:
 			expect(t, 2, []string{"no object public.ordres in stream shop; did you mean public.orders?"}, append(v.object, addr...)...)
 		}
 		if v.id != nil {
-			expect(t, 2, []string{"no ", " 999"}, append(v.id, addr...)...)
+			expect(t, 2, []string{" 999"}, append(v.id, addr...)...)
 		}
 		if v.refused != nil {
-			expect(t, 4, []string{"cannot "}, append(v.refused, addr...)...)
+			// "cannot initiate …", "cannot stop …", "no backfill of … to wait for"
+			expect(t, 4, []string{"tidemark: "}, append(v.refused, addr...)...)
 		}
 		expect(t, 1, []string{"cannot reach tidemark at http://" + nowhere}, append(v.ok, "--addr", nowhere)...)
 		expect(t, 2, []string{"--bogus", "--help"}, append(v.ok, "--bogus")...)
 	}
+
+	expect(t, 2, []string{"no backfill 999: `tidemark backfill list` lists them"}, append([]string{"backfill", "set-rate", "999", "10"}, addr...)...)
+	expect(t, 2, []string{"no run 999: `tidemark backfill list --stream shop` names each backfill's run"}, append([]string{"backfill", "run", "shop", "999"}, addr...)...)
 
 	// A stream that failed says so, rather than that the object is not
 	// one of its objects.
