@@ -2,6 +2,8 @@ package mysql
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -10,25 +12,27 @@ import (
 
 // eventTable maps a table map event's columns to a described table's.
 type eventTable struct {
-	tme  *replication.TableMapEvent
-	rows *rowReader
+	names string // the event's column names, joined: what the mapping depends on
+	rows  *rowReader
 	// cols[i] is the event column holding table column i.
 	cols []int
 }
 
 // tableFor resolves the described table's column order against the
 // event's (by name with binlog_row_metadata=FULL, else by position when
-// the counts agree). The mapping is kept per table map event.
+// the counts agree). Every transaction repeats the table map, so the
+// mapping is kept while the event's column names stay the same.
 func (r *binlogReader) tableFor(t *change.Table, tme *replication.TableMapEvent) (*eventTable, error) {
-	if et := r.readers[t]; et != nil && et.tme == tme {
+	names := tme.ColumnNameString()
+	key := strings.Join(names, "\x00") + "\x00" + strconv.FormatUint(tme.ColumnCount, 10)
+	if et := r.readers[t]; et != nil && et.names == key {
 		return et, nil
 	}
 	rows, err := newRowReader(t)
 	if err != nil {
 		return nil, err
 	}
-	et := &eventTable{tme: tme, rows: rows, cols: make([]int, len(t.Columns))}
-	names := tme.ColumnNameString()
+	et := &eventTable{names: key, rows: rows, cols: make([]int, len(t.Columns))}
 	for i, c := range t.Columns {
 		et.cols[i] = -1
 		for j, n := range names {

@@ -254,3 +254,24 @@ func (r *binlogReader) progress(ctx context.Context, logPos uint32, heartbeat bo
 	}
 	return nil
 }
+
+// OldestPosition is the start of the oldest binlog file the server still
+// has: a stream whose position is older cannot resume (ErrPositionPurged).
+func (s *Source) OldestPosition(ctx context.Context) (change.LSN, error) {
+	var oldest change.LSN
+	err := s.with(ctx, func(c *client.Conn) error {
+		r, err := query(c, "SHOW BINARY LOGS")
+		if err != nil {
+			return err
+		}
+		if r.RowNumber() == 0 {
+			return errors.New("the server lists no binlog files: is log_bin on?")
+		}
+		oldest, err = Position(getString(r, 0, 0), 4)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the oldest binlog file: %w", err)
+	}
+	return oldest, nil
+}

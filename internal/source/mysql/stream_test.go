@@ -269,6 +269,9 @@ func TestStreamPurgedPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	purgeUpTo(t, root, FileName("mysql-bin", old))
+	if oldest, err := src.OldestPosition(ctx); err != nil || oldest <= old {
+		t.Errorf("oldest position %v (%v) after purging %v", oldest, err, old)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err = src.Stream(ctx, old, func(change.TableID) *change.Table { return nil }, make(chan change.Event, 100))
@@ -333,5 +336,31 @@ func TestStreamGeneratedAndZeroDates(t *testing.T) {
 	}
 	if got := fmt.Sprint(readAll(t, src, tbl)[0]); got != want {
 		t.Errorf("read row %s, want %s", got, want)
+	}
+}
+
+// TestStreamAfterColumnAdded: a column added in front of the others
+// mid-stream moves every column in the binlog rows; the stream maps them by
+// name again and keeps delivering the described columns.
+func TestStreamAfterColumnAdded(t *testing.T) {
+	src, root := testDB(t, "CREATE TABLE s (id int PRIMARY KEY, v varchar(10))")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := src.CurrentPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan change.Event, 10)
+	done := make(chan error, 1)
+	go func() { done <- src.Stream(ctx, start, func(change.TableID) *change.Table { return tbl }, out) }()
+	exec(t, root, "INSERT INTO s VALUES (1, 'a')", "ALTER TABLE s ADD COLUMN x int FIRST", "INSERT INTO s VALUES (7, 2, 'b')")
+	txns := receiveTxns(t, out, done, 2)
+	got := append(describeChanges(txns[0].Changes), describeChanges(txns[1].Changes)...)
+	if want := []string{"insert [1 a] <nil>", "insert [2 b] <nil>"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
 	}
 }
