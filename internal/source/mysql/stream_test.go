@@ -320,13 +320,7 @@ func TestStreamGeneratedAndZeroDates(t *testing.T) {
 			t.Errorf("column %s marked as left out of the log: %q", c.Name, c.Generated)
 		}
 	}
-	start, err := src.CurrentPosition(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan change.Event, 10)
-	done := make(chan error, 1)
-	go func() { done <- src.Stream(ctx, start, func(change.TableID) *change.Table { return tbl }, out) }()
+	out, done := streamFromNow(ctx, t, src, tbl)
 	exec(t, root, "SET SESSION sql_mode = ''",
 		"INSERT INTO g (id, a, d, dt, ts) VALUES (1, 5, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00')")
 	txn := receiveTxns(t, out, done, 1)[0]
@@ -350,6 +344,19 @@ func TestStreamAfterColumnAdded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, done := streamFromNow(ctx, t, src, tbl)
+	exec(t, root, "INSERT INTO s VALUES (1, 'a')", "ALTER TABLE s ADD COLUMN x int FIRST", "INSERT INTO s VALUES (7, 2, 'b')")
+	txns := receiveTxns(t, out, done, 2)
+	got := append(describeChanges(txns[0].Changes), describeChanges(txns[1].Changes)...)
+	if want := []string{"insert [1 a] <nil>", "insert [2 b] <nil>"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+}
+
+// streamFromNow streams one table from the binlog's current end until ctx
+// ends; done receives Stream's error.
+func streamFromNow(ctx context.Context, t *testing.T, src *Source, tbl *change.Table) (<-chan change.Event, <-chan error) {
+	t.Helper()
 	start, err := src.CurrentPosition(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -357,10 +364,5 @@ func TestStreamAfterColumnAdded(t *testing.T) {
 	out := make(chan change.Event, 10)
 	done := make(chan error, 1)
 	go func() { done <- src.Stream(ctx, start, func(change.TableID) *change.Table { return tbl }, out) }()
-	exec(t, root, "INSERT INTO s VALUES (1, 'a')", "ALTER TABLE s ADD COLUMN x int FIRST", "INSERT INTO s VALUES (7, 2, 'b')")
-	txns := receiveTxns(t, out, done, 2)
-	got := append(describeChanges(txns[0].Changes), describeChanges(txns[1].Changes)...)
-	if want := []string{"insert [1 a] <nil>", "insert [2 b] <nil>"}; !slices.Equal(got, want) {
-		t.Errorf("changes %q, want %q", got, want)
-	}
+	return out, done
 }
