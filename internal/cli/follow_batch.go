@@ -209,7 +209,7 @@ func (g *globals) batchInstances(ctx context.Context, id int64) ([]store.BatchIn
 // groupItems are the progress lines of a batch backfill's concurrency
 // groups: instances ended of the group's, with running and failed counts.
 func groupItems(states map[int64]string, groups map[int64]int, sizes map[int]int64) []progressItem {
-	type counts struct{ ended, running, failed, blocked int64 }
+	type counts struct{ ended, running, failed, stopped, blocked int64 }
 	by := map[int]*counts{}
 	for g := range sizes {
 		by[g] = &counts{}
@@ -220,8 +220,11 @@ func groupItems(states map[int64]string, groups map[int64]int, sizes map[int]int
 			continue // an instance not listed at the start
 		}
 		switch st {
-		case store.InstanceSucceeded, store.InstanceDryRun, store.InstanceStopped:
+		case store.InstanceSucceeded, store.InstanceDryRun:
 			c.ended++
+		case store.InstanceStopped:
+			c.ended++
+			c.stopped++
 		case store.InstanceFailed:
 			c.ended++
 			c.failed++
@@ -240,6 +243,9 @@ func groupItems(states map[int64]string, groups map[int64]int, sizes map[int]int
 	for _, grp := range keys {
 		c := by[grp]
 		status := store.InstanceWaiting
+		// A failed or stopped instance halts the later dates of its group:
+		// with nothing running, what is left waits for someone to act.
+		halted := c.failed+c.stopped > 0 && c.running == 0 && c.ended < sizes[grp]
 		switch {
 		case c.ended == sizes[grp]:
 			status = "done"
@@ -247,6 +253,8 @@ func groupItems(states map[int64]string, groups map[int64]int, sizes map[int]int
 			status = store.InstanceRunning
 		case c.blocked > 0 && c.ended+c.blocked == sizes[grp]:
 			status = store.InstanceBlocked
+		case halted:
+			status = fmt.Sprintf("halted: %d held", sizes[grp]-c.ended-c.blocked)
 		}
 		detail := []string{fmt.Sprintf("%d running", c.running), fmt.Sprintf("%d failed", c.failed)}
 		if c.blocked > 0 {
@@ -255,7 +263,7 @@ func groupItems(states map[int64]string, groups map[int64]int, sizes map[int]int
 		items = append(items, progressItem{
 			Key: fmt.Sprint(grp), Label: fmt.Sprintf("group %d", grp),
 			Done: c.ended, Total: sizes[grp], Unit: "ended", Rate: "instances",
-			Detail: detail, Status: status, Ended: c.ended == sizes[grp],
+			Detail: detail, Status: status, Ended: c.ended == sizes[grp] || halted,
 		})
 	}
 	return items

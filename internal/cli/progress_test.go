@@ -290,3 +290,31 @@ func TestGroupItems(t *testing.T) {
 		}
 	}
 }
+
+// A group whose failure halted its later dates says so, without a rate or
+// an ETA: nothing will run there until someone acts.
+func TestGroupItemsHalted(t *testing.T) {
+	states := map[int64]string{1: "succeeded", 2: "failed", 3: "waiting", 4: "waiting", 5: "stopped", 6: "waiting", 7: "running"}
+	groups := map[int64]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2, 7: 2}
+	sizes := map[int]int64{1: 4, 2: 3}
+	items := groupItems(states, groups, sizes)
+	if it := items[0]; it.Status != "halted: 2 held" || !it.Ended {
+		t.Errorf("group 1 (a failure, nothing running): %+v, want halted and no ETA", it)
+	}
+	if it := items[1]; it.Status != "running" || it.Ended {
+		t.Errorf("group 2 (a stop, one still running): %+v, want running", it)
+	}
+	// On a terminal: the failure ended an instance 5 s after the first
+	// snapshot, which makes a rate; the halted group still shows no ETA.
+	p, buf, clk := testProgress(true)
+	states[2] = "running"
+	p.update(groupItems(states, groups, sizes))
+	clk.advance(5 * time.Second)
+	states[2] = "failed"
+	buf.Reset()
+	p.final(groupItems(states, groups, sizes))
+	line := strings.Split(buf.String(), "\n")[0]
+	if !strings.Contains(line, "halted: 2 held") || strings.Contains(line, "ETA") || strings.Contains(line, "/min") {
+		t.Errorf("a halted group's bar: %q, want halted without rate or ETA", line)
+	}
+}
