@@ -243,7 +243,7 @@ func parseMonthDays(v string) ([]int, error) {
 func batchCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "batch", Short: "Backfill recurring tasks for past business dates: preview, submit, operate"}
 	c.AddCommand(batchSubmitCmd(g, true), batchSubmitCmd(g, false), batchListCmd(g), batchShowCmd(g),
-		batchInstancesCmd(g), batchLogCmd(g), batchExportCmd(g),
+		batchInstancesCmd(g), batchLogCmd(g), batchExportCmd(g), batchWaitCmd(g),
 		batchActionCmd(g, "stop", "Stop a backfill: running instances are ended, the rest will not run", "/stop"),
 		batchRerunCmd(g),
 		instanceActionCmd(g, "stop-instance", "Stop one instance (its process group ends, its SQL is cancelled)", "stop"),

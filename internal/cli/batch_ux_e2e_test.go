@@ -1,10 +1,15 @@
 package cli_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -330,4 +335,47 @@ func TestBatchExportMarksExcludedTasks(t *testing.T) {
 			t.Errorf("export of %s: %q, want %q", row[0], got, want[row[0]])
 		}
 	}
+}
+
+// batch wait attaches to a backfill started elsewhere and follows it to its
+// end: exit 0 when it succeeded, 1 when it failed; one that already ended
+// is shown as it ended; an unknown id is a usage error.
+func TestBatchWait(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hold, release := holdTask(t, dir, "hold", "", "")
+	e := startBatchDaemon(t, hold+`  - {name: broken, project: ops, type: shell, schedule: daily, command: "exit 3"}
+`)
+	e.expect(0, []string{"backfill 1"}, "batch", "backfill", "hold", "--from", "2025-01-11")
+	in := e.instance(1, "the instance to run", func(in store.BatchInstance) bool { return in.State == store.InstanceRunning })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(e.args, "batch", "wait", "1")...)
+	cmd.Env = environ()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	first, err := out.ReadString('\n') // printed once attached
+	if err != nil || !strings.Contains(first, "backfill 1") || !strings.Contains(first, "running 1") {
+		t.Fatalf("batch wait's first line %q (%v)", first, err)
+	}
+	release()
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil || !strings.Contains(string(rest), fmt.Sprintf("instance %d ops.hold: succeeded", in.ID)) ||
+		!strings.Contains(string(rest), "backfill 1 succeeded") {
+		t.Errorf("batch wait 1: %v, stdout %q, stderr %q", err, first+string(rest), stderr.String())
+	}
+
+	e.expect(0, []string{"backfill 1 succeeded"}, "batch", "wait", "1")
+	e.expect(0, nil, "batch", "backfill", "broken", "--from", "2025-01-11")
+	e.expect(1, []string{"backfill 2 failed", "`tidemark batch log"}, "batch", "wait", "2")
+	e.expect(2, []string{"99"}, "batch", "wait", "99")
 }

@@ -20,6 +20,10 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 	if err != nil {
 		return err
 	}
+	f.state = rec.State
+	if batchEnded(rec.State) { // attached after the end
+		return f.finish(ctx, rec)
+	}
 	// Events are pushed, but a subscriber that falls behind misses some:
 	// a slow look at the record makes sure the end is seen.
 	tick := time.NewTicker(time.Second)
@@ -50,10 +54,11 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 
 // batchFollower is the state of followBatch.
 type batchFollower struct {
-	g   *globals
-	id  int64     // the backfill followed
-	pr  *progress // nil with --json
-	tty bool      // pr draws bars
+	g     *globals
+	id    int64     // the backfill followed
+	state string    // its state, as the last event or read said
+	pr    *progress // nil with --json
+	tty   bool      // pr draws bars
 	// The bars' figures: instances' states and groups by id, and the
 	// groups' sizes, as listed at the start.
 	states    map[int64]string
@@ -90,9 +95,22 @@ func (g *globals) newBatchFollower(ctx context.Context, id int64) (*batchFollowe
 	return f, nil
 }
 
-// bars are the progress lines of the backfill's concurrency groups.
+// bars are the progress lines: the backfill's, whose status is its state
+// (up to the end state), then its concurrency groups'.
 func (f *batchFollower) bars() []progressItem {
-	return groupItems(f.states, f.groups, f.sizes)
+	groups := groupItems(f.states, f.groups, f.sizes)
+	head := progressItem{Key: "backfill", Label: fmt.Sprintf("backfill %d", f.id), Unit: "ended", Rate: "instances",
+		Status: f.state, Ended: batchEnded(f.state)}
+	for _, it := range groups {
+		head.Done += it.Done
+		head.Total += it.Total
+	}
+	return append([]progressItem{head}, groups...)
+}
+
+// batchEnded reports whether a batch backfill state is an end state.
+func batchEnded(state string) bool {
+	return state != store.BatchWaiting && state != store.BatchRunning
 }
 
 // tick redraws the bars and, at most every 2 seconds, makes up a check
@@ -127,14 +145,20 @@ func (f *batchFollower) handle(ctx context.Context, ev engine.Event) (done bool,
 		f.instanceChanged(ev)
 		return false, nil
 	}
-	if ev.State == store.BatchWaiting || ev.State == store.BatchRunning {
+	if ev.Kind == "backfill" {
+		f.state = ev.State
+		if f.tty {
+			f.pr.update(f.bars())
+		}
+	}
+	if !batchEnded(ev.State) {
 		return false, nil
 	}
 	var b store.BatchBackfill
 	if err := f.g.client().do(ctx, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d", f.id), nil, &b); err != nil {
 		return true, err
 	}
-	if b.State == store.BatchWaiting || b.State == store.BatchRunning {
+	if !batchEnded(b.State) {
 		return false, nil
 	}
 	return true, f.finish(ctx, b)
@@ -157,6 +181,7 @@ func (f *batchFollower) instanceChanged(ev engine.Event) {
 // finish shows how backfill b ended and returns an error unless it
 // succeeded.
 func (f *batchFollower) finish(ctx context.Context, b store.BatchBackfill) error {
+	f.state = b.State
 	switch {
 	case f.g.json:
 		if f.lastFinal != b.State { // its event was missed

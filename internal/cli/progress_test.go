@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -316,5 +318,23 @@ func TestGroupItemsHalted(t *testing.T) {
 	line := strings.Split(buf.String(), "\n")[0]
 	if !strings.Contains(line, "halted: 2 held") || strings.Contains(line, "ETA") || strings.Contains(line, "/min") {
 		t.Errorf("a halted group's bar: %q, want halted without rate or ETA", line)
+	}
+}
+
+// The follower's first line is the backfill's: its status is the state the
+// last event said, up to the end state.
+func TestBatchFollowerHeader(t *testing.T) {
+	f := &batchFollower{g: &globals{}, id: 7, state: store.BatchWaiting,
+		states: map[int64]string{1: "succeeded", 2: "failed", 3: "waiting"}, groups: map[int64]int{1: 1, 2: 1, 3: 2}, sizes: map[int]int64{1: 2, 2: 1}}
+	if head := f.bars()[0]; head.Label != "backfill 7" || head.Status != store.BatchWaiting || head.Done != 2 || head.Total != 3 || head.Ended {
+		t.Errorf("header at the start: %+v", head)
+	}
+	done, err := f.handle(context.Background(), engine.Event{Kind: "backfill", BackfillID: 7, State: store.BatchRunning})
+	if head := f.bars()[0]; done || err != nil || head.Status != store.BatchRunning {
+		t.Errorf("header after the running event: %+v (%v %v)", head, done, err)
+	}
+	f.state = store.BatchFailed // as finish sets it
+	if head := f.bars()[0]; head.Status != store.BatchFailed || !head.Ended {
+		t.Errorf("header at the end: %+v", head)
 	}
 }
