@@ -82,6 +82,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Dir: dir}
+	// A temp dir of its own: servers bootstrapping at once in a shared
+	// /tmp have been seen to delete each other's temporary tables.
+	if err := os.Mkdir(s.tmpDir(), 0o700); err == nil {
+		err = throwaway.Chown(s.tmpDir(), cred)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("create the server's temp dir: %w", err)
+	}
 	if err := s.install(ctx, installBin, cred); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -108,9 +117,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) install(ctx context.Context, bin string, cred *syscall.Credential) error {
 	cmd := exec.CommandContext(ctx, bin, "--no-defaults", "--datadir="+s.dataDir(),
 		"--user=mysql", "--auth-root-authentication-method=normal", "--skip-test-db",
-		"--skip-name-resolve")
+		"--skip-name-resolve", "--tmpdir="+s.tmpDir())
 	cmd.Dir = s.Dir
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), "TMPDIR="+s.tmpDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mariadb-install-db: %w: %s", err, out)
@@ -175,6 +184,8 @@ func (s *Server) args(overrides map[string]string) []string {
 }
 
 func (s *Server) dataDir() string { return filepath.Join(s.Dir, "data") }
+
+func (s *Server) tmpDir() string { return filepath.Join(s.Dir, "tmp") }
 
 // Socket is the server's private Unix socket.
 func (s *Server) Socket() string { return filepath.Join(s.Dir, "mysqld.sock") }
