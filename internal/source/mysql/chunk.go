@@ -28,6 +28,11 @@ type Chunk struct {
 	Bytes int64
 }
 
+// SeesCommit reports whether the transaction whose commit event ends at
+// commit (a change.Txn's CommitLSN) is reflected in the chunk's rows: the
+// snapshot holds exactly the transactions ending at or before Position.
+func (c Chunk) SeesCommit(commit change.LSN) bool { return commit <= c.Position }
+
 // ReadOptions bound a chunk read.
 type ReadOptions struct {
 	After change.Key // exclusive lower bound; nil for the first chunk

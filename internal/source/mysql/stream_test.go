@@ -228,6 +228,9 @@ func TestStreamFromChunkPosition(t *testing.T) {
 				for _, c := range ev.Txn.Changes {
 					seen[c.Row[0].Text]++
 				}
+				if chunk.SeesCommit(ev.Txn.CommitLSN) {
+					t.Errorf("streamed transaction at %v is one the chunk at %v sees", ev.Txn.CommitLSN, chunk.Position)
+				}
 				n++
 			}
 		case err := <-done:
