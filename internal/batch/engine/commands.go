@@ -230,10 +230,12 @@ func (e *Engine) StopInstance(ctx context.Context, id int64, by string) error {
 		n.state, n.reason = store.InstanceStopped, reason
 		n.unqueue()
 		e.publishInstance(n)
-		if n.bf != nil {
-			e.markHeld(ctx, n.bf)
-			e.checkDone(ctx, n.bf)
+		if n.bf == nil {
+			e.holdBelow(ctx, n)
+			return nil
 		}
+		e.markHeld(ctx, n.bf)
+		e.checkDone(ctx, n.bf)
 		return nil
 	})
 }

@@ -43,6 +43,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		}
 	}
 	touched := map[*backfill]bool{} // true: an instance failed or was stopped
+	var holding []*node             // scheduled instances that failed or were stopped
 	for i, end := range ends {
 		n := end.n
 		e.releaseCycle(n)
@@ -51,6 +52,8 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		if n.bf != nil {
 			n.bf.running--
 			touched[n.bf] = touched[n.bf] || ended(n) != ""
+		} else if ended(n) != "" {
+			holding = append(holding, n)
 		}
 		e.publishInstance(n)
 		switch n.state {
@@ -65,6 +68,9 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz.Format(time.RFC3339)))
 			}
 		}
+	}
+	if len(holding) > 0 {
+		e.holdBelow(ctx, holding...)
 	}
 	for bf, held := range touched {
 		if held {

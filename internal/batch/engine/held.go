@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ func (e *Engine) markHeld(ctx context.Context, bf *backfill) {
 		if n.state != store.InstanceWaiting {
 			continue
 		}
-		why := e.upstreamHold(n, cause)
+		why := e.upstreamHold(n, func(d *node) string { return cause[d] })
 		if g, found := gates[n.group]; why == "" && found && g.seq < n.seq {
 			why = g.why
 		}
@@ -62,8 +63,10 @@ func (e *Engine) markHeld(ctx context.Context, bf *backfill) {
 	}
 }
 
-// upstreamHold is why an upstream instance holds n back, or "".
-func (e *Engine) upstreamHold(n *node, cause map[*node]string) string {
+// upstreamHold is why an upstream instance holds n back, or "": one that
+// failed, was stopped or is blocked, or one that is itself held (cause says
+// why).
+func (e *Engine) upstreamHold(n *node, cause func(*node) string) string {
 	for _, id := range n.deps {
 		d := e.s.nodes[id]
 		if d == nil {
@@ -72,7 +75,7 @@ func (e *Engine) upstreamHold(n *node, cause map[*node]string) string {
 		if what := ended(d); what != "" {
 			return fmt.Sprintf("%supstream %s %s %s (instance %d)", heldPrefix, d.task.ID, bizLabel(d), what, d.id)
 		}
-		if why := cause[d]; why != "" {
+		if why := cause(d); why != "" {
 			return why
 		}
 	}
@@ -104,4 +107,42 @@ func bizLabel(n *node) string {
 		return t.Format("2006-01-02 15:04")
 	}
 	return t.Format(time.DateOnly)
+}
+
+// holdBelow is markHeld for the recurring schedule: the waiting instances
+// below roots (in memory, transitively) get the reason an upstream holds
+// them, or lose a held reason that no longer holds (an upstream re-run or
+// marked succeeded).
+func (e *Engine) holdBelow(ctx context.Context, roots ...*node) {
+	now := e.now().UTC()
+	var changes []store.BatchInstance
+	queue := slices.Clone(roots)
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, d := range n.down {
+			if d.bf != nil || d.state != store.InstanceWaiting || d.mode != plan.ModeRun {
+				continue
+			}
+			why := e.upstreamHold(d, scheduledHold)
+			if why == d.reason || (why == "" && !strings.HasPrefix(d.reason, heldPrefix)) {
+				continue
+			}
+			d.reason = why
+			changes = append(changes, record(d, store.InstanceWaiting, why, now))
+			queue = append(queue, d) // what is below it changes with it
+		}
+	}
+	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+		e.log.Warn("record why scheduled instances are held", "err", err)
+	}
+}
+
+// scheduledHold is the held reason of a waiting scheduled instance, which
+// what is below it inherits.
+func scheduledHold(d *node) string {
+	if d.state == store.InstanceWaiting && strings.HasPrefix(d.reason, heldPrefix) {
+		return d.reason
+	}
+	return ""
 }

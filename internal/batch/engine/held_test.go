@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/plan"
@@ -54,3 +55,47 @@ func TestHeldByABlockedInstance(t *testing.T) {
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
+
+// In the recurring schedule too, an instance whose upstream failed says
+// so, and marking the upstream succeeded clears it.
+func TestScheduledInstanceHeldByAFailure(t *testing.T) {
+	clock := newClock(time.Date(2025, 3, 1, 22, 30, 0, 0, time.UTC))
+	up := task(t, "up", dag.TypeShell, "exit 1")
+	up.Schedule = mustParse(t, "hourly")
+	down := task(t, "down", dag.TypeNoop, "", "up")
+	v := newEnv(t, []dag.Task{up, down}, envOpts{schedule: true, now: clock.now})
+	list := func(task string) []store.BatchInstance {
+		ins, err := v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: task})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ins
+	}
+	clock.set(time.Date(2025, 3, 2, 0, 0, 1, 0, time.UTC))
+	var ups []store.BatchInstance
+	v.until("the hours to fail and the day to say why it waits", func() bool {
+		ups = list("p.up")
+		downs := list("p.down")
+		return len(ups) == 2 && ups[0].State == store.InstanceFailed && ups[1].State == store.InstanceFailed &&
+			len(downs) == 1 && strings.HasPrefix(downs[0].Reason, "held: ")
+	})
+	if d := list("p.down")[0]; d.State != store.InstanceWaiting ||
+		(d.Reason != "held: upstream p.up 2025-03-01 22:00 failed (instance "+itoa(ups[0].ID)+")" &&
+			d.Reason != "held: upstream p.up 2025-03-01 23:00 failed (instance "+itoa(ups[1].ID)+")") {
+		t.Errorf("the day's instance: %s %q", d.State, d.Reason)
+	}
+	// Marking the first hour succeeded leaves the second to hold the day.
+	if err := v.e.MarkScheduledSucceeded(t.Context(), ups[0].ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if d := list("p.down")[0]; d.Reason != "held: upstream p.up 2025-03-01 23:00 failed (instance "+itoa(ups[1].ID)+")" {
+		t.Errorf("the day's instance after the first hour was marked: %s %q", d.State, d.Reason)
+	}
+	if err := v.e.MarkScheduledSucceeded(t.Context(), ups[1].ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	v.until("the day to run", func() bool {
+		downs := list("p.down")
+		return len(downs) == 1 && downs[0].State == store.InstanceSucceeded
+	})
+}

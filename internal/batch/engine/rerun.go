@@ -192,6 +192,7 @@ func (e *Engine) RerunScheduled(ctx context.Context, id int64, by string) error 
 			n.mode = plan.ModeRun // blocked by a pause: run it as asked
 		}
 		e.publishInstance(n)
+		e.holdBelow(ctx, n)
 		e.consider(n)
 		return nil
 	})
@@ -215,6 +216,7 @@ func (e *Engine) MarkScheduledSucceeded(ctx context.Context, id int64, by string
 		n.state, n.reason = store.InstanceSucceeded, c.Reason
 		n.unqueue()
 		e.publishInstance(n)
+		e.holdBelow(ctx, n)
 		e.released(n)
 		e.forget(n)
 		return nil

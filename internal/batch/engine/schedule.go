@@ -182,6 +182,12 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 			}
 			return in.State
 		})
+		if why := sc.e.upstreamHold(n, scheduledHold); why != "" && n.mode == plan.ModeRun {
+			n.reason = why
+			if err := sc.e.st.UpdateBatchInstances(ctx, []store.BatchInstance{record(n, store.InstanceWaiting, why, sc.e.now().UTC())}); err != nil {
+				sc.e.log.Warn("record why a scheduled instance is held", "instance", id, "err", err)
+			}
+		}
 		sc.e.consider(n)
 		sc.e.publishInstance(n)
 	}
