@@ -46,8 +46,15 @@ func ParseTableID(s string) TableID {
 // Column describes one source column.
 type Column struct {
 	Name string `json:"name"`
-	// Type is the source type as format_type prints it, e.g. "numeric(12,2)".
+	// Type is the column's type in PostgreSQL's notation, as format_type
+	// prints it, e.g. "numeric(12,2)": a PostgreSQL source's own type, or
+	// the PostgreSQL type another source's values are written as
+	// (docs/type-mapping.md). TypeOID, BaseOID and TypeMod describe it.
 	Type string `json:"type"`
+	// Native is the source's own name of the type when the source is not
+	// PostgreSQL (MySQL's COLUMN_TYPE, e.g. "bigint(20) unsigned"), for
+	// people and for the source's own decoding; "" for PostgreSQL.
+	Native string `json:"native,omitempty"`
 	// TypeOID is the source type's oid; BaseOID is the oid of the domain's
 	// base type (equal to TypeOID when the type is no domain).
 	TypeOID uint32 `json:"type_oid"`

@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -228,7 +229,11 @@ func (b *builder) config(r *rawConfig) *Config {
 		c.API.AllowedHosts = append(c.API.AllowedHosts, v)
 	}
 	for i := range r.Streams {
-		c.Streams = append(c.Streams, b.stream(fmt.Sprintf("streams[%d]", i), &r.Streams[i]))
+		st := b.stream(fmt.Sprintf("streams[%d]", i), &r.Streams[i])
+		if st.Source.Type == TypeMySQL && st.Source.ServerID == 0 {
+			st.Source.ServerID = DerivedServerID(st.Name)
+		}
+		c.Streams = append(c.Streams, st)
 	}
 	b.batch(c, r)
 	return c
@@ -244,6 +249,7 @@ func (b *builder) readTimeouts(p string, r *rawReadTimeouts) ReadTimeouts {
 
 func (b *builder) stream(p string, r *rawStream) Stream {
 	name := b.str(p+".name", r.Name, "")
+	b.postgresOnly(p+".source", &r.Source)
 	bf := &r.Backfill
 	return Stream{
 		Name: name,
@@ -255,6 +261,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			StatusInterval: b.duration(p+".source.status_interval", r.Source.StatusInterval, defaultStatusInterval),
 			WALWarnBytes:   b.integer(p+".source.wal_warn_bytes", r.Source.WALWarnBytes, defaultWALWarnBytes),
 			ReadTimeouts:   b.readTimeouts(p+".source.read_timeouts", &r.Source.ReadTimeouts),
+			ServerID:       b.serverID(p+".source.server_id", r.Source.ServerID),
 		},
 		Destination: Destination{
 			Type: b.str(p+".destination.type", r.Destination.Type, ""),
@@ -426,4 +433,49 @@ func (b *builder) params(path string, raw rawParams) []dag.Param {
 		ps = append(ps, dag.Param{Name: e.Name, Value: b.literal(p, e.Value)})
 	}
 	return ps
+}
+
+// serverID reads a MySQL source's replica server id: 1 to 4294967295, or
+// unset (0) for one derived from the stream's name.
+func (b *builder) serverID(path string, s scalar) uint32 {
+	v, ok := b.text(path, s)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.ReplaceAll(v, "_", ""), 10, 32)
+	if err != nil || n == 0 {
+		b.add(path, "%q is not a server id: use a whole number from 1 to 4294967295 that no other replica of the server uses, or leave it out to derive one from the stream's name", shown(v))
+		return 0
+	}
+	return uint32(n)
+}
+
+// postgresOnly refuses, on a MySQL source, the keys only a PostgreSQL
+// source reads, and on any other source the keys only a MySQL source reads.
+func (b *builder) postgresOnly(p string, r *rawSource) {
+	if strings.TrimSpace(r.Type.Value) != TypeMySQL {
+		if r.ServerID.Set {
+			b.add(p+".server_id", "applies to mysql sources only: remove it")
+		}
+		return
+	}
+	for _, k := range []struct {
+		key string
+		s   scalar
+	}{{"publication", r.Publication}, {"slot", r.Slot}, {"status_interval", r.StatusInterval}} {
+		if k.s.Set {
+			b.add(p+"."+k.key, "applies to postgres sources only (a mysql source reads the binlog, which carries every table): remove it")
+		}
+	}
+}
+
+// DerivedServerID is the replica server id of a MySQL source whose
+// configuration names none: a hash of the stream's name in
+// 1073741824..2147483647, a range replicas set up by hand rarely use, so
+// that two streams never share one (a server drops the older of two
+// replicas with the same id).
+func DerivedServerID(stream string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte("tidemark stream " + stream))
+	return h.Sum32()&0x3FFFFFFF | 0x40000000
 }

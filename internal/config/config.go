@@ -47,6 +47,7 @@ const EnvTokenName = "env"
 const (
 	TypePostgres = "postgres" // source.type, destination.type and connections[].type
 	TypeSQLite   = "sqlite"   // destination.type and connections[].type
+	TypeMySQL    = "mysql"    // source.type: MySQL or MariaDB
 
 	BackfillAutomatic = "automatic"
 	BackfillManual    = "manual"
@@ -174,8 +175,11 @@ type Stream struct {
 
 // Source is the database a stream reads the change log of.
 type Source struct {
-	Type           string // TypePostgres
-	DSN            string // postgres:// URL
+	Type string // TypePostgres or TypeMySQL
+	DSN  string // postgres:// or mysql:// URL
+	// ServerID is the replica server id a MySQL source reads the binlog
+	// with; 0 derives one from the stream's name.
+	ServerID       uint32
 	Publication    string
 	Slot           string
 	StatusInterval time.Duration // standby status update period

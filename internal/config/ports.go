@@ -17,9 +17,12 @@ const (
 // query parameter, in the order pgx reads them. It never returns the URL's
 // other parts, which may hold a password.
 func dsnPorts(dsn string) []string {
-	rest, ok := strings.CutPrefix(dsn, "postgresql://")
-	if !ok {
-		rest, _ = strings.CutPrefix(dsn, "postgres://")
+	rest := dsn
+	for _, scheme := range []string{"postgresql://", "postgres://", "mysql://"} {
+		if r, ok := strings.CutPrefix(dsn, scheme); ok {
+			rest = r
+			break
+		}
 	}
 	// The user info ends at the first @ before any /.
 	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {

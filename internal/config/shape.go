@@ -71,6 +71,7 @@ type rawSource struct {
 	StatusInterval scalar          `yaml:"status_interval"`
 	WALWarnBytes   scalar          `yaml:"wal_warn_bytes"`
 	ReadTimeouts   rawReadTimeouts `yaml:"read_timeouts"`
+	ServerID       scalar          `yaml:"server_id"`
 }
 
 type rawReadTimeouts struct {

@@ -211,6 +211,24 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
+// mysqlDSN checks a MySQL source's DSN without ever repeating it.
+func (v *checker) mysqlDSN(path, dsn string) {
+	const fix = "write mysql://user:password@host:3306/dbname, percent-encoding special characters (e.g. @ as %40)"
+	u, err := url.Parse(dsn) // its error would repeat dsn: never show it
+	switch {
+	case dsn == "":
+		v.add(path, "missing: give the source database as a mysql:// URL")
+	case !strings.HasPrefix(dsn, "mysql://") || err != nil:
+		v.add(path, "not a mysql:// URL: %s", fix)
+	case strings.Trim(u.Path, "/") == "":
+		v.add(path, "names no database: %s", fix)
+	default:
+		if p := badPort(dsn); p != "" {
+			v.add(path, "port %q is out of range: use a port from %d to %d, or leave it out for 3306", shown(p), minPort, maxPort)
+		}
+	}
+}
+
 // postgresURL reports whether s is a URL pgx reads as a PostgreSQL DSN.
 func postgresURL(s string) bool {
 	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
@@ -341,8 +359,12 @@ func (v *checker) stream(p string, s *Stream) {
 
 func (v *checker) source(p string, s *Stream) {
 	src := &s.Source
-	v.oneOf(p+".type", src.Type, TypePostgres)
-	v.dsn(p+".dsn", src.DSN, "the source database")
+	v.oneOf(p+".type", src.Type, TypePostgres, TypeMySQL)
+	if src.Type == TypeMySQL {
+		v.mysqlDSN(p+".dsn", src.DSN)
+	} else {
+		v.dsn(p+".dsn", src.DSN, "the source database")
+	}
 	// Names derived from the stream name are valid when the name is.
 	if src.Publication != defaultNamePrefix+s.Name {
 		switch {

@@ -328,6 +328,10 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read destination checkpoint: %w", err)
 	}
+	// What the destination committed is confirmed before the log is looked
+	// at: a source that keeps its log by age (MySQL) judges whether the
+	// stream's position is still in it.
+	src.Confirm(cp.Position)
 	slot, err := src.LogState(ctx)
 	if err != nil {
 		return err

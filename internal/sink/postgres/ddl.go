@@ -102,6 +102,10 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 		return ` COLLATE "C"`, nil
 	case c.Collation == "default":
 		return "", fmt.Errorf("table %s: key column %q uses the source database's default collation, which tidemark cannot name: %w; give the column an explicit collation", t.ID, c.Name, sink.ErrKeyOrder)
+	case c.Native != "":
+		// Another source's collation (MySQL's utf8mb4_general_ci, say) has
+		// no PostgreSQL collation of the same name and order.
+		return "", fmt.Errorf("table %s: key column %q (%s) uses the source's collation %s, which PostgreSQL has no equivalent of: %w; key the table by a column with a binary (_bin) collation or a number, or name such key columns under keys: in the config", t.ID, c.Name, c.Native, c.Collation, sink.ErrKeyOrder)
 	}
 	return " COLLATE " + quote(c.Collation), nil
 }

@@ -3,5 +3,6 @@
 package all
 
 import (
-	_ "github.com/tidemark/tidemark/internal/source/pg" // PostgreSQL
+	_ "github.com/tidemark/tidemark/internal/source/mysql" // MySQL and MariaDB
+	_ "github.com/tidemark/tidemark/internal/source/pg"    // PostgreSQL
 )

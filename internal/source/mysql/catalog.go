@@ -2,18 +2,18 @@ package mysql
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // ErrNoKey is returned by Describe for a table without a primary key or a
 // unique index over NOT NULL columns, when no key columns were named.
-var ErrNoKey = errors.New("no primary key or unique index over NOT NULL columns")
+var ErrNoKey = fmt.Errorf("%w: no primary key or unique index over NOT NULL columns", source.ErrNoKey)
 
 // ListTables returns the base tables of the source's database (views,
 // sequences and system versioned history are left out), by name.
@@ -67,6 +67,30 @@ const columnsQuery = `SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, DATA_TY
 	ORDER BY ORDINAL_POSITION`
 
 func describe(c *client.Conn, id change.TableID, keyCols []string) (*change.Table, error) {
+	t, err := describeColumns(c, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(keyCols) == 0 {
+		if keyCols, err = indexKey(c, id); err != nil {
+			return nil, err
+		}
+	}
+	if len(keyCols) == 0 {
+		return nil, fmt.Errorf("table %s: %w: add a primary key (ALTER TABLE %s ADD PRIMARY KEY (…)) or a unique index over NOT NULL columns, or name the key columns under keys: in the stream's config", quoteTable(id), ErrNoKey, quoteTable(id))
+	}
+	for _, name := range keyCols {
+		i := t.ColumnIndex(name)
+		if i < 0 {
+			return nil, fmt.Errorf("table %s: key column %q does not exist", quoteTable(id), name)
+		}
+		t.Key = append(t.Key, i)
+	}
+	return t, nil
+}
+
+// describeColumns reads a table's columns, without its key.
+func describeColumns(c *client.Conn, id change.TableID) (*change.Table, error) {
 	r, err := query(c, columnsQuery, id.Schema, id.Name)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", quoteTable(id), err)
@@ -96,21 +120,6 @@ func describe(c *client.Conn, id change.TableID, keyCols []string) (*change.Tabl
 	}
 	if len(t.Columns) == 0 {
 		return nil, fmt.Errorf("describe %s: table not found (or has no columns)", quoteTable(id))
-	}
-	if len(keyCols) == 0 {
-		if keyCols, err = indexKey(c, id); err != nil {
-			return nil, err
-		}
-	}
-	if len(keyCols) == 0 {
-		return nil, fmt.Errorf("table %s: %w: add a primary key (ALTER TABLE %s ADD PRIMARY KEY (…)) or a unique index over NOT NULL columns, or name the key columns under keys: in the stream's config", quoteTable(id), ErrNoKey, quoteTable(id))
-	}
-	for _, name := range keyCols {
-		i := t.ColumnIndex(name)
-		if i < 0 {
-			return nil, fmt.Errorf("table %s: key column %q does not exist", quoteTable(id), name)
-		}
-		t.Key = append(t.Key, i)
 	}
 	return t, nil
 }

@@ -50,13 +50,14 @@ const (
 var intBits = map[string]int{"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64, "year": 16}
 
 // codecFor builds a column's codec from its change.Column alone (the native
-// type in Type, the PostgreSQL type in TypeOID, the collation), so that the
+// type in Native, the PostgreSQL type in TypeOID, the collation), so that the
 // stream can decode rows of any table it is given.
 func codecFor(c change.Column) (codec, error) {
-	dt := dataType(c.Type)
+	native := nativeType(c)
+	dt := dataType(native)
 	switch dt {
 	case "tinyint", "smallint", "mediumint", "int", "bigint", "year":
-		return codec{kind: kindInt, bits: intBits[dt], unsigned: strings.Contains(c.Type, "unsigned")}, nil
+		return codec{kind: kindInt, bits: intBits[dt], unsigned: strings.Contains(native, "unsigned")}, nil
 	case "decimal":
 		return codec{kind: kindDecimal}, nil
 	case "float":
@@ -64,7 +65,7 @@ func codecFor(c change.Column) (codec, error) {
 	case "double":
 		return codec{kind: kindFloat8}, nil
 	case "bit":
-		return codec{kind: kindBit, bits: max(typeLength(c.Type), 1)}, nil
+		return codec{kind: kindBit, bits: max(typeLength(native), 1)}, nil
 	case "date":
 		return codec{kind: kindDate}, nil
 	case "datetime":
@@ -74,13 +75,13 @@ func codecFor(c change.Column) (codec, error) {
 	case "time":
 		return codec{kind: kindTime}, nil
 	case "binary":
-		return codec{kind: kindBinary, length: typeLength(c.Type)}, nil
+		return codec{kind: kindBinary, length: typeLength(native)}, nil
 	case "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
 		return codec{kind: kindBytes}, nil
 	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection":
 		return codec{kind: kindGeometry}, nil
 	case "enum", "set":
-		labels, err := typeLabels(c.Type)
+		labels, err := typeLabels(native)
 		if err != nil {
 			return codec{}, err
 		}
@@ -97,7 +98,16 @@ func codecFor(c change.Column) (codec, error) {
 		}
 		return codec{kind: k, charset: cs}, err
 	}
-	return codec{}, fmt.Errorf("type %s is not supported by the MySQL source", c.Type)
+	return codec{}, fmt.Errorf("type %s is not supported by the MySQL source", native)
+}
+
+// nativeType is a column's MySQL type: Native, or Type for a column
+// described before Native existed.
+func nativeType(c change.Column) string {
+	if c.Native != "" {
+		return c.Native
+	}
+	return c.Type
 }
 
 // value converts one value; nil is NULL.

@@ -55,7 +55,7 @@ func (n nativeColumn) column() (change.Column, error) {
 		return change.Column{}, fmt.Errorf("column %s: %w", quoteIdent(n.name), err)
 	}
 	c := change.Column{
-		Name: n.name, Type: n.columnType, TypeOID: t.oid, BaseOID: t.oid, TypeMod: t.mod,
+		Name: n.name, Type: t.name(), Native: n.columnType, TypeOID: t.oid, BaseOID: t.oid, TypeMod: t.mod,
 		NotNull: n.notNull, Num: int16(n.num),
 	}
 	// Generated stays empty: it marks columns the log leaves out, and

@@ -145,8 +145,14 @@ func TestColumnTypes(t *testing.T) {
 			t.Errorf("column %s (%s): oid %d mod %d, want %d %d", c.Name, c.Type, c.TypeOID, c.TypeMod, w.oid, w.mod)
 		}
 	}
-	if c := tbl.Columns[tbl.ColumnIndex("biu")]; c.Type != "bigint(20) unsigned" {
-		t.Errorf("biu native type %q, want bigint(20) unsigned", c.Type)
+	if c := tbl.Columns[tbl.ColumnIndex("biu")]; c.Native != "bigint(20) unsigned" || c.Type != "numeric(20,0)" {
+		t.Errorf("biu native type %q, type %q, want bigint(20) unsigned written as numeric(20,0)", c.Native, c.Type)
+	}
+	for name, want := range map[string]string{"d": "numeric(65,30)", "dtm": "timestamp(6) without time zone",
+		"ts": "timestamp(6) with time zone", "tm": "interval(0)", "vc": "character varying(20)", "b": "bit(64)"} {
+		if c := tbl.Columns[tbl.ColumnIndex(name)]; c.Type != want {
+			t.Errorf("column %s (%s) is written as %q, want %q", name, c.Native, c.Type, want)
+		}
 	}
 	if c := tbl.Columns[tbl.ColumnIndex("l1")]; c.Collation != "latin1_swedish_ci" || c.ByteOrder {
 		t.Errorf("l1 collation %q byte order %v", c.Collation, c.ByteOrder)

@@ -1,0 +1,228 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-mysql-org/go-mysql/client"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/rowfilter"
+	"github.com/tidemark/tidemark/internal/source"
+)
+
+// streamSource is a MySQL or MariaDB source as a stream uses it: the
+// contract of internal/source over Source.
+//
+// The binlog carries every table, so there is nothing to capture and no
+// slot to keep: the server retains binlog files by age and size
+// (binlog_expire_logs_seconds), and LogState reports a stream whose
+// position was purged as invalidated.
+type streamSource struct {
+	src       *Source
+	confirmed atomic.Uint64
+}
+
+var _ source.Source = (*streamSource)(nil)
+
+func (s *streamSource) Close() { s.src.Close() }
+
+func (s *streamSource) Tables(ctx context.Context) ([]change.TableID, error) {
+	return s.src.ListTables(ctx)
+}
+
+func (s *streamSource) Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error) {
+	return s.src.Describe(ctx, id, keyCols)
+}
+
+// Attributes are the table's columns by ordinal position. MySQL renumbers
+// the columns after one that is dropped or added in the middle, so a
+// schema change is told from the binlog's table map, not from numbers.
+func (s *streamSource) Attributes(ctx context.Context, id change.TableID) (map[int16]source.Attribute, error) {
+	var cols []change.Column
+	err := s.src.with(ctx, func(c *client.Conn) error {
+		t, err := describeColumns(c, id)
+		if err != nil {
+			return err
+		}
+		cols = t.Columns
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int16]source.Attribute, len(cols))
+	for _, c := range cols {
+		out[c.Num] = source.Attribute{Column: c, Generated: c.Generated != "", HasDefault: c.Generated != ""}
+	}
+	return out, nil
+}
+
+// PrepareCapture, Captures and AddCapture: the binlog carries every
+// table's changes.
+func (s *streamSource) PrepareCapture(context.Context, []change.TableID) error { return nil }
+func (s *streamSource) Captures(context.Context, change.TableID) (bool, error) { return true, nil }
+func (s *streamSource) AddCapture(context.Context, change.TableID) error       { return nil }
+
+// EnsureLog and DropLog: the server keeps the binlog for every reader.
+func (s *streamSource) EnsureLog(context.Context) (bool, error) { return false, nil }
+func (s *streamSource) DropLog(context.Context) error           { return nil }
+
+// LogState reports the binlog the server keeps from the position the
+// destination confirmed, and whether that position was purged.
+func (s *streamSource) LogState(ctx context.Context) (source.LogState, error) {
+	state := source.LogState{Exists: true, Confirmed: change.LSN(s.confirmed.Load())}
+	var logs []binaryLog
+	err := s.src.with(ctx, func(c *client.Conn) (err error) {
+		logs, err = binaryLogs(c)
+		return err
+	})
+	if err != nil {
+		return state, fmt.Errorf("list the binlog files: %w", err)
+	}
+	if len(logs) == 0 {
+		return state, &source.PermanentError{Err: errors.New("the server keeps no binlog files"),
+			Hint: "turn the binary log on (log_bin, binlog_format=ROW), restart the server, then run `tidemark doctor`"}
+	}
+	from := state.Confirmed
+	if from == 0 {
+		return state, nil
+	}
+	if first := logs[0].pos; from>>32 < first>>32 {
+		state.Invalidated = true
+		state.InvalidatedReason = fmt.Sprintf("binlog file %06d, where the stream was, was purged; the oldest the server keeps is %s", from>>32, logs[0].name)
+		return state, nil
+	}
+	for _, l := range logs {
+		switch {
+		case l.pos>>32 == from>>32:
+			state.RetainedBytes += max(l.size-int64(uint32(from)), 0)
+		case l.pos>>32 > from>>32:
+			state.RetainedBytes += l.size
+		}
+	}
+	return state, nil
+}
+
+// binaryLog is one binlog file the server keeps, its first position and
+// its size.
+type binaryLog struct {
+	name string
+	pos  change.LSN
+	size int64
+}
+
+func binaryLogs(c *client.Conn) ([]binaryLog, error) {
+	r, err := query(c, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, err
+	}
+	var out []binaryLog
+	for i := range r.RowNumber() {
+		name := getString(r, i, 0)
+		pos, err := Position(name, 0)
+		if err != nil {
+			return nil, err
+		}
+		size, _ := r.GetInt(i, 1)
+		out = append(out, binaryLog{name: name, pos: pos, size: size})
+	}
+	return out, nil
+}
+
+func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup source.TableLookup, out chan<- change.Event) error {
+	return s.src.Stream(ctx, start, TableLookup(lookup), out)
+}
+
+// Confirm records what the destination committed. A binlog reader has
+// nothing to acknowledge: the server keeps files by age, not by readers.
+func (s *streamSource) Confirm(pos change.LSN) {
+	for {
+		cur := s.confirmed.Load()
+		if uint64(pos) <= cur || s.confirmed.CompareAndSwap(cur, uint64(pos)) {
+			return
+		}
+	}
+}
+
+// WantPosition needs no request: an idle server sends a heartbeat every
+// Config.Heartbeat, and Stream reports progress on each.
+func (s *streamSource) WantPosition(change.LSN) {}
+
+// errUnsupported is an option this source cannot honour yet.
+func errUnsupported(what string) error {
+	return &source.PermanentError{Err: fmt.Errorf("%s on a mysql source is not supported yet", what),
+		Hint: "initiate the backfill without it (see docs/mysql.md)"}
+}
+
+func (s *streamSource) ReadChunk(ctx context.Context, t *change.Table, opt source.ReadOptions) (source.Chunk, error) {
+	if opt.Filter != nil {
+		return source.Chunk{}, errUnsupported("a row filter")
+	}
+	if opt.Columns != nil {
+		return source.Chunk{}, errUnsupported("a column subset")
+	}
+	c, err := s.src.ReadChunk(ctx, t, ReadOptions{After: opt.After, Upto: opt.Upto, Limit: opt.Limit})
+	if err != nil {
+		return source.Chunk{}, err
+	}
+	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: c.Position}, Position: c.Position, Bytes: c.Bytes}, nil
+}
+
+// CheckFilter refuses every filter for now: the grammar is rendered for
+// PostgreSQL only.
+func (s *streamSource) CheckFilter(context.Context, *change.Table, *rowfilter.Filter) error {
+	return fmt.Errorf("%w: row filters on a mysql source are not supported yet", source.ErrFilter)
+}
+
+// ReadGenerated is never needed: a full row image carries every column,
+// generated ones included.
+func (s *streamSource) ReadGenerated(_ context.Context, _ *change.Table, cols []int, keys []change.Key, _ uint32) ([][]change.Value, bool, error) {
+	return nil, false, errors.New("mysql rows carry their generated columns: nothing to read again")
+}
+
+// binlogSnapshot is a consistent snapshot's rule: it reflects exactly the
+// transactions committed at or before its binlog position (see
+// docs/backfill.md, MySQL). Every transaction the stream applied before a
+// chunk registered was in the binlog before the chunk's snapshot was taken,
+// so at or before its position: visible.
+type binlogSnapshot struct{ at change.LSN }
+
+func (b binlogSnapshot) VisibleXid(uint32) bool            { return true }
+func (b binlogSnapshot) Widen(uint32) uint64               { return 0 }
+func (b binlogSnapshot) Horizon() uint64                   { return 0 }
+func (b binlogSnapshot) SeesCommit(commit change.LSN) bool { return commit <= b.at }
+
+// formatPosition writes a position as the binlog file's number and the
+// offset in it ("000003:1234"): the base name is the server's.
+func formatPosition(pos change.LSN) string {
+	return strings.TrimPrefix(FormatPosition("", pos), ".")
+}
+
+func (s *streamSource) EstimateTable(ctx context.Context, id change.TableID) (source.TableSize, error) {
+	return estimateTable(ctx, s.src, id)
+}
+
+func (s *streamSource) InRange(ctx context.Context, t *change.Table, keys []change.Key, low, high change.Key) ([]bool, error) {
+	return s.src.InRange(ctx, t, keys, low, high)
+}
+
+func estimateTable(ctx context.Context, src *Source, id change.TableID) (source.TableSize, error) {
+	size, err := src.EstimateTable(ctx, id)
+	if err != nil {
+		return source.TableSize{}, err
+	}
+	return source.TableSize{Rows: size.Rows, Exact: size.Exact, Bytes: size.Bytes}, nil
+}
+
+// estimator sizes tables for `tidemark estimate` outside a running stream.
+type estimator struct{ src *Source }
+
+func (e estimator) EstimateTable(ctx context.Context, id change.TableID) (source.TableSize, error) {
+	return estimateTable(ctx, e.src, id)
+}
+
+func (e estimator) Close(context.Context) error { return e.src.Close() }

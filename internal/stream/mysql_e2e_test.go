@@ -1,0 +1,256 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/mysqlserver"
+	"github.com/tidemark/tidemark/internal/source"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// TestMySQLBackfillWhileWriting streams a MariaDB database into SQLite and
+// PostgreSQL through the source registry: the first start's backfill of a
+// table runs in chunks while a writer inserts, updates, deletes and moves
+// keys across chunk boundaries; the object goes from Active to Completed,
+// and the destination then equals the source row for row.
+func TestMySQLBackfillWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	for i, dest := range []string{"sqlite", "postgres"} {
+		t.Run(dest, func(t *testing.T) {
+			db := fmt.Sprintf("shop%d", i)
+			dsn, err := srv.CreateDatabase(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, err := srv.Root(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			exec := func(q string, args ...any) {
+				t.Helper()
+				if _, err := root.Execute(q, args...); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			exec("USE " + mysqlserver.QuoteIdent(db))
+			exec("CREATE TABLE orders (id BIGINT PRIMARY KEY, note VARCHAR(40) NOT NULL, amount DECIMAL(12,2), qty INT UNSIGNED)")
+			const rows = 3000
+			for lo := 1; lo <= rows; lo += 500 {
+				exec(fmt.Sprintf("INSERT INTO orders SELECT seq, CONCAT('n', seq), seq * 1.25, seq %% 7 FROM seq_%d_to_%d", lo, lo+499))
+			}
+			// Text keys: a binary collation orders like the destination; a
+			// case-insensitive one (the server's default) cannot be matched
+			// by the destination, so that table alone fails, with the fix.
+			exec("CREATE TABLE codes (code VARCHAR(20) COLLATE utf8mb4_bin PRIMARY KEY, n INT)")
+			exec("INSERT INTO codes VALUES ('a', 1), ('B', 2), ('b', 3), ('é', 4), ('😀', 5)")
+			exec("CREATE TABLE tags (name VARCHAR(20) PRIMARY KEY)")
+			exec("INSERT INTO tags VALUES ('x'), ('Y')")
+			e := mysqlEnv(t, dsn, db, dest)
+			e.start()
+			id := change.TableID{Schema: db, Name: "orders"}
+
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w, err := srv.Root(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer w.Close()
+				r := rand.New(rand.NewPCG(7, uint64(i)))
+				w.Execute("USE " + mysqlserver.QuoteIdent(db))
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k := 1 + r.IntN(rows)
+					var q string
+					switch r.IntN(4) {
+					case 0:
+						q = fmt.Sprintf("UPDATE orders SET note = 'u%d', amount = amount + 1 WHERE id = %d", n, k)
+					case 1:
+						q = fmt.Sprintf("DELETE FROM orders WHERE id = %d", k)
+					case 2:
+						q = fmt.Sprintf("INSERT IGNORE INTO orders VALUES (%d, 'i%d', NULL, 3)", rows+1+r.IntN(rows), n)
+					default: // a key move across chunks
+						q = fmt.Sprintf("UPDATE IGNORE orders SET id = %d WHERE id = %d", 1+r.IntN(2*rows), k)
+					}
+					if _, err := w.Execute(q); err != nil {
+						t.Errorf("%s: %v", q, err)
+						return
+					}
+				}
+			}()
+			e.waitFor("orders active", func() bool { return e.objectOf(id).Status == StatusActive || e.objectOf(id).Loaded })
+			e.waitLoadedID(id)
+			close(stop)
+			wg.Wait()
+			e.assertConvergedMySQL(id)
+			if o := e.objectOf(id); o.Status != StatusCompleted {
+				t.Fatalf("orders status %s (%s), want completed", o.Status, o.Reason)
+			}
+			codes := change.TableID{Schema: db, Name: "codes"}
+			e.waitLoadedID(codes)
+			e.assertConvergedMySQL(codes)
+			tags := e.objectOf(change.TableID{Schema: db, Name: "tags"})
+			if tags.Status != StatusFailed || !strings.Contains(tags.Reason, "collation") {
+				t.Fatalf("tags: status %s (%s), want failed naming the collation", tags.Status, tags.Reason)
+			}
+		})
+	}
+}
+
+// mysqlEnv is an env whose source is a MySQL database.
+func mysqlEnv(t *testing.T, dsn, db, dest string) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	n := dbSeq.Add(1)
+	dir := t.TempDir()
+	e := &env{t: t, ctx: ctx, dest: dest}
+	destYAML := fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "dest.db"))
+	if dest == "postgres" {
+		var err error
+		if e.dstDSN, err = server.CreateDatabase(ctx, fmt.Sprintf("dst%d", n)); err != nil {
+			t.Fatal(err)
+		}
+		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+streams:
+  - name: s%d
+    source: {type: mysql, dsn: "%s"}
+    destination: %s
+    include: ["%s.*"]
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 200ms}
+    backfill: {chunk_size: 250}
+`, n, dsn, destYAML, db)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = cfg.Streams[0]
+	if e.st, err = store.Open(ctx, "sqlite://"+filepath.Join(dir, "meta.db")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.st.Close() })
+	return e
+}
+
+// assertConvergedMySQL waits until the destination equals the source, the
+// source read in one consistent snapshot through the registry.
+func (e *env) assertConvergedMySQL(id change.TableID) {
+	e.t.Helper()
+	t := e.s.lookup(id)
+	if t == nil {
+		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
+	}
+	src, err := source.Open(e.ctx, e.cfg.Source, source.Options{}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer src.Close()
+	snk := e.openDest()
+	var diff string
+	e.waitFor("destination equal to source for "+id.String(), func() bool {
+		chunk, err := src.ReadChunk(e.ctx, t, source.ReadOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		want := map[string]change.Row{}
+		for _, r := range chunk.Rows {
+			want[t.RowKey(r).Encode()] = r
+		}
+		got, err := snk.ReadRange(e.ctx, t, nil, nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		diff = diffRows(t, want, got)
+		return diff == ""
+	}, func() string { return diff })
+}
+
+// TestMySQLBinlogPurged: a stream stopped while the server purged the
+// binlog file its checkpoint is in fails with the way out instead of
+// reading on from a later file; `stream reset` then starts from the
+// current position and backfills every object, and the destination equals
+// the source again — the rows written while it was stopped included.
+func TestMySQLBinlogPurged(t *testing.T) {
+	ctx := context.Background()
+	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dsn, err := srv.CreateDatabase(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := srv.Root(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := root.Execute(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec("USE shop")
+	exec("CREATE TABLE items (id INT PRIMARY KEY, v VARCHAR(10))")
+	exec("INSERT INTO items VALUES (1, 'a'), (2, 'b')")
+	e := mysqlEnv(t, dsn, "shop", "sqlite")
+	e.start()
+	id := change.TableID{Schema: "shop", Name: "items"}
+	e.waitLoadedID(id)
+	exec("INSERT INTO items VALUES (3, 'c')")
+	e.assertConvergedMySQL(id)
+	e.stop()
+
+	exec("INSERT INTO items VALUES (4, 'd')")
+	exec("UPDATE items SET v = 'z' WHERE id = 1")
+	exec("FLUSH BINARY LOGS")
+	r, err := root.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, _ := r.GetString(0, 0)
+	exec("PURGE BINARY LOGS TO '" + current + "'")
+
+	e.s = New(e.cfg, e.st, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})
+	runCtx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.s.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.waitState(store.StateFailed)
+	if reason := e.s.State().Reason; !strings.Contains(reason, "purged") || !strings.Contains(reason, "tidemark stream reset") {
+		t.Fatalf("reason %q, want it to say the binlog was purged and to run tidemark stream reset", reason)
+	}
+	e.s.Reset()
+	e.waitState(store.StateRunning)
+	e.waitLoadedID(id)
+	e.assertConvergedMySQL(id)
+}
