@@ -205,7 +205,6 @@ func dateOrder(p *plan.Plan) []int {
 	return listed
 }
 
-
 // userZone reads ?tz= (default UTC).
 func userZone(r *http.Request) (*time.Location, error) {
 	name := r.URL.Query().Get("tz")

@@ -237,7 +237,26 @@ func TestMySQLBinlogPurged(t *testing.T) {
 		t.Fatal(err)
 	}
 	current, _ := r.GetString(0, 0)
-	exec("PURGE BINARY LOGS TO '" + current + "'")
+	// The stopped stream's binlog dump thread may linger a moment, and
+	// the server does not purge a file a reader has open.
+	e.waitFor("the stream's binlog reader gone", func() bool {
+		r, err := root.Execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := r.GetInt(0, 0)
+		return n == 0
+	})
+	// MariaDB keeps a file until its binlog checkpoint (InnoDB's flush of
+	// the file's transactions) is done: purge until the old file is gone.
+	e.waitFor("the old binlog file purged", func() bool {
+		exec("PURGE BINARY LOGS TO '" + current + "'")
+		r, err := root.Execute("SHOW BINARY LOGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.RowNumber() == 1
+	})
 
 	e.s = New(e.cfg, e.st, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})

@@ -24,6 +24,10 @@ import (
 type streamSource struct {
 	src       *Source
 	confirmed atomic.Uint64
+	// from is where the running Stream started reading: a stream reset
+	// starts at the binlog's end, past a purged position it confirmed
+	// before.
+	from atomic.Uint64
 }
 
 var _ source.Source = (*streamSource)(nil)
@@ -87,7 +91,7 @@ func (s *streamSource) LogState(ctx context.Context) (source.LogState, error) {
 		return state, &source.PermanentError{Err: errors.New("the server keeps no binlog files"),
 			Hint: "turn the binary log on (log_bin, binlog_format=ROW), restart the server, then run `tidemark doctor`"}
 	}
-	from := state.Confirmed
+	from := max(state.Confirmed, change.LSN(s.from.Load()))
 	if from == 0 {
 		return state, nil
 	}
@@ -134,6 +138,15 @@ func binaryLogs(c *client.Conn) ([]binaryLog, error) {
 }
 
 func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup source.TableLookup, out chan<- change.Event) error {
+	if start == 0 {
+		// Stream reads from the binlog's end: say where that is first.
+		end, err := s.src.CurrentPosition(ctx)
+		if err != nil {
+			return err
+		}
+		start = end
+	}
+	s.from.Store(uint64(start))
 	return s.src.Stream(ctx, start, TableLookup(lookup), out)
 }
 
