@@ -2,7 +2,7 @@ package stream
 
 import (
 	"context"
-	"math"
+	"slices"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -70,7 +70,7 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	est := Estimate{Objects: []ObjectEstimate{}, RowsPerSecond: rate, Basis: basis}
-	var seconds float64
+	var durations []float64
 	for _, id := range ids {
 		oe := ObjectEstimate{Object: config.FormatTable(id), Rows: -1}
 		size, err := conn.EstimateTable(ctx, id)
@@ -85,17 +85,32 @@ func (s *Stream) Estimate(ctx context.Context, ids []change.TableID) (Estimate, 
 			est.Rows += size.Rows
 			if rate > 0 {
 				oe.Seconds = float64(size.Rows) / rate
-				seconds += oe.Seconds
+				durations = append(durations, oe.Seconds)
 			}
 		}
 		est.Objects = append(est.Objects, oe)
 	}
 	if rate > 0 {
-		// Backfills run max_concurrent at a time.
-		lanes := math.Min(float64(max(s.cfg.Backfill.MaxConcurrent, 1)), float64(max(len(ids), 1)))
-		est.Seconds = seconds / lanes
+		est.Seconds = makespan(durations, s.cfg.Backfill.MaxConcurrent)
 	}
 	return est, nil
+}
+
+// makespan is how long backfills of the given durations take when they run
+// lanes at a time, each starting, in order, as soon as one ends: never
+// shorter than the longest one, nor than their sum shared by the lanes.
+func makespan(durations []float64, lanes int) float64 {
+	ends := make([]float64, max(lanes, 1))
+	for _, d := range durations {
+		first := 0
+		for i, e := range ends {
+			if e < ends[first] {
+				first = i
+			}
+		}
+		ends[first] += d
+	}
+	return slices.Max(ends)
 }
 
 // backfillRate is the rows per second of one backfill of this stream: the
