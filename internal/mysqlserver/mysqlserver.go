@@ -269,6 +269,27 @@ func (s *Server) Stop() {
 	os.RemoveAll(s.Dir)
 }
 
+// Restart stops the server and starts it again by PID on the same data
+// directory, socket and port: a clean shutdown (SIGTERM), or a crash
+// (SIGKILL: InnoDB recovers at start-up) when crash is true. Connections
+// to the old process fail; new ones succeed once Restart returns.
+func (s *Server) Restart(ctx context.Context, crash bool) error {
+	sig := syscall.SIGTERM
+	if crash {
+		sig = syscall.SIGKILL
+	}
+	s.proc.Stop(sig)
+	old := s.proc.Cmd()
+	cmd := exec.Command(old.Path, old.Args[1:]...)
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = old.Dir, old.Env, old.SysProcAttr
+	p, err := throwaway.Launch(cmd, filepath.Join(s.Dir, "server.log"))
+	if err != nil {
+		return fmt.Errorf("restart mariadbd: %w", err)
+	}
+	s.proc = p
+	return s.waitReady(ctx)
+}
+
 // sweepStale removes directories an earlier process left behind when it
 // was killed before it could stop its server: older than an hour, with no
 // live server.

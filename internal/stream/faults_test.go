@@ -96,63 +96,75 @@ type faultLoad struct {
 func (e *env) faultLoad(rows int, seed uint64, pace time.Duration) *faultLoad {
 	l := &faultLoad{}
 	l.maxID.Store(int64(rows))
+	r := rand.New(rand.NewPCG(seed, 7))
+	var conn *pgx.Conn
+	stop := e.paced(pace, func(ctx context.Context, i int) {
+		if conn == nil || conn.IsClosed() {
+			if conn != nil {
+				conn.Close(ctx)
+				conn = nil
+			}
+			c, err := pgx.Connect(ctx, e.srcDSN)
+			if err != nil {
+				return // the server is restarting: try again at the next tick
+			}
+			conn = c
+		}
+		top := int(l.maxID.Load())
+		id := 1 + r.IntN(top)
+		if r.IntN(2) == 0 {
+			id = 1 + (e.backfillProgress()+r.IntN(4*faultChunk))%top
+		}
+		var err error
+		switch op := r.IntN(10); {
+		case op < 6:
+			_, err = conn.Exec(ctx, "UPDATE t SET v = v + 1, note = $2 WHERE id = $1", id, fmt.Sprintf("update %d", i))
+		case op < 9:
+			next := l.maxID.Add(1) // taken even if the insert's outcome is unknown
+			_, err = conn.Exec(ctx, "INSERT INTO t VALUES ($1, $2, 'new') ON CONFLICT (id) DO NOTHING", next, i)
+		default:
+			_, err = conn.Exec(ctx, "DELETE FROM t WHERE id = $1", id)
+		}
+		if err == nil {
+			l.writes.Add(1)
+		}
+	})
+	l.stop = func() int64 {
+		if stop() && conn != nil {
+			conn.Close(context.Background())
+		}
+		return l.writes.Load()
+	}
+	return l
+}
+
+// paced calls step(ctx, i) for i = 0, 1, … at most once every pace, from a
+// goroutine of its own, until stop is called or the test ends; ctx ends at
+// stop. stop waits for the goroutine and reports whether this call ended it
+// (true once).
+func (e *env) paced(pace time.Duration, step func(ctx context.Context, i int)) (stop func() bool) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r := rand.New(rand.NewPCG(seed, 7))
 		tick := time.NewTicker(pace)
 		defer tick.Stop()
-		var conn *pgx.Conn
-		defer func() {
-			if conn != nil {
-				conn.Close(context.Background())
-			}
-		}()
 		for i := 0; ; i++ {
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
 				return
 			}
-			if conn == nil || conn.IsClosed() {
-				if conn != nil {
-					conn.Close(ctx)
-					conn = nil
-				}
-				c, err := pgx.Connect(ctx, e.srcDSN)
-				if err != nil {
-					continue // the server is restarting: try again at the next tick
-				}
-				conn = c
-			}
-			top := int(l.maxID.Load())
-			id := 1 + r.IntN(top)
-			if r.IntN(2) == 0 {
-				id = 1 + (e.backfillProgress()+r.IntN(4*faultChunk))%top
-			}
-			var err error
-			switch op := r.IntN(10); {
-			case op < 6:
-				_, err = conn.Exec(ctx, "UPDATE t SET v = v + 1, note = $2 WHERE id = $1", id, fmt.Sprintf("update %d", i))
-			case op < 9:
-				next := l.maxID.Add(1) // taken even if the insert's outcome is unknown
-				_, err = conn.Exec(ctx, "INSERT INTO t VALUES ($1, $2, 'new') ON CONFLICT (id) DO NOTHING", next, i)
-			default:
-				_, err = conn.Exec(ctx, "DELETE FROM t WHERE id = $1", id)
-			}
-			if err == nil {
-				l.writes.Add(1)
-			}
+			step(ctx, i)
 		}
 	}()
 	var once sync.Once
-	l.stop = func() int64 {
-		once.Do(func() { cancel(); <-done })
-		return l.writes.Load()
+	stop = func() (first bool) {
+		once.Do(func() { cancel(); <-done; first = true })
+		return first
 	}
-	e.t.Cleanup(func() { l.stop() })
-	return l
+	e.t.Cleanup(func() { stop() })
+	return stop
 }
 
 // backfillProgress is the rows read by the stream's active backfill (0
@@ -385,17 +397,7 @@ func TestFaultSourceDuringBackfill(t *testing.T) {
 
 			began := time.Now()
 			c.fault(e, own)
-			retry, next := states.wait(e, mark, store.StateRetrying)
-			if !strings.Contains(retry.Reason, "(retrying in ") {
-				t.Errorf("retrying reason %q does not say when the next attempt is", retry.Reason)
-			}
-			states.wait(e, next, store.StateRunning)
-			t.Logf("back to running %s after the fault (read %d rows before it); states: %s", time.Since(began).Round(time.Millisecond), mid.RowsRead, statesText(states.since(mark)))
-			for _, s := range states.since(mark) {
-				if s.State == store.StateFailed {
-					t.Fatalf("the stream failed on a transient fault: %q", s.Reason)
-				}
-			}
+			e.retriedAfter(states, mark, began, mid)
 
 			e.waitLoaded("t")
 			e.phase("backfill loaded")
@@ -407,21 +409,44 @@ func TestFaultSourceDuringBackfill(t *testing.T) {
 			if o := e.object("t"); o.BackfillID != id {
 				t.Fatalf("the object's backfill is %d, want %d: the run was replaced", o.BackfillID, id)
 			}
-			// One pass reads each key at most once, and no key exceeds maxID.
-			// Chunks merged but not committed when the fault hit are read
-			// again: those of the moment before the fault (rows read but not
-			// written), and a few more merged just before it. A backfill that
-			// started over would read the third it had committed again.
-			bound := load.maxID.Load() + (mid.RowsRead - mid.RowsWritten) + 5*faultChunk
-			t.Logf("%d writes; backfill: rows_read %d (bound %d), rows_written %d, chunks %d, retries %d, window conflicts %d",
-				writes, b.RowsRead, bound, b.RowsWritten, b.Chunks, b.Retries, b.WindowConflicts)
-			if b.RowsRead > bound {
-				t.Errorf("rows_read %d > %d: the backfill did not continue from its cursor", b.RowsRead, bound)
-			}
-			if writes == 0 {
-				t.Error("no writes during the test")
-			}
+			e.checkResumed(b, mid, load.maxID.Load(), writes)
 		})
+	}
+}
+
+// retriedAfter waits, from the state log's mark, for the stream to retry
+// (saying when it tries next) and run again, and fails if it failed.
+func (e *env) retriedAfter(states *stateLog, mark int, began time.Time, mid store.Backfill) {
+	e.t.Helper()
+	retry, next := states.wait(e, mark, store.StateRetrying)
+	if !strings.Contains(retry.Reason, "(retrying in ") {
+		e.t.Errorf("retrying reason %q does not say when the next attempt is", retry.Reason)
+	}
+	states.wait(e, next, store.StateRunning)
+	e.t.Logf("back to running %s after the fault (read %d rows before it); states: %s", time.Since(began).Round(time.Millisecond), mid.RowsRead, statesText(states.since(mark)))
+	for _, s := range states.since(mark) {
+		if s.State == store.StateFailed {
+			e.t.Fatalf("the stream failed on a transient fault: %q", s.Reason)
+		}
+	}
+}
+
+// checkResumed checks that backfill b, at mid when the fault hit, went on
+// from its cursor: one pass reads each key at most once, and no key exceeds
+// maxID. Chunks merged but not committed when the fault hit are read again:
+// those of the moment before the fault (rows read but not written), and a
+// few more merged just before it. A backfill that started over would read
+// the third it had committed again.
+func (e *env) checkResumed(b, mid store.Backfill, maxID, writes int64) {
+	e.t.Helper()
+	bound := maxID + (mid.RowsRead - mid.RowsWritten) + 5*faultChunk
+	e.t.Logf("%d writes; backfill: rows_read %d (bound %d), rows_written %d, chunks %d, retries %d, window conflicts %d",
+		writes, b.RowsRead, bound, b.RowsWritten, b.Chunks, b.Retries, b.WindowConflicts)
+	if b.RowsRead > bound {
+		e.t.Errorf("rows_read %d > %d: the backfill did not continue from its cursor", b.RowsRead, bound)
+	}
+	if writes == 0 {
+		e.t.Error("no writes during the test")
 	}
 }
 
