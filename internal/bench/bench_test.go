@@ -94,29 +94,41 @@ func (bn *bench) measure(r result, run func() (time.Duration, error)) (result, e
 	if err := bn.sv.checkpoint(bn.ctx); err != nil {
 		return r, fmt.Errorf("before %s: %w", r.name, err)
 	}
-	if bn.hwm {
+	bn.logf("%s …", r.name)
+	r, err := timeRun(r, bn.hwm, func() cpuTimes { return readCPU(bn.sv) }, run)
+	if err != nil {
+		return r, err
+	}
+	bn.logf("%s: %.2fs, %.0f rows/s", r.name, r.elapsed.Seconds(), r.rowsPerSec())
+	bn.results = append(bn.results, r)
+	return r, nil
+}
+
+// timeRun runs one timed step and fills r's time, RSS and CPU figures: the
+// peak RSS is VmHWM reset before the run if hwm, else the largest VmRSS
+// sampled; cpu reads the CPU times. run returns the duration it timed
+// itself.
+func timeRun(r result, hwm bool, cpu func() cpuTimes, run func() (time.Duration, error)) (result, error) {
+	if hwm {
 		if err := resetPeak(); err != nil {
 			return r, err
 		}
 	}
-	bn.logf("%s …", r.name)
 	r.before, _ = procStatus("VmRSS")
 	sampler := startSampler()
-	cpu0 := readCPU(bn.sv)
+	cpu0 := cpu()
 	elapsed, err := run()
-	r.cpu = readCPU(bn.sv).sub(cpu0)
+	r.cpu = cpu().sub(cpu0)
 	r.sampled = sampler.Stop()
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", r.name, err)
 	}
 	r.elapsed, r.peak = elapsed, r.sampled
-	if bn.hwm {
+	if hwm {
 		if r.peak, err = procStatus("VmHWM"); err != nil {
 			return r, err
 		}
 	}
-	bn.logf("%s: %.2fs, %.0f rows/s", r.name, elapsed.Seconds(), r.rowsPerSec())
-	bn.results = append(bn.results, r)
 	return r, nil
 }
 

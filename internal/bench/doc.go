@@ -6,7 +6,10 @@
 // a tidemark backfill through a live stream. BenchmarkBackfillUnderLoad
 // (underload_test.go, loadgen_test.go) measures the lag of live changes
 // under 1,000 updates/s through native logical replication and through
-// tidemark while it backfills the table being updated. They run only with
-// -bench (`make bench`); `go test ./internal/bench/` runs nothing heavy.
+// tidemark while it backfills the table being updated. BenchmarkMySQL
+// (mysql_test.go) backfills a MariaDB table of a million rows into
+// PostgreSQL through a mysql stream against the mariadb client piped into
+// psql's COPY. They run only with -bench (`make bench`); `go test
+// ./internal/bench/` runs nothing heavy.
 // See docs/benchmark.md for what is measured and the figures.
 package bench

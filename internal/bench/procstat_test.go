@@ -119,26 +119,35 @@ func (s *rssSampler) Stop() int64 {
 	return s.max
 }
 
-// cpuTimes is CPU time used so far by this process, by the source and the
-// destination PostgreSQL servers (each postmaster, its live children, and
-// the children it reaped) and by the whole machine (every CPU's non-idle
-// time).
-type cpuTimes struct{ self, src, dst, machine time.Duration }
+// cpuTimes is CPU time used so far by this process, by the child
+// processes it waited for (the client programs of a shell pipe), by the
+// source and the destination servers (each server process, its live
+// children, and the children it reaped) and by the whole machine (every
+// CPU's non-idle time).
+type cpuTimes struct{ self, children, src, dst, machine time.Duration }
 
-func readCPU(sv servers) cpuTimes {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return cpuTimes{self: self, src: serverCPU(sv.src.PID()), dst: serverCPU(sv.dst.PID()), machine: machineCPU()}
+func readCPU(sv servers) cpuTimes { return readCPUOf(sv.src.PID(), sv.dst.PID()) }
+
+// readCPUOf is readCPU for the source and destination servers' PIDs (a
+// postmaster, or a MariaDB server whose threads are one process).
+func readCPUOf(src, dst int) cpuTimes {
+	rusage := func(who int) time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(who, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return cpuTimes{self: rusage(syscall.RUSAGE_SELF), children: rusage(syscall.RUSAGE_CHILDREN),
+		src: serverCPU(src), dst: serverCPU(dst), machine: machineCPU()}
 }
 
 func (c cpuTimes) sub(o cpuTimes) cpuTimes {
-	return cpuTimes{self: c.self - o.self, src: c.src - o.src, dst: c.dst - o.dst, machine: c.machine - o.machine}
+	return cpuTimes{self: c.self - o.self, children: c.children - o.children, src: c.src - o.src, dst: c.dst - o.dst,
+		machine: c.machine - o.machine}
 }
 
 // others is the CPU time the rest of the machine used: other processes
 // compete for the same two cores and slow every figure down.
-func (c cpuTimes) others() time.Duration { return max(0, c.machine-c.self-c.src-c.dst) }
+func (c cpuTimes) others() time.Duration { return max(0, c.machine-c.self-c.children-c.src-c.dst) }
 
 // machineCPU is the non-idle time of every CPU from /proc/stat's "cpu"
 // line: user nice system idle iowait irq softirq steal.

@@ -68,14 +68,14 @@ func (bn *bench) print(out io.Writer) {
 	fmt.Fprintln(out, "Go is this process (the benchmark and tidemark), src PG and dst PG every process of each server,")
 	fmt.Fprintln(out, "other the rest of the machine: a run with much other CPU competed for the two cores and is slower")
 	fmt.Fprintln(out, "than it would be on a quiet machine.")
-	bn.warnBusy(out)
+	warnBusy(out, bn.results)
 }
 
 // warnBusy names the runs during which other processes used more than a
 // tenth of the machine: their figures are lower than a quiet machine's.
-func (bn *bench) warnBusy(out io.Writer) {
+func warnBusy(out io.Writer, results []result) {
 	var busy []string
-	for _, r := range bn.results {
+	for _, r := range results {
 		capacity := r.elapsed.Seconds() * float64(runtime.NumCPU())
 		if share := r.cpu.others().Seconds() / capacity; share > 0.1 {
 			busy = append(busy, fmt.Sprintf("%s (%.0f%%)", r.name, 100*share))

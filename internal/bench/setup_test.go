@@ -179,16 +179,17 @@ func exec(ctx context.Context, dsn string, stmts ...string) error {
 	return nil
 }
 
-// countRows counts a table's rows (a sanity check after each run).
-func countRows(ctx context.Context, dsn, table string) (int64, error) {
+// countRows counts a table's rows (a sanity check after each run); table
+// is its name, or its schema and name.
+func countRows(ctx context.Context, dsn string, table ...string) (int64, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
 	var n int64
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count rows of %s: %w", table, err)
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier(table).Sanitize()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", strings.Join(table, "."), err)
 	}
 	return n, nil
 }

@@ -22,17 +22,25 @@ const streamName = "bench"
 // configuration through config.Parse, default stream.Options, a SQLite
 // metadata store.
 type tidemark struct {
-	s    *stream.Stream
-	st   *store.Store
-	stop func() error
+	s      *stream.Stream
+	st     *store.Store
+	schema string // of the tables backfilled
+	stop   func() error
 }
 
-// startTidemark starts a stream from srcDSN into the postgres destination
-// dstDSN (backfill mode manual) and waits until it is running. extra are
-// more keys of the stream's YAML mapping, one a line ("batch: {…}"). The
-// verify that ends each backfill is off: it would read the table again
-// while later phases measure.
+// startTidemark starts a stream from the PostgreSQL database srcDSN into
+// the postgres destination dstDSN (backfill mode manual) and waits until it
+// is running. extra are more keys of the stream's YAML mapping, one a line
+// ("batch: {…}"). The verify that ends each backfill is off: it would read
+// the table again while later phases measure.
 func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, p params, extra ...string) (*tidemark, error) {
+	return startStream(ctx, "postgres", srcDSN, "public", dstDSN, dir, p, extra...)
+}
+
+// startStream is startTidemark from a source of any type (srcType, as in
+// the source's "type" key) whose tables are in schema (for MySQL, the
+// database).
+func startStream(ctx context.Context, srcType, srcDSN, schema, dstDSN, dir string, p params, extra ...string) (*tidemark, error) {
 	var more strings.Builder
 	write := ""
 	if p.chunkWrite != "" {
@@ -44,11 +52,11 @@ func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, p params, ex
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
   - name: %s
-    source: {type: postgres, dsn: "%s"}
+    source: {type: %s, dsn: "%s"}
     destination: {type: postgres, dsn: "%s"}
-    include: ["public.*"]
+    include: ["%s.*"]
     backfill: {mode: manual, chunk_size: %d%s, verify: false}
-%s`, streamName, srcDSN, dstDSN, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
+%s`, streamName, srcType, srcDSN, dstDSN, schema, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}
@@ -65,7 +73,7 @@ streams:
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	tm := &tidemark{s: s, st: st}
+	tm := &tidemark{s: s, st: st, schema: schema}
 	tm.stop = func() error {
 		cancel()
 		err := <-done
@@ -100,14 +108,14 @@ func (tm *tidemark) waitRunning(ctx context.Context) error {
 	return nil
 }
 
-// backfill initiates a backfill of public.<table> (as the CLI would) and
+// backfill initiates a backfill of <schema>.<table> (as the CLI would) and
 // waits until its object is Completed and Loaded. It returns the time from
 // Initiate to that point and the backfill's final record.
 func (tm *tidemark) backfill(ctx context.Context, table string) (time.Duration, store.Backfill, error) {
 	events, unsubscribe := tm.s.Subscribe()
 	defer unsubscribe()
 	start := time.Now()
-	recs, err := tm.s.Initiate(ctx, []change.TableID{{Schema: "public", Name: table}}, store.StartedByCLI, nil)
+	recs, err := tm.s.Initiate(ctx, []change.TableID{{Schema: tm.schema, Name: table}}, store.StartedByCLI, nil)
 	if err != nil {
 		return 0, store.Backfill{}, fmt.Errorf("initiate backfill of %s: %w", table, err)
 	}
@@ -145,7 +153,7 @@ func (tm *tidemark) backfill(ctx context.Context, table string) (time.Duration, 
 
 // loaded tells whether the object's backfill id is Completed and Loaded.
 func (tm *tidemark) loaded(ctx context.Context, table string, id int64) (bool, error) {
-	o, err := tm.st.GetObject(ctx, streamName, "public", table)
+	o, err := tm.st.GetObject(ctx, streamName, tm.schema, table)
 	if err != nil {
 		return false, fmt.Errorf("read object %s: %w", table, err)
 	}
