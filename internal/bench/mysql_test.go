@@ -110,6 +110,7 @@ type myBench struct {
 	dst     *pgserver.Server
 	bytes   int64  // the source table's data_length + index_length
 	version string // MariaDB's
+	digest  string // of the destination table the first run left
 	results []result
 }
 
@@ -303,7 +304,8 @@ func (mb *myBench) runTidemark(i int) error {
 }
 
 // dropDatabase checks that a run left every row in src.t of the
-// destination database db and drops db, so that the next runs start alike.
+// destination database db, the same values as every other run, and drops
+// db, so that the next runs start alike.
 func (mb *myBench) dropDatabase(db string) error {
 	n, err := countRows(mb.ctx, mb.dst.DSN(db), myDB, myTable)
 	if err != nil {
@@ -312,8 +314,33 @@ func (mb *myBench) dropDatabase(db string) error {
 	if n != mb.p.rows {
 		return fmt.Errorf("%s: src.t holds %d rows, want %d", db, n, mb.p.rows)
 	}
+	if err := mb.checkDigest(db); err != nil {
+		return err
+	}
 	if err := exec(mb.ctx, mb.dst.DSN("postgres"), "DROP DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
 		return fmt.Errorf("drop database %s: %w", db, err)
+	}
+	return nil
+}
+
+// checkDigest compares an md5 of src.t's rows in the destination database
+// db, as PostgreSQL prints them in key order, with the first run's: the
+// pipe and tidemark must have written the same values.
+func (mb *myBench) checkDigest(db string) error {
+	conn, err := pgx.Connect(mb.ctx, mb.dst.DSN(db))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(mb.ctx)
+	var digest string
+	err = conn.QueryRow(mb.ctx, "SELECT md5(string_agg(t::text, E'\\n' ORDER BY id)) FROM src.t AS t").Scan(&digest)
+	if err != nil {
+		return fmt.Errorf("digest of %s.src.t: %w", db, err)
+	}
+	if mb.digest == "" {
+		mb.digest = digest
+	} else if digest != mb.digest {
+		return fmt.Errorf("%s.src.t differs from the first run's table (md5 %s, want %s)", db, digest, mb.digest)
 	}
 	return nil
 }
