@@ -165,6 +165,9 @@ func (s *Server) args(overrides map[string]string) []string {
 		"max-allowed-packet":             "64M",
 		"max-connections":                "100",
 		"log-error":                      filepath.Join(s.Dir, "error.log"),
+		// Not the shared /tmp: another server (or a sweep of /tmp) must not
+		// touch this one's temporary tables.
+		"tmpdir": s.tmpDir(),
 	}
 	for k, v := range overrides {
 		settings[k] = v

@@ -64,9 +64,12 @@ func checkSettings(t *testing.T, s *Server) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	r, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@port, @@socket")
+	r, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@port, @@socket, @@tmpdir")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tmp, _ := r.GetString(0, 6); tmp != s.tmpDir() {
+		t.Errorf("tmpdir = %q, want the server's own %s (not the shared /tmp)", tmp, s.tmpDir())
 	}
 	got := make([]string, 6)
 	for i := range got {
