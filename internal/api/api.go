@@ -174,11 +174,17 @@ func (s *Server) handle(pattern string, need config.Role, h handlerFunc) {
 	s.route(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.authenticate(r)
 		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && s.st != nil {
+				// Who asked for a change is recorded, refused or not.
+				rec := &actionRecorder{statusRecorder: statusRecorder{ResponseWriter: w}, body: r.Body}
+				r.Body, w = rec, rec
+				defer s.recordAction(r, pattern, c.who, rec)
+			}
 			err = c.require(need, "")
 		}
 		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 			err = h(w, r, c.who)
 		}
 		if err != nil {

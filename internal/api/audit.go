@@ -22,9 +22,14 @@ import (
 const (
 	AuditStream = "stream" // a backfill of a stream's table (store.Backfill)
 	AuditBatch  = "batch"  // a backfill of recurring tasks (store.BatchBackfill)
+	// AuditAction is a request that changed something (store.Action):
+	// listed with kind=action or kind=all.
+	AuditAction = "action"
+	auditAll    = "all"
 )
 
-// AuditRecord is one backfill of either kind as the audit trail shows it.
+// AuditRecord is one backfill of either kind, or one action, as the audit
+// trail shows it.
 type AuditRecord struct {
 	Kind string `json:"kind"` // AuditStream or AuditBatch
 	ID   int64  `json:"id"`   // the id among the backfills of its kind
@@ -53,6 +58,32 @@ type StreamFigures struct {
 	RowsWritten int64 `json:"rows_written"`
 	Bytes       int64 `json:"bytes"`
 	Chunks      int64 `json:"chunks"`
+}
+
+// ActionFigures are what an action was answered: its HTTP status.
+type ActionFigures struct {
+	Status int `json:"status"`
+}
+
+// actionAudit is an action as the audit trail shows it: Name is the method
+// and the path it was sent to, State "done" or "refused", StartedBy who
+// sent it, Options its body.
+func actionAudit(a store.Action) AuditRecord {
+	method, _, _ := strings.Cut(a.Action, " ")
+	state := "done"
+	if a.Status >= 300 {
+		state = "refused"
+	}
+	rec := AuditRecord{Kind: AuditAction, ID: a.ID, Name: method + " " + a.Path, State: state, StartedBy: a.Who,
+		CreatedAt: a.At, Figures: ActionFigures{Status: a.Status}}
+	if a.Detail != "" {
+		if json.Valid([]byte(a.Detail)) {
+			rec.Options = json.RawMessage(a.Detail)
+		} else {
+			rec.Options, _ = json.Marshal(a.Detail)
+		}
+	}
+	return rec
 }
 
 // BatchFigures are a batch backfill's instance count and its instances
@@ -131,9 +162,10 @@ var auditParams = []string{"kind", "stream", "object", "task", "state", "started
 
 // auditQuery is a validated audit request.
 type auditQuery struct {
-	streams, batches bool // which kinds to list
-	stream           store.BackfillFilter
-	batch            store.BatchBackfillFilter
+	streams, batches, actions bool // which kinds to list
+	stream                    store.BackfillFilter
+	batch                     store.BatchBackfillFilter
+	action                    store.ActionFilter
 	limit            int
 	csv              bool
 }
@@ -168,10 +200,11 @@ func parseAuditQuery(r *http.Request) (auditQuery, error) {
 		return a, err
 	}
 	a.stream.Since, a.stream.Until, a.batch.Since, a.batch.Until = since, until, since, until
+	a.action = store.ActionFilter{Who: startedBy, Since: since, Until: until}
 	if a.limit, err = intParam(r, "limit", store.DefaultBackfillLimit, 1, 100000); err != nil {
 		return a, err
 	}
-	a.stream.Limit, a.batch.Limit = a.limit, a.limit
+	a.stream.Limit, a.batch.Limit, a.action.Limit = a.limit, a.limit, a.limit
 	if a.csv, err = auditAsCSV(q.Get("format"), r.Header.Values("Accept")); err != nil {
 		return a, err
 	}
@@ -203,10 +236,18 @@ func (a *auditQuery) selectKinds(kind string, streamFilter, taskFilter bool) err
 		a.streams = true
 	case AuditBatch:
 		a.batches = true
+	case AuditAction:
+		a.actions = true
+	case auditAll:
+		a.streams, a.batches, a.actions = true, true, true
 	default:
-		return badRequest("kind %q: use stream or batch (or leave it out for both)", kind)
+		return badRequest("kind %q: use stream or batch (or leave it out for both), action for the requests that changed something, or all", kind)
+	}
+	if kind == AuditAction && (streamFilter || taskFilter) {
+		return badRequest("stream, object and task select backfills: leave them out with kind=action")
 	}
 	if streamFilter {
+		a.actions = false
 		if kind == AuditBatch {
 			return badRequest("stream and object select stream backfills: leave them out with kind=batch")
 		}
@@ -216,6 +257,7 @@ func (a *auditQuery) selectKinds(kind string, streamFilter, taskFilter bool) err
 		a.batches = false
 	}
 	if taskFilter {
+		a.actions = false
 		if kind == AuditStream {
 			return badRequest("task selects batch backfills: leave it out with kind=stream")
 		}
@@ -230,6 +272,10 @@ func (a *auditQuery) selectKindsByState(state string) error {
 	if state == "" {
 		return nil
 	}
+	if a.actions && !a.streams && !a.batches {
+		return badRequest("state selects backfills: leave it out with kind=action")
+	}
+	a.actions = false
 	streamOK, batchOK := a.streams && store.ValidStatus(state), a.batches && store.ValidBatchState(state)
 	switch {
 	case streamOK || batchOK:
@@ -304,7 +350,8 @@ func acceptsCSV(accept []string) bool {
 	return csvQ > 0 && (csvQ > jsonQ || (csvQ == jsonQ && first == "text/csv"))
 }
 
-// audit lists the backfills of both kinds, newest first.
+// audit lists the backfills of both kinds, and with kind=action or all the
+// actions, newest first.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) error {
 	a, err := parseAuditQuery(r)
 	if err != nil {
@@ -330,6 +377,17 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 	}
 	out := mergeAudit(streams, batches, a.limit)
+	if a.actions {
+		recs, err := s.st.ListActions(r.Context(), a.action)
+		if err != nil {
+			return err
+		}
+		actions := make([]AuditRecord, 0, len(recs))
+		for _, act := range recs {
+			actions = append(actions, actionAudit(act))
+		}
+		out = mergeAudit(out, actions, a.limit)
+	}
 	if len(out) == 0 && a.streams {
 		// Nothing of a stream or object that does not exist, rather than
 		// an empty trail that reads as "none yet".

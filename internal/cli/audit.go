@@ -87,7 +87,7 @@ creation time (RFC 3339). --format csv prints the API's CSV as it is
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&kind, "kind", "", "only backfills of this kind: stream or batch")
+	fl.StringVar(&kind, "kind", "", "only backfills of this kind: stream or batch; action: every request that changed something (pause, resume, stop, rate, rerun, …) and who sent it; all: both")
 	fl.StringVar(&stream, "stream", "", "only stream backfills of this stream")
 	fl.StringVar(&object, "object", "", "only stream backfills of this object (schema.table)")
 	fl.StringVar(&task, "task", "", "only batch backfills started from this task id")
@@ -112,6 +112,11 @@ func auditFigures(r auditRecord) string {
 		var f api.BatchFigures
 		if json.Unmarshal(r.Figures, &f) == nil {
 			return stateCounts(store.BatchBackfill{Instances: f.Instances, States: f.States})
+		}
+	case api.AuditAction:
+		var f api.ActionFigures
+		if json.Unmarshal(r.Figures, &f) == nil {
+			return fmt.Sprintf("HTTP %d", f.Status)
 		}
 	}
 	return dash(string(r.Figures))

@@ -161,4 +161,20 @@ tasks:
 	expect(t, 2, []string{"use table, json or csv"}, append(addr, "audit", "--format", "xml")...)
 	expect(t, 2, []string{"--json and --format csv"}, append(addr, "audit", "--json", "--format", "csv")...)
 	expect(t, 2, []string{"wrong number of arguments"}, append(addr, "audit", "extra")...)
+
+	// Actions: every request that changed something, with who sent it —
+	// here the CLI's initiations and batch backfills above, then a pause and
+	// a resume of the stream.
+	expect(t, 0, nil, append(addr, "stream", "pause", "s")...)
+	expect(t, 0, nil, append(addr, "stream", "resume", "s")...)
+	r = cli("audit", "--kind", "action")
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 3 || !strings.Contains(lines[1], "POST /api/v1/streams/s/resume") ||
+		!strings.Contains(lines[2], "POST /api/v1/streams/s/pause") || !strings.Contains(lines[1], "done") ||
+		!strings.Contains(lines[1], "cli") || !strings.Contains(lines[1], "HTTP 202") {
+		t.Errorf("audit --kind action: %s", r)
+	}
+	if !strings.Contains(r.stdout, "POST /api/v1/streams/s/backfills") {
+		t.Errorf("audit --kind action lacks the initiation: %s", r)
+	}
 }

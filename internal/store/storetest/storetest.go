@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Backfills", testBackfills},
 		{"BackfillFilters", testBackfillFilters},
 		{"Runs", testRuns},
+		{"Actions", testActions},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"Validation", testValidation},
