@@ -158,6 +158,7 @@ func (m *backfills) initiate(ctx context.Context, ids []change.TableID, startedB
 		m.queue = append(m.queue, r)
 		m.byID[rec.ID] = r
 		out = append(out, rec)
+		m.logInitiated(rec)
 		m.notify(rec)
 	}
 	m.scheduleLocked()
@@ -229,8 +230,44 @@ func (m *backfills) finishLocked(ctx context.Context, r *run, status, errMsg str
 			return err
 		}
 	}
+	m.logFinish(rec)
 	m.notify(rec)
 	return nil
+}
+
+// logInitiated tells who initiated a backfill, with its options and run
+// when it has them.
+func (m *backfills) logInitiated(rec store.Backfill) {
+	args := []any{"backfill_id", rec.ID, "object", change.TableID{Schema: rec.Schema, Name: rec.Table}.String(), "started_by", rec.StartedBy}
+	if len(rec.Options) > 0 {
+		args = append(args, "options", rec.Options)
+	}
+	if rec.RunID != 0 {
+		args = append(args, "run_id", rec.RunID)
+	}
+	m.log.Info("backfill initiated", args...)
+}
+
+// logFinish tells the end of a backfill at info level (a failure at warn):
+// the rows read and the time it took (what was written, and the verify,
+// follow once the destination committed it).
+func (m *backfills) logFinish(rec store.Backfill) {
+	args := []any{"backfill_id", rec.ID, "object", change.TableID{Schema: rec.Schema, Name: rec.Table}.String(),
+		"rows_read", rec.RowsRead}
+	if rec.StartedAt != nil && rec.FinishedAt != nil {
+		args = append(args, "seconds", rec.FinishedAt.Sub(*rec.StartedAt).Round(time.Millisecond).Seconds())
+	}
+	if rec.Verify != nil {
+		args = append(args, "verify", rec.Verify.Status)
+	}
+	switch rec.Status {
+	case StatusCompleted:
+		m.log.Info("backfill completed", args...)
+	case StatusFailed:
+		m.log.Warn("backfill failed", append(args, "reason", rec.Error)...)
+	default:
+		m.log.Info("backfill "+rec.Status, args...)
+	}
 }
 
 // attach lends the backfills a running stream. Active and pending runs are
@@ -428,6 +465,11 @@ func (m *backfills) startLocked(r *run, cur sink.Cursor) {
 	var rowsBefore int64
 	if cur.BackfillID == r.rec.ID {
 		after, rowsBefore = cur.After, cur.Rows
+	}
+	if after != nil {
+		m.log.Info("backfill resumed from its cursor", "backfill_id", r.rec.ID, "object", id.String(), "rows_done", rowsBefore)
+	} else {
+		m.log.Info("backfill started", "backfill_id", r.rec.ID, "object", id.String(), "started_by", r.rec.StartedBy)
 	}
 	rt := m.rt
 	m.wg.Add(1)

@@ -57,6 +57,10 @@ func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *cover
 			"differing_ranges", sum.DifferingRanges, "ranges", sum.Ranges)
 		m.setReason(r, reason)
 	}
+	if sum.Status != VerifyDiffer {
+		m.log.Info("backfill verified", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "verify", sum.Status,
+			"source_rows", sum.SourceRows, "destination_rows", sum.DestRows, "error", sum.Error)
+	}
 	m.update(r, func(b *store.Backfill) { b.Verify = sum }) // last: waiting on it sees the reason
 }
 
