@@ -12,6 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/rowfilter"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Chunk is a run of rows read in key order inside one consistent
@@ -38,6 +40,12 @@ type ReadOptions struct {
 	After change.Key // exclusive lower bound; nil for the first chunk
 	Upto  change.Key // inclusive upper bound; nil for none
 	Limit int        // 0 for no limit
+	// Filter is the condition the rows must match (nil for none), rendered
+	// by filterSQL.
+	Filter *rowfilter.Filter
+	// Columns names the non-key columns to read (nil: all); the others are
+	// Unchanged in the rows read.
+	Columns []string
 }
 
 // ErrNoSnapshotPosition is returned by ReadChunk on a server that does not
@@ -56,7 +64,10 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 	if err != nil {
 		return Chunk{}, err
 	}
-	sql, args, err := chunkQuery(t, opt)
+	if r.picked, err = pickColumns(t, opt.Columns); err != nil {
+		return Chunk{}, err
+	}
+	sql, args, err := chunkQuery(t, opt, r.picked)
 	if err != nil {
 		return Chunk{}, fmt.Errorf("read chunk of %s: %w", quoteTable(t.ID), err)
 	}
@@ -107,13 +118,22 @@ func snapshotPosition(c *client.Conn) (string, change.LSN, error) {
 	return file, l, err
 }
 
-// chunkQuery renders the keyset query: key bounds as row comparisons with
-// bound parameters, rows in key order.
-func chunkQuery(t *change.Table, opt ReadOptions) (string, []any, error) {
+// chunkQuery renders the keyset query: the filter as its own
+// parenthesized condition, key bounds as row comparisons, all with bound
+// parameters, rows in key order; the picked columns only (nil: all).
+func chunkQuery(t *change.Table, opt ReadOptions, picked []int) (string, []any, error) {
 	var (
 		where []string
 		args  []any
 	)
+	if opt.Filter != nil {
+		cond, fargs, err := filterSQL(opt.Filter, t)
+		if err != nil {
+			// A column renamed or dropped since the backfill was asked.
+			return "", nil, &source.PermanentError{Err: err, Hint: "initiate the backfill again with a filter on the table's columns"}
+		}
+		where, args = append(where, "("+cond+")"), fargs
+	}
 	for _, b := range []struct {
 		key change.Key
 		op  string
@@ -128,7 +148,7 @@ func chunkQuery(t *change.Table, opt ReadOptions) (string, []any, error) {
 		args = append(args, bargs...)
 		where = append(where, "("+keyList(t)+") "+b.op+" "+params)
 	}
-	sql := "SELECT " + selectList(t) + " FROM " + quoteTable(t.ID)
+	sql := "SELECT " + pickedList(t, picked) + " FROM " + quoteTable(t.ID)
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}

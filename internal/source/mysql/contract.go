@@ -165,30 +165,16 @@ func (s *streamSource) Confirm(pos change.LSN) {
 // Config.Heartbeat, and Stream reports progress on each.
 func (s *streamSource) WantPosition(change.LSN) {}
 
-// errUnsupported is an option this source cannot honour yet.
-func errUnsupported(what string) error {
-	return &source.PermanentError{Err: fmt.Errorf("%s on a mysql source is not supported yet", what),
-		Hint: "initiate the backfill without it (see docs/mysql.md)"}
-}
-
 func (s *streamSource) ReadChunk(ctx context.Context, t *change.Table, opt source.ReadOptions) (source.Chunk, error) {
-	if opt.Filter != nil {
-		return source.Chunk{}, errUnsupported("a row filter")
-	}
-	if opt.Columns != nil {
-		return source.Chunk{}, errUnsupported("a column subset")
-	}
-	c, err := s.src.ReadChunk(ctx, t, ReadOptions{After: opt.After, Upto: opt.Upto, Limit: opt.Limit})
+	c, err := s.src.ReadChunk(ctx, t, ReadOptions{After: opt.After, Upto: opt.Upto, Limit: opt.Limit, Filter: opt.Filter, Columns: opt.Columns})
 	if err != nil {
 		return source.Chunk{}, err
 	}
 	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: c.Position}, Position: c.Position, Bytes: c.Bytes}, nil
 }
 
-// CheckFilter refuses every filter for now: the grammar is rendered for
-// PostgreSQL only.
-func (s *streamSource) CheckFilter(context.Context, *change.Table, *rowfilter.Filter) error {
-	return fmt.Errorf("%w: row filters on a mysql source are not supported yet", source.ErrFilter)
+func (s *streamSource) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {
+	return s.src.CheckFilter(ctx, t, filter)
 }
 
 // ReadGenerated is never needed: a full row image carries every column,

@@ -2,12 +2,14 @@ package mysql
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // rowReader decodes result rows of a table's columns (in column order)
@@ -15,6 +17,9 @@ import (
 type rowReader struct {
 	t      *change.Table
 	codecs []codec
+	// picked maps the selected columns to the table's when only some are
+	// read (nil: all, in order); the others are Unchanged.
+	picked []int
 }
 
 func newRowReader(t *change.Table) (*rowReader, error) {
@@ -29,17 +34,34 @@ func newRowReader(t *change.Table) (*rowReader, error) {
 	return r, nil
 }
 
-// row decodes one row of Go values, in column order.
+// row decodes one row of Go values, in column order (of the picked
+// columns, when some are).
 func (r *rowReader) row(vals []any) (change.Row, error) {
-	row := make(change.Row, len(vals))
-	for i, v := range vals {
-		val, err := r.codecs[i].value(v)
-		if err != nil {
-			return nil, fmt.Errorf("table %s column %s: %w", quoteTable(r.t.ID), quoteIdent(r.t.Columns[i].Name), err)
-		}
-		row[i] = val
+	if r.picked == nil {
+		row := make(change.Row, len(vals))
+		return row, r.decode(row, vals, nil)
 	}
-	return row, nil
+	row := make(change.Row, len(r.t.Columns))
+	for i := range row {
+		row[i] = change.Value{Unchanged: true}
+	}
+	return row, r.decode(row, vals, r.picked)
+}
+
+// decode places vals in row, each at picked[i] (at i when picked is nil).
+func (r *rowReader) decode(row change.Row, vals []any, picked []int) error {
+	for i, v := range vals {
+		j := i
+		if picked != nil {
+			j = picked[i]
+		}
+		val, err := r.codecs[j].value(v)
+		if err != nil {
+			return fmt.Errorf("table %s column %s: %w", quoteTable(r.t.ID), quoteIdent(r.t.Columns[j].Name), err)
+		}
+		row[j] = val
+	}
+	return nil
 }
 
 // selectRows runs a SELECT of the table's columns, in column order, as a
@@ -55,12 +77,13 @@ func (r *rowReader) selectRows(c *client.Conn, sql string, args ...any) ([]chang
 		rows  []change.Row
 		bytes int64
 		res   gomysql.Result
-		vals  = make([]any, len(r.t.Columns))
+		vals  []any
 		fail  error
 	)
 	err = stmt.ExecuteSelectStreaming(&res, func(fields []gomysql.FieldValue) error {
-		for i, f := range fields {
-			vals[i] = fieldValue(f)
+		vals = vals[:0]
+		for _, f := range fields {
+			vals = append(vals, fieldValue(f))
 		}
 		row, err := r.row(vals)
 		if err != nil {
@@ -108,6 +131,42 @@ func selectList(t *change.Table) string {
 		b.WriteString(quoteIdent(c.Name))
 	}
 	return b.String()
+}
+
+// pickedList is the picked columns, quoted, in column order (nil: all).
+func pickedList(t *change.Table, picked []int) string {
+	if picked == nil {
+		return selectList(t)
+	}
+	names := make([]string, len(picked))
+	for i, j := range picked {
+		names[i] = quoteIdent(t.Columns[j].Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// pickColumns returns, in table order, the key columns and the named ones
+// (nil when names is nil: every column). A name the table lacks (renamed
+// since the backfill was asked) is an error no retry cures.
+func pickColumns(t *change.Table, names []string) ([]int, error) {
+	if names == nil {
+		return nil, nil
+	}
+	var picked []int
+	for i, c := range t.Columns {
+		if slices.Contains(t.Key, i) || slices.Contains(names, c.Name) {
+			picked = append(picked, i)
+		}
+	}
+	if n := len(picked) - len(t.Key); n < len(names) {
+		for _, name := range names {
+			if t.ColumnIndex(name) < 0 {
+				return nil, &source.PermanentError{Err: fmt.Errorf("%s has no column %q", quoteTable(t.ID), name),
+					Hint: "initiate the backfill again with the table's columns"}
+			}
+		}
+	}
+	return picked, nil
 }
 
 // keyList is the key columns, quoted, in key order.
