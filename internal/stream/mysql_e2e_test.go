@@ -283,18 +283,9 @@ func TestMySQLBinlogPurged(t *testing.T) {
 // 'eu' matches 'EU' and LIKE 'N%' matches 'n…'), and only those rows are
 // rewritten; the column subset rewrites the named column only.
 func TestMySQLFilteredBackfill(t *testing.T) {
-	ctx := context.Background()
-	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	const db = "fdb"
-	dsn, err := srv.CreateDatabase(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := srv.Root(ctx)
+	const db = "shop"
+	srv, dsn := myFaultSource(t, 0)
+	root, err := srv.Root(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +320,7 @@ func TestMySQLFilteredBackfill(t *testing.T) {
 		t.Fatalf("filter region = 1: %v; want refused, saying to quote the value", err)
 	}
 
-	e.execInDest(`UPDATE "fdb.orders" SET amount = -1, note = 'stale'`)
+	e.execInDest(`UPDATE "shop.orders" SET amount = -1, note = 'stale'`)
 	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{id}, store.StartedByCLI, BackfillOptions{Filter: "region = 'eu' AND note LIKE 'N%'"})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +340,7 @@ func TestMySQLFilteredBackfill(t *testing.T) {
 		}
 	}
 
-	e.execInDest(`UPDATE "fdb.orders" SET amount = -2, note = 'stale'`)
+	e.execInDest(`UPDATE "shop.orders" SET amount = -2, note = 'stale'`)
 	recs, err = e.s.InitiateWith(e.ctx, []change.TableID{id}, store.StartedByCLI, BackfillOptions{Columns: []string{"note"}})
 	if err != nil {
 		t.Fatal(err)
