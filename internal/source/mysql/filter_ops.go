@@ -81,7 +81,7 @@ func (r *filterRenderer) compare(l rowfilter.Expr, op string, rt rowfilter.Expr)
 			return
 		case (k == kindInt || k == kindDecimal) && lit.Kind == rowfilter.String:
 			r.w("(")
-			r.numberFor(p[0] == l, l, op, rt, col.Name, lit.Text)
+			r.numberFor(p[0] == l, l, op, rt, col.Name, k, lit.Text)
 			r.w(")")
 			return
 		}
@@ -90,18 +90,20 @@ func (r *filterRenderer) compare(l rowfilter.Expr, op string, rt rowfilter.Expr)
 }
 
 // numberFor writes "l op r" with the string literal (on the left when
-// litRight is false) bound as the number it spells.
-func (r *filterRenderer) numberFor(litRight bool, l rowfilter.Expr, op string, rt rowfilter.Expr, col, text string) {
+// litRight is false) bound as the number it spells for a column of kind k:
+// a whole number for an integer column, a decimal for a decimal one, as
+// PostgreSQL reads the string for that column's type.
+func (r *filterRenderer) numberFor(litRight bool, l rowfilter.Expr, op string, rt rowfilter.Expr, col string, k kind, text string) {
 	bind := func() {
 		s := strings.TrimSpace(text)
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			r.param(i)
 		} else if u, err := strconv.ParseUint(s, 10, 64); err == nil {
 			r.param(u)
-		} else if _, _, _, ok := plainDecimal(s); ok && !strings.ContainsAny(s, "eE") {
+		} else if _, _, _, ok := plainDecimal(s); ok && k == kindDecimal {
 			r.decimal(s)
 		} else {
-			r.refuse("column %s is a number and %q is not one", col, text)
+			r.refuse("column %s is %s and %q is not one", col, map[kind]string{kindInt: "a whole number", kindDecimal: "a number"}[k], text)
 		}
 	}
 	if litRight {
