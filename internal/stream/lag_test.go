@@ -2,6 +2,7 @@ package stream
 
 import (
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -54,9 +55,10 @@ func TestLagWarn(t *testing.T) {
 	e.start()
 	e.exec(`INSERT INTO t VALUES (1, 'a')`)
 	e.waitFor("the first change applied", func() bool { return e.s.EventsApplied() == 1 })
-	if e.s.Lag() != 0 || e.s.LagOver() {
-		t.Fatalf("caught up: lag %s, over %v", e.s.Lag(), e.s.LagOver())
-	}
+	// On a busy machine applying the first change can itself take longer
+	// than the threshold: the lag check then says so until its next round.
+	e.waitFor("caught up", func() bool { return e.s.Lag() == 0 && !e.s.LagOver() },
+		func() string { return fmt.Sprintf("lag %s, over %v", e.s.Lag(), e.s.LagOver()) })
 
 	events, cancel := e.s.Subscribe()
 	defer cancel()
