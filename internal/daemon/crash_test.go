@@ -107,24 +107,9 @@ streams:
 	}
 	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, dstDSN: dstDSN, addr: addr}
 	c.start()
-	st, err := store.Open(ctx, "sqlite://"+metaPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c.waitFor("stream running", func() bool {
-		s, err := st.GetStream(ctx, "crash")
-		return err == nil && s.State == store.StateRunning
-	})
+	backfill := c.watch(metaPath)
 	writes := startWriter(t, srcDSN)
 	c.initiate()
-	backfill := func() store.Backfill {
-		recs, err := st.ListBackfills(ctx, store.BackfillFilter{Stream: "crash"})
-		if err != nil || len(recs) == 0 {
-			return store.Backfill{}
-		}
-		return recs[0]
-	}
 	kills := 0
 	// Kill 1 and 2: while chunks are being read, at 25% and 50% of the table.
 	for _, frac := range []float64{0.25, 0.5} {
@@ -167,6 +152,7 @@ type crashEnv struct {
 	done    chan struct{}
 	addr    string
 	stream  string   // the stream initiate asks for; "" is "crash"
+	object  string   // the object initiate backfills; "" is "public.t"
 	env     []string // more environment for the next start
 }
 
@@ -222,7 +208,7 @@ func (c *crashEnv) waitFor(what string, cond func() bool) {
 // initiate starts the backfill through the daemon's API, as a user would.
 func (c *crashEnv) initiate() {
 	c.t.Helper()
-	body := strings.NewReader(`{"objects": ["public.t"]}`)
+	body := strings.NewReader(fmt.Sprintf(`{"objects": [%q]}`, cmp.Or(c.object, "public.t")))
 	resp, err := http.Post("http://"+c.addr+"/api/v1/streams/"+cmp.Or(c.stream, "crash")+"/backfills", "application/json", body)
 	if err != nil {
 		c.t.Fatal(err)
@@ -231,6 +217,30 @@ func (c *crashEnv) initiate() {
 	if resp.StatusCode != http.StatusCreated {
 		msg, _ := io.ReadAll(resp.Body)
 		c.t.Fatalf("initiate: HTTP %d: %s", resp.StatusCode, msg)
+	}
+}
+
+// watch opens the daemon's metadata store at metaPath (closed when the test
+// ends), waits until the stream runs, and returns a reader of the stream's
+// latest backfill (the zero Backfill before there is one).
+func (c *crashEnv) watch(metaPath string) func() store.Backfill {
+	c.t.Helper()
+	st, err := store.Open(c.ctx, "sqlite://"+metaPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { st.Close() })
+	name := cmp.Or(c.stream, "crash")
+	c.waitFor("stream running", func() bool {
+		s, err := st.GetStream(c.ctx, name)
+		return err == nil && s.State == store.StateRunning
+	})
+	return func() store.Backfill {
+		recs, err := st.ListBackfills(c.ctx, store.BackfillFilter{Stream: name})
+		if err != nil || len(recs) == 0 {
+			return store.Backfill{}
+		}
+		return recs[0]
 	}
 }
 
@@ -287,34 +297,45 @@ func (c *crashEnv) converged() bool {
 // startWriter changes the table until the returned function is called; it
 // returns how many statements ran.
 func startWriter(t *testing.T, dsn string) func() int {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return paceWriter(func(i int) string {
+		id := (i*7919)%crashRows + 1
+		switch i % 4 {
+		case 0, 1:
+			return fmt.Sprintf("UPDATE t SET v = v + 1 WHERE id = %d", id)
+		case 2:
+			return fmt.Sprintf("INSERT INTO t VALUES (%d, 0, 'new') ON CONFLICT (id) DO UPDATE SET v = 0", crashRows+i%5000)
+		default:
+			return fmt.Sprintf("DELETE FROM t WHERE id = %d", id)
+		}
+	}, func(ctx context.Context, q string) error {
+		_, err := conn.Exec(ctx, q)
+		return err
+	}, func() { conn.Close(context.Background()) })
+}
+
+// paceWriter runs statement(i) for i = 0, 1, … through exec, at most one a
+// millisecond (a steady load, paced so the stream is not simply outrun),
+// until the returned function is called; that calls closeConn and returns
+// how many statements succeeded.
+func paceWriter(statement func(i int) string, exec func(ctx context.Context, q string) error, closeConn func()) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
 		n := 0
-		// A steady load, paced so the stream is not simply outrun.
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
 		for i := 0; ctx.Err() == nil; i++ {
 			<-pace.C
-			id := (i*7919)%crashRows + 1
-			var q string
-			switch i % 4 {
-			case 0, 1:
-				q = fmt.Sprintf("UPDATE t SET v = v + 1 WHERE id = %d", id)
-			case 2:
-				q = fmt.Sprintf("INSERT INTO t VALUES (%d, 0, 'new') ON CONFLICT (id) DO UPDATE SET v = 0", crashRows+i%5000)
-			case 3:
-				q = fmt.Sprintf("DELETE FROM t WHERE id = %d", id)
-			}
-			if _, err := conn.Exec(ctx, q); err == nil {
+			if exec(ctx, statement(i)) == nil {
 				n++
 			}
 		}
-		conn.Close(context.Background())
+		closeConn()
 		done <- n
 	}()
 	return func() int { cancel(); return <-done }

@@ -81,22 +81,7 @@ streams:
 	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, addr: addr, stream: name,
 		env: []string{fmt.Sprintf("TIDEMARK_TEST_KILL_AFTER_SINK_COMMIT=%d", killAfter)}}
 	c.start()
-	st, err := store.Open(ctx, "sqlite://"+metaPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c.waitFor("stream running", func() bool {
-		s, err := st.GetStream(ctx, name)
-		return err == nil && s.State == store.StateRunning
-	})
-	backfill := func() store.Backfill {
-		recs, err := st.ListBackfills(ctx, store.BackfillFilter{Stream: name})
-		if err != nil || len(recs) == 0 {
-			return store.Backfill{}
-		}
-		return recs[0]
-	}
+	backfill := c.watch(metaPath)
 	c.initiate()
 	select {
 	case <-c.done:

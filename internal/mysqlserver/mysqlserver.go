@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -254,6 +255,46 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
 	return s.DSN(name), nil
+}
+
+// Exec runs statements one by one as root in database db ("": none), and
+// stops at the first that fails.
+func (s *Server) Exec(ctx context.Context, db string, stmts ...string) error {
+	c, err := s.Root(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if db != "" {
+		stmts = append([]string{"USE " + QuoteIdent(db)}, stmts...)
+	}
+	for _, q := range stmts {
+		if _, err := c.Execute(q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// ForTest starts a server of the test's own, stopped when the test ends,
+// creates database db and runs the setup statements in it as root; it
+// returns the server and the tidemark account's DSN for db.
+func ForTest(t testing.TB, opts Options, db string, setup ...string) (*Server, string) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dsn, err := srv.CreateDatabase(ctx, db)
+	if err == nil {
+		err = srv.Exec(ctx, db, setup...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, dsn
 }
 
 // QuoteIdent quotes a MySQL identifier with backticks, doubling any inside.

@@ -29,31 +29,12 @@ var myBig = change.TableID{Schema: "shop", Name: "big"}
 // stream account's DSN.
 func myFaultSource(t *testing.T, rows int) (*mysqlserver.Server, string) {
 	t.Helper()
-	ctx := context.Background()
-	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop) // registered first: runs after the stream stopped
-	dsn, err := srv.CreateDatabase(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := srv.Root(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	stmts := []string{"USE shop", "CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))"}
+	stmts := []string{"CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))"}
 	for lo := 1; lo <= rows; lo += 10_000 {
 		stmts = append(stmts, fmt.Sprintf("INSERT INTO big SELECT seq, seq, CONCAT('note ', seq) FROM seq_%d_to_%d", lo, min(lo+9_999, rows)))
 	}
-	for _, q := range stmts {
-		if _, err := root.Execute(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	return srv, dsn
+	// The server is stopped after the stream: its cleanup is registered first.
+	return mysqlserver.ForTest(t, mysqlserver.Options{}, "shop", stmts...)
 }
 
 // myFaultEnv is a stream of shop.* on srv into dest with manual backfills
