@@ -163,6 +163,15 @@ streams:
 // source read in one consistent snapshot through the registry.
 func (e *env) assertConvergedMySQL(id change.TableID) {
 	e.t.Helper()
+	e.convergedMySQL(id, diffRows)
+}
+
+// convergedMySQL waits until diff finds no difference between the source's
+// rows, read in one consistent snapshot through the registry, and the
+// destination's, and fails with the last difference after the wait's
+// timeout.
+func (e *env) convergedMySQL(id change.TableID, diff func(t *change.Table, want map[string]change.Row, got []change.Row) string) {
+	e.t.Helper()
 	t := e.s.lookup(id)
 	if t == nil {
 		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
@@ -173,7 +182,7 @@ func (e *env) assertConvergedMySQL(id change.TableID) {
 	}
 	defer src.Close()
 	snk := e.openDest()
-	var diff string
+	var last string
 	e.waitFor("destination equal to source for "+id.String(), func() bool {
 		chunk, err := src.ReadChunk(e.ctx, t, source.ReadOptions{})
 		if err != nil {
@@ -187,9 +196,9 @@ func (e *env) assertConvergedMySQL(id change.TableID) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		diff = diffRows(t, want, got)
-		return diff == ""
-	}, func() string { return diff })
+		last = diff(t, want, got)
+		return last == ""
+	}, func() string { return last })
 }
 
 // TestMySQLBinlogPurged: a stream stopped while the server purged the
