@@ -218,11 +218,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 // least every 50ms, and fails the test after a minute.
 func (e *env) waitFor(what string, cond func() bool, detail ...func() string) {
 	e.t.Helper()
+	e.waitForWithin(waitTimeout, what, cond, detail...)
+}
+
+// waitForWithin is waitFor with a deadline of its own, for the few waits
+// whose work grows with the machine's load (a large table backfilled under
+// a writer).
+func (e *env) waitForWithin(limit time.Duration, what string, cond func() bool, detail ...func() string) {
+	e.t.Helper()
 	events, cancel := e.s.Subscribe()
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(waitTimeout)
+	deadline := time.After(limit)
 	for !cond() {
 		select {
 		case <-events:
