@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/rowfilter"
@@ -90,6 +91,13 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 		}
 		return err
 	})
+	var myErr *gomysql.MyError
+	if opt.Filter != nil && errors.As(err, &myErr) && !transientCode(myErr.Code) {
+		// The statement checked before the backfill started fails on a
+		// row: retrying reads the same row again.
+		return Chunk{}, &source.PermanentError{Err: fmt.Errorf("read chunk of %s: %w", quoteTable(t.ID), err),
+			Hint: "the filter fails on a row of the table; initiate the backfill again with a filter that holds for every row"}
+	}
 	if err != nil {
 		return Chunk{}, fmt.Errorf("read chunk of %s: %w", quoteTable(t.ID), err)
 	}

@@ -180,8 +180,9 @@ func serverIDs(t *testing.T, root *client.Conn, where string) []int {
 }
 
 // TestFilterServerRefusal: what the renderer lets through but the server
-// refuses is source.ErrFilter with the server's message; a column the
-// server's table lacks is refused naming it.
+// refuses is source.ErrFilter with the server's message, and one failing
+// on a row fails the read as permanent; a column the server's table lacks
+// is refused naming it.
 func TestFilterServerRefusal(t *testing.T) {
 	src, _, tbl := filterTable(t)
 	ctx := context.Background()
@@ -189,11 +190,19 @@ func TestFilterServerRefusal(t *testing.T) {
 	if err := src.CheckFilter(ctx, tbl, f); !errors.Is(err, source.ErrFilter) || !strings.Contains(err.Error(), "DOUBLE value is out of range") {
 		t.Errorf("CheckFilter of an overflow: %v", err)
 	}
+	// A filter the server prepares but that fails on a row fails the read
+	// for good: a retry would read the same row.
+	f, _ = rowfilter.Parse(`n * 10000 > 0`)
+	_, err := src.ReadChunk(ctx, tbl, ReadOptions{Filter: f})
+	var perm *source.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "BIGINT value is out of range") {
+		t.Errorf("a filter failing on a row: %v", err)
+	}
 	// The stream's table has a column the server's has lost.
 	old := *tbl
 	old.Columns = append(slices.Clone(tbl.Columns), change.Column{Name: "gone", Native: "int", Type: "int4"})
 	f, _ = rowfilter.Parse(`gone = 1`)
-	err := src.CheckFilter(ctx, &old, f)
+	err = src.CheckFilter(ctx, &old, f)
 	var refused *rowfilter.Error
 	if !errors.As(err, &refused) || !strings.Contains(err.Error(), `column "gone" does not exist`) {
 		t.Errorf("CheckFilter on a dropped column: %v", err)
