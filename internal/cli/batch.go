@@ -317,6 +317,7 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 	} else {
 		c.Flags().BoolVar(&wait, "wait", false, "follow the backfill's progress until it ends (a bar per group on a terminal, a line per instance end otherwise, a JSON line per event with --json); exit 1 unless it succeeded")
 	}
+	groupFlags(c, requestFlagGroups)
 	return c
 }
 

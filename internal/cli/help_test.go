@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // walk calls f for c and every command below it.
@@ -89,4 +91,41 @@ func TestExamplesParse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBatchFlagGroups: batch backfill's and batch preview's help list their
+// flags under Dates, Scope, Concurrency groups and Policies, then the
+// others, each flag once.
+func TestBatchFlagGroups(t *testing.T) {
+	t.Parallel()
+	root := newRoot(&globals{})
+	for _, verb := range []string{"backfill", "preview"} {
+		c, _, err := root.Find([]string{"batch", verb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		c.SetOut(&out)
+		if err := c.Usage(); err != nil {
+			t.Fatal(err)
+		}
+		help := out.String()
+		last := -1
+		for _, heading := range []string{"\nDates:\n", "\nScope (which tasks):\n", "\nConcurrency groups:\n", "\nPolicies:\n", "\nOther flags:\n", "\nGlobal Flags:\n"} {
+			i := strings.Index(help, heading)
+			if i <= last {
+				t.Errorf("batch %s help: %q missing or out of order in\n%s", verb, strings.TrimSpace(heading), help)
+			}
+			last = i
+		}
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			listed := regexp.MustCompile(`(?m)^\s+(-\w, )?--` + regexp.QuoteMeta(f.Name) + `[ =]`)
+			if n := len(listed.FindAllString(help, -1)); n != 1 {
+				t.Errorf("batch %s help lists --%s %d times", verb, f.Name, n)
+			}
+		})
+		if !strings.Contains(help[strings.Index(help, "\nDates:\n"):strings.Index(help, "\nScope (which tasks):\n")], "--from") {
+			t.Errorf("batch %s help: --from is not under Dates", verb)
+		}
+	}
 }
