@@ -201,6 +201,12 @@ type Attribute struct {
 
 // LogState is what the source retains of its log for a stream.
 type LogState struct {
+	// Name is what retains it, as a person reads it in messages
+	// ("replication slot tidemark_shop", "the binlog").
+	Name string
+	// Reset says what `tidemark stream reset` does to it once lost ("re-
+	// creates the slot").
+	Reset string
 	// Exists: the retention (PostgreSQL: the replication slot) exists.
 	Exists bool
 	// Confirmed is the position the source last heard the destination

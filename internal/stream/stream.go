@@ -14,6 +14,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -344,13 +345,13 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		slot.Exists = false
 	}
 	if !slot.Exists && cp.Position > 0 && !resetting {
-		return s.slotLost("is gone but the destination was at %s", source.FormatPosition(s.cfg.Source.Type, cp.Position))
+		return s.slotLost(slot, "is gone but the destination was at %s", source.FormatPosition(s.cfg.Source.Type, cp.Position))
 	}
 	// An invalidated slot is reported here, with the stream's name, as
 	// watchSlot reports it while running (EnsureSlot's own error cannot
 	// name the stream).
 	if slot.Exists && slot.Invalidated && !resetting {
-		return s.slotLost("was invalidated (%s)", slot.InvalidatedReason)
+		return s.slotLost(slot, "was invalidated (%s)", slot.InvalidatedReason)
 	}
 	firstStart := !slot.Exists && cp.Position == 0
 	resetAll := resetting && !slot.Exists
@@ -510,10 +511,10 @@ func (s *Stream) watchSlot(ctx context.Context, src source.Source) error {
 		info, err := src.LogState(ctx)
 		if err == nil {
 			if info.Invalidated {
-				return s.slotLost("was invalidated (%s)", info.InvalidatedReason)
+				return s.slotLost(info, "was invalidated (%s)", info.InvalidatedReason)
 			}
 			if !info.Exists {
-				return s.slotLost("was dropped")
+				return s.slotLost(info, "was dropped")
 			}
 			s.mu.Lock()
 			s.walBytes = info.RetainedBytes
@@ -530,10 +531,12 @@ func (s *Stream) watchSlot(ctx context.Context, src source.Source) error {
 	}
 }
 
-// slotLost is the error of a replication slot gone or invalidated: what
-// happened to it (a format and its arguments, after the slot's name), and
-// the way back.
-func (s *Stream) slotLost(what string, args ...any) error {
-	return &source.PermanentError{Err: fmt.Errorf("replication slot %s "+what, append([]any{s.cfg.Source.Slot}, args...)...),
-		Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which re-creates the slot and backfills every object"}
+// slotLost is the error of the log retention gone or invalidated (a
+// replication slot, or for a source without one the binlog): what happened
+// to it (a format and its arguments, after its name), and the way back.
+func (s *Stream) slotLost(log source.LogState, what string, args ...any) error {
+	name := cmp.Or(log.Name, "replication slot "+s.cfg.Source.Slot)
+	return &source.PermanentError{Err: fmt.Errorf("%s "+what, append([]any{name}, args...)...),
+		Hint: "changes since then may be lost: run `tidemark stream reset " + s.cfg.Name + "`, which " +
+			cmp.Or(log.Reset, "re-creates the slot") + " and backfills every object"}
 }

@@ -78,7 +78,7 @@ func (s *streamSource) DropLog(context.Context) error           { return nil }
 // LogState reports the binlog the server keeps from the position the
 // destination confirmed, and whether that position was purged.
 func (s *streamSource) LogState(ctx context.Context) (source.LogState, error) {
-	state := source.LogState{Exists: true, Confirmed: change.LSN(s.confirmed.Load())}
+	state := source.LogState{Name: "the binlog", Reset: "starts again from the binlog's current position", Exists: true, Confirmed: change.LSN(s.confirmed.Load())}
 	var logs []binaryLog
 	err := s.src.with(ctx, func(c *client.Conn) (err error) {
 		logs, err = binaryLogs(c)

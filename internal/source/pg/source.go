@@ -179,7 +179,7 @@ func (s *Source) PrepareCapture(ctx context.Context, tables []change.TableID) er
 
 // LogState reads the replication slot's state.
 func (s *Source) LogState(ctx context.Context) (source.LogState, error) {
-	var info source.LogState
+	info := source.LogState{Name: "replication slot " + s.cfg.Slot, Reset: "re-creates the slot"}
 	var confirmed *string
 	var retained *int64
 	var walStatus *string
