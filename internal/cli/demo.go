@@ -34,7 +34,7 @@ and a verify result, and stop the server.`,
 		},
 	}
 	c.Flags().IntVar(&rows, "rows", 50000, "rows in the sample orders table")
-	c.Flags().BoolVar(&keep, "keep", false, "keep the SQLite destination file")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the demo's files (the SQLite destination and the metadata store) after it ends")
 	return c
 }
 
@@ -65,6 +65,7 @@ func runDemo(ctx context.Context, g *globals, rows int, keep bool) error {
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
+	say("%s", demoFilesLine(dir, keep))
 	dest := filepath.Join(dir, "replica.db")
 	cfg, err := demoConfig(dir, dsn, dest)
 	if err != nil {
@@ -97,6 +98,14 @@ func runDemo(ctx context.Context, g *globals, rows int, keep bool) error {
 	return reportDemo(ctx, &globals{addr: "http://" + d.Addr, stdout: g.stdout, raw: g.raw, stderr: g.stderr}, say)
 }
 
+// demoFilesLine says where the demo's files are and what becomes of them.
+func demoFilesLine(dir string, keep bool) string {
+	if keep {
+		return fmt.Sprintf("files in %s (replica.db: the destination, meta.db: tidemark's metadata); --keep keeps them after the demo", dir)
+	}
+	return fmt.Sprintf("files in %s (replica.db: the destination, meta.db: tidemark's metadata); removed when the demo ends (run with --keep to keep them)", dir)
+}
+
 func demoConfig(dir, dsn, dest string) (*config.Config, error) {
 	return config.Parse([]byte(fmt.Sprintf(`
 metadata: sqlite://%s
@@ -119,7 +128,7 @@ func reportDemo(ctx context.Context, sub *globals, say func(string, ...any)) err
 	if err := objs.RunE(objs, []string{"shop"}); err != nil {
 		return err
 	}
-	say("backfill runs:")
+	say("backfill runs (CONFLICTS: rows the writer changed while their chunk was read; the stream's newer values won, none was lost):")
 	lst := backfillListCmd(sub)
 	lst.SetContext(ctx)
 	if err := lst.RunE(lst, nil); err != nil {
