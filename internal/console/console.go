@@ -38,10 +38,20 @@ func Handler() http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		// The files change with the binary; revalidation is cheap on loopback.
+		// The files change with the binary: a browser revalidates each one
+		// by its entity tag and gets 304 while it is the same.
 		h.Set("Cache-Control", "no-cache")
 		if msg := badPath(r.URL.Path); msg != "" {
 			http.Error(w, msg, http.StatusBadRequest)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, Prefix)
+		if name == "" {
+			name = "index.html" // an explicit /ui/index.html is redirected to /ui/ by the file server
+		} else if name == "index.html" || strings.HasSuffix(name, "/index.html") {
+			name = ""
+		}
+		if name != "" && serveAsset(w, r, name) {
 			return
 		}
 		fsrv.ServeHTTP(w, r)
