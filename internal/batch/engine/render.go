@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
@@ -22,7 +23,7 @@ func (e *Engine) prepare(ctx context.Context, n *node) (runner.Spec, string, err
 	spec := runner.Spec{
 		Type:    t.Type,
 		Timeout: t.Timeout,
-		Tag:     fmt.Sprintf("tidemark-i%d-a%d", n.id, n.attempt+1),
+		Tag:     runTag(n.id, n.attempt+1),
 		Dir:     e.opts.WorkDir,
 	}
 	switch t.Type {
@@ -221,4 +222,16 @@ func (e *Engine) shellEnv(n *node, env expr.Env, tag string) []string {
 		}
 	}
 	return out
+}
+
+// runTag names one attempt's processes and SQL session, so that a restarted
+// daemon ends exactly what that attempt started. Instance ids are per
+// metadata store, so the tag also carries random bits: another daemon on
+// the same machine (another store, or a test's) has its own instance 1,
+// whose processes a tag of ids alone would also match. The tag is recorded
+// with the attempt's claim, before anything runs.
+func runTag(instance int64, attempt int) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on Linux
+	return fmt.Sprintf("tidemark-i%d-a%d-%x", instance, attempt, b)
 }

@@ -46,8 +46,8 @@ type Spec struct {
 	Statements []Statement
 	// Timeout bounds the attempt; 0 is none.
 	Timeout time.Duration
-	// Tag identifies the attempt, unique per attempt (for example
-	// "tidemark-i123-a2"). A PostgreSQL session carries it as its
+	// Tag identifies the attempt, unique per attempt and per daemon (for
+	// example "tidemark-i123-a2-5f0c9e1a2b3d"). A PostgreSQL session carries it as its
 	// application_name so that CancelSQL, from another process, can find it.
 	// At most 63 printable ASCII characters, PostgreSQL's limit.
 	Tag string
