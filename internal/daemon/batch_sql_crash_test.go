@@ -63,7 +63,9 @@ tasks:
 			return false
 		}
 		tag = ins[0].SQLTag
-		return sessions(t, db, tag) == 1
+		// In pg_sleep, not between statements: a session idle in its
+		// transaction reads the socket and ends as soon as the daemon dies.
+		return sleeping(t, db, tag)
 	})
 	c.kill()
 	if n := sessions(t, db, tag); n != 1 {
@@ -94,6 +96,18 @@ tasks:
 }
 
 // sessions counts the server's sessions with application_name tag.
+// sleeping reports whether the session tagged tag runs pg_sleep.
+func sleeping(t *testing.T, db *pgx.Conn, tag string) bool {
+	t.Helper()
+	var n int
+	err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = $1 AND state = 'active' AND wait_event = 'PgSleep'`, tag).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
 func sessions(t *testing.T, db *pgx.Conn, tag string) int {
 	t.Helper()
 	var n int
