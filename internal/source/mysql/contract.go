@@ -152,7 +152,14 @@ func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup sour
 
 // Confirm records what the destination committed. A binlog reader has
 // nothing to acknowledge: the server keeps files by age, not by readers.
+// Position 0 is a stream starting over (a first start, or a reset after its
+// position was purged): what was confirmed before no longer says where the
+// stream needs the binlog from.
 func (s *streamSource) Confirm(pos change.LSN) {
+	if pos == 0 {
+		s.confirmed.Store(0)
+		return
+	}
 	for {
 		cur := s.confirmed.Load()
 		if uint64(pos) <= cur || s.confirmed.CompareAndSwap(cur, uint64(pos)) {
