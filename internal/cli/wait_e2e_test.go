@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,25 +96,46 @@ streams:
 	if r := cli("backfill", "initiate", "s", "public.t"); r.code != 0 {
 		t.Fatalf("initiate again: %s", r)
 	}
-	wait = exec.Command(bin, append([]string{"backfill", "wait", "s", "public.t", "--reconnect", "1s"}, addr...)...)
+	// --json prints backfill 2's record once wait follows it: the daemon is
+	// killed only then, not while wait is still starting.
+	wait = exec.Command(bin, append([]string{"backfill", "wait", "s", "public.t", "--reconnect", "1s", "--json"}, addr...)...)
 	wait.Env = environ()
-	stdout.Reset()
+	var followed lockedBuffer
 	stderr.Reset()
-	wait.Stdout, wait.Stderr = &stdout, &stderr
+	wait.Stdout, wait.Stderr = &followed, &stderr
 	if err := wait.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { waited <- wait.Wait() }()
+	poll(t, d, "backfill wait to follow backfill 2", func() bool { return strings.Contains(followed.String(), `"id":2,`) })
 	poll(t, d, "backfill 2's rows", func() bool { return rowsRead(2) > 0 })
 	_ = d.cmd.Process.Kill()
 	<-d.done
 	select {
 	case <-waited:
 	case <-time.After(time.Minute):
-		t.Fatalf("backfill wait did not give up\nstdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+		t.Fatalf("backfill wait did not give up\nstdout:\n%s\nstderr:\n%s", followed.String(), &stderr)
 	}
 	if wait.ProcessState.ExitCode() != 1 || !strings.Contains(stderr.String(), "has been unreachable for 1s (--reconnect)") ||
 		!strings.Contains(stderr.String(), "tidemark backfill wait s public.t") {
 		t.Errorf("backfill wait without a daemon: exit %d\nstderr:\n%s", wait.ProcessState.ExitCode(), &stderr)
 	}
+}
+
+// lockedBuffer is a process's output the test reads while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
