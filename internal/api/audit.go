@@ -166,8 +166,8 @@ type auditQuery struct {
 	stream                    store.BackfillFilter
 	batch                     store.BatchBackfillFilter
 	action                    store.ActionFilter
-	limit            int
-	csv              bool
+	limit                     int
+	csv                       bool
 }
 
 // parseAuditQuery validates every parameter of an audit request. The
