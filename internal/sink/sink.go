@@ -56,7 +56,11 @@ type Checkpoint struct {
 	// Position is the end of the last source transaction applied; replayed
 	// transactions ending at or below it are skipped.
 	Position change.LSN
-	Cursors  map[change.TableID]Cursor
+	// Resume is the source's own resume token for Position (a MySQL GTID
+	// set), opaque to sinks; empty where the position alone is enough, and
+	// in checkpoints written before sinks stored it.
+	Resume  string
+	Cursors map[change.TableID]Cursor
 }
 
 // Cursor is a backfill's progress through one table, committed with the data.
@@ -77,6 +81,9 @@ type Batch struct {
 	// Position is the source position the stream reached with this batch;
 	// it is committed with the data.
 	Position change.LSN
+	// Resume is the source's resume token for Position, committed with it
+	// (see Checkpoint.Resume).
+	Resume string
 	// Cursors holds the backfill cursors changed in this batch; a cursor with
 	// BackfillID 0 removes the table's cursor.
 	Cursors map[change.TableID]Cursor

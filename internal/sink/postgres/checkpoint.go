@@ -13,9 +13,10 @@ import (
 )
 
 const (
-	upsertPositionSQL = `INSERT INTO "_tidemark"."checkpoint" ("stream", "position", "updated_at")
-		VALUES ($1, $2, now())
-		ON CONFLICT ("stream") DO UPDATE SET "position" = EXCLUDED."position", "updated_at" = EXCLUDED."updated_at"`
+	upsertPositionSQL = `INSERT INTO "_tidemark"."checkpoint" ("stream", "position", "resume", "updated_at")
+		VALUES ($1, $2, $3, now())
+		ON CONFLICT ("stream") DO UPDATE SET "position" = EXCLUDED."position", "resume" = EXCLUDED."resume",
+		"updated_at" = EXCLUDED."updated_at"`
 	upsertCursorSQL = `INSERT INTO "_tidemark"."cursor"
 		("stream", "schema_name", "table_name", "backfill_id", "after_key", "done", "rows", "updated_at")
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now())
@@ -41,7 +42,8 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 		return cp, err
 	}
 	var pos int64
-	err := s.conn.QueryRow(ctx, `SELECT "position" FROM "_tidemark"."checkpoint" WHERE "stream" = $1`, stream).Scan(&pos)
+	err := s.conn.QueryRow(ctx, `SELECT "position", "resume" FROM "_tidemark"."checkpoint" WHERE "stream" = $1`,
+		stream).Scan(&pos, &cp.Resume)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return cp, err
 	}
@@ -66,12 +68,13 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 	return cp, rows.Err()
 }
 
-// queueCheckpoint queues the batch's position and cursor changes. A zero
-// position means the batch carries none, and leaves the stored one alone.
+// queueCheckpoint queues the batch's position (with its resume token) and
+// cursor changes. A zero position means the batch carries none, and leaves
+// the stored one alone.
 func (s *Sink) queueCheckpoint(ctx context.Context, p *pipeline, b *sink.Batch) error {
 	if b.Position != 0 {
 		pos := strconv.FormatInt(int64(b.Position), 10)
-		if err := p.queue(ctx, upsertPositionSQL, [][]byte{[]byte(b.Stream), []byte(pos)}, "write position"); err != nil {
+		if err := p.queue(ctx, upsertPositionSQL, [][]byte{[]byte(b.Stream), []byte(pos), []byte(b.Resume)}, "write position"); err != nil {
 			return err
 		}
 	}

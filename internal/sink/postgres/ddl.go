@@ -150,13 +150,15 @@ func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error)
 }
 
 // ensureCheckpointTables creates _tidemark.checkpoint and _tidemark.cursor.
-// Positions are LSNs stored bit for bit in a bigint; after_key is the cursor
+// Positions are LSNs stored bit for bit in a bigint, beside the source's
+// resume token (text); after_key is the cursor
 // key as a JSON array of {"t": text, "n": is-null}.
 func (s *Sink) ensureCheckpointTables(ctx context.Context) error {
 	ddl := map[string]string{
 		`"_tidemark"."checkpoint"`: `CREATE TABLE IF NOT EXISTS "_tidemark"."checkpoint" (
 			"stream" text PRIMARY KEY,
 			"position" bigint NOT NULL,
+			"resume" text NOT NULL DEFAULT '',
 			"updated_at" timestamptz NOT NULL DEFAULT now())`,
 		`"_tidemark"."cursor"`: `CREATE TABLE IF NOT EXISTS "_tidemark"."cursor" (
 			"stream" text NOT NULL,
@@ -183,6 +185,27 @@ func (s *Sink) ensureCheckpointTables(ctx context.Context) error {
 		if _, err := s.conn.Exec(ctx, ddl[name]); err != nil {
 			return fmt.Errorf("create %s: %w", name, err)
 		}
+	}
+	return s.ensureResumeColumn(ctx)
+}
+
+// ensureResumeColumn adds the resume column to a checkpoint table created
+// before resume tokens were stored; its rows read as an empty token, which
+// resumes by position alone. It looks first so that opening a sink takes no
+// exclusive lock on the checkpoint table when there is nothing to add.
+func (s *Sink) ensureResumeColumn(ctx context.Context) error {
+	var has bool
+	err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = '"_tidemark"."checkpoint"'::regclass AND attname = 'resume' AND NOT attisdropped)`).Scan(&has)
+	if err != nil {
+		return fmt.Errorf("look up the resume column of the checkpoint table: %w", err)
+	}
+	if has {
+		return nil
+	}
+	if _, err := s.conn.Exec(ctx, `ALTER TABLE "_tidemark"."checkpoint"
+		ADD COLUMN IF NOT EXISTS "resume" text NOT NULL DEFAULT ''`); err != nil {
+		return fmt.Errorf("add the resume column to the checkpoint table: %w", err)
 	}
 	return nil
 }

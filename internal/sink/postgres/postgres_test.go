@@ -323,3 +323,43 @@ func TestReadKeysInParts(t *testing.T) {
 		t.Fatalf("read 8 keys (7 there) two at a time: %d rows, %v", len(got), err)
 	}
 }
+
+// TestCheckpointWithoutResumeColumn: a destination whose checkpoint table
+// predates resume tokens gains the column on Open; its checkpoint reads
+// with an empty token, and a new one is stored beside the position.
+func TestCheckpointWithoutResumeColumn(t *testing.T) {
+	dsn := newDB(t)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{
+		`CREATE SCHEMA "_tidemark"`,
+		`CREATE TABLE "_tidemark"."checkpoint" ("stream" text PRIMARY KEY, "position" bigint NOT NULL,
+			"updated_at" timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO "_tidemark"."checkpoint" ("stream", "position") VALUES ('main', 77)`,
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, dsn)
+	defer s.Close()
+	cp, err := s.Checkpoint(t.Context(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Position != 77 || cp.Resume != "" {
+		t.Fatalf("old checkpoint read as %+v, want position 77 and no resume token", cp)
+	}
+	if err := s.Apply(t.Context(), &sink.Batch{Stream: "main", Position: 78, Resume: "0-1-5"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, dsn) // a second Open finds the column and leaves it
+	defer s.Close()
+	if cp, err = s.Checkpoint(t.Context(), "main"); err != nil || cp.Position != 78 || cp.Resume != "0-1-5" {
+		t.Fatalf("checkpoint after the migration = %+v, %v; want position 78, resume 0-1-5", cp, err)
+	}
+}

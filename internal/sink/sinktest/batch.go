@@ -30,6 +30,31 @@ func expectCheckpoint(t *testing.T, s sink.Sink, stream string, want sink.Checkp
 	}
 }
 
+// testCheckpointResume: the source's resume token is committed with the
+// position, replaced with it, and left alone by a batch without a position.
+func testCheckpointResume(t *testing.T, s sink.Sink) {
+	tbl := orders()
+	ensure(t, s, tbl)
+	apply := func(b *sink.Batch) {
+		t.Helper()
+		if err := s.Apply(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mysql := "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:11-18,8a94f357-aab4-11df-86ab-c80aa9429562:1-3"
+	apply(&sink.Batch{Stream: "main", Position: 0x2_0000_0100, Resume: mysql, Ops: []sink.Op{ins(tbl, order("1", "x", nil))}})
+	expectCheckpoint(t, s, "main", sink.Checkpoint{Position: 0x2_0000_0100, Resume: mysql})
+	// Cursors alone carry no position: the token stays with the position.
+	apply(&sink.Batch{Stream: "main", Cursors: map[change.TableID]sink.Cursor{tbl.ID: {BackfillID: 3, After: k("1"), Rows: 1}}})
+	expectCheckpoint(t, s, "main", sink.Checkpoint{Position: 0x2_0000_0100, Resume: mysql,
+		Cursors: map[change.TableID]sink.Cursor{tbl.ID: {BackfillID: 3, After: k("1"), Rows: 1}}})
+	apply(&sink.Batch{Stream: "main", Position: 0x2_0000_0200, Resume: "0-1-12,1-2-7"})
+	apply(&sink.Batch{Stream: "other", Position: 9})
+	expectCheckpoint(t, s, "main", sink.Checkpoint{Position: 0x2_0000_0200, Resume: "0-1-12,1-2-7",
+		Cursors: map[change.TableID]sink.Cursor{tbl.ID: {BackfillID: 3, After: k("1"), Rows: 1}}})
+	expectCheckpoint(t, s, "other", sink.Checkpoint{Position: 9})
+}
+
 func testCheckpoint(t *testing.T, s sink.Sink) {
 	tbl, other := orders(), lines()
 	ensure(t, s, tbl, other)

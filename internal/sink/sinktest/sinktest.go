@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) sink.Sink) {
 		{"ReadRangeBounds", testReadRangeBounds},
 		{"ReadKeys", testReadKeys},
 		{"Checkpoint", testCheckpoint},
+		{"CheckpointResume", testCheckpointResume},
 		{"ApplyTwiceIsOnce", testApplyTwiceIsOnce},
 		{"FailedBatchCommitsNothing", testFailedBatchCommitsNothing},
 		{"Identifiers", testIdentifiers},

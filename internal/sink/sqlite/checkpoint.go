@@ -12,12 +12,13 @@ import (
 )
 
 // checkpointDDL creates the checkpoint tables. Positions are LSNs stored bit
-// for bit in a 64-bit INTEGER; after_key is the cursor key as a JSON array
+// for bit in a 64-bit INTEGER, beside the source's resume token; after_key is the cursor key as a JSON array
 // of {"t": text, "n": is-null}.
 var checkpointDDL = []string{
 	`CREATE TABLE IF NOT EXISTS "_tidemark_checkpoint" (
 		"stream" TEXT NOT NULL PRIMARY KEY,
 		"position" INTEGER NOT NULL,
+		"resume" TEXT NOT NULL DEFAULT '',
 		"updated_at" TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS "_tidemark_cursor" (
 		"stream" TEXT NOT NULL,
@@ -32,9 +33,10 @@ var checkpointDDL = []string{
 }
 
 const (
-	upsertPositionSQL = `INSERT INTO "_tidemark_checkpoint" ("stream", "position", "updated_at")
-		VALUES (?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
-		ON CONFLICT ("stream") DO UPDATE SET "position" = excluded."position", "updated_at" = excluded."updated_at"`
+	upsertPositionSQL = `INSERT INTO "_tidemark_checkpoint" ("stream", "position", "resume", "updated_at")
+		VALUES (?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+		ON CONFLICT ("stream") DO UPDATE SET "position" = excluded."position", "resume" = excluded."resume",
+		"updated_at" = excluded."updated_at"`
 	upsertCursorSQL = `INSERT INTO "_tidemark_cursor"
 		("stream", "schema_name", "table_name", "backfill_id", "after_key", "done", "rows", "updated_at")
 		VALUES (?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
@@ -43,16 +45,17 @@ const (
 		"done" = excluded."done", "rows" = excluded."rows", "updated_at" = excluded."updated_at"`
 	deleteCursorSQL = `DELETE FROM "_tidemark_cursor"
 		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?`
-	selectPositionSQL = `SELECT "position" FROM "_tidemark_checkpoint" WHERE "stream" = ?`
+	selectPositionSQL = `SELECT "position", "resume" FROM "_tidemark_checkpoint" WHERE "stream" = ?`
 	selectCursorsSQL  = `SELECT "schema_name", "table_name", "backfill_id", "after_key", "done", "rows"
 		FROM "_tidemark_cursor" WHERE "stream" = ?`
 )
 
-// writeCheckpoint writes the batch's position and cursor changes. A zero
+// writeCheckpoint writes the batch's position (with its resume token) and
+// cursor changes. A zero
 // position means the batch carries none, and leaves the stored one alone.
 func (s *Sink) writeCheckpoint(ctx context.Context, w *txn, b *sink.Batch) error {
 	if b.Position != 0 {
-		if _, err := w.ExecContext(ctx, upsertPositionSQL, b.Stream, int64(b.Position)); err != nil {
+		if _, err := w.ExecContext(ctx, upsertPositionSQL, b.Stream, int64(b.Position), b.Resume); err != nil {
 			return fmt.Errorf("write position: %w", err)
 		}
 	}
@@ -92,7 +95,7 @@ func (s *Sink) Checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, error) {
 	var cp sink.Checkpoint
 	var pos int64
-	err := s.db.QueryRowContext(ctx, selectPositionSQL, stream).Scan(&pos)
+	err := s.db.QueryRowContext(ctx, selectPositionSQL, stream).Scan(&pos, &cp.Resume)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return cp, err
 	}
@@ -114,6 +117,25 @@ func (s *Sink) checkpoint(ctx context.Context, stream string) (sink.Checkpoint, 
 		}
 	}
 	return cp, rows.Err()
+}
+
+// ensureResumeColumn adds the resume column to a checkpoint table created
+// before resume tokens were stored; its rows read as an empty token, which
+// resumes by position alone.
+func ensureResumeColumn(ctx context.Context, db *sql.DB) error {
+	var has bool
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pragma_table_info('_tidemark_checkpoint')
+		WHERE "name" = 'resume')`).Scan(&has)
+	if err != nil {
+		return fmt.Errorf("look up the resume column of the checkpoint table: %w", err)
+	}
+	if has {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE "_tidemark_checkpoint" ADD COLUMN "resume" TEXT NOT NULL DEFAULT ''`); err != nil {
+		return fmt.Errorf("add the resume column to the checkpoint table: %w", err)
+	}
+	return nil
 }
 
 // encodeKey renders a cursor key for the cursor table; a nil key is NULL.

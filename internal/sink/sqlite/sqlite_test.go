@@ -200,3 +200,37 @@ func TestRefusesKeyOrderItCannotReproduce(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointWithoutResumeColumn: a destination whose checkpoint table
+// predates resume tokens gains the column on Open; its checkpoint reads
+// with an empty token, and a new one is stored beside the position.
+func TestCheckpointWithoutResumeColumn(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sink.db")
+	s := open(t, path)
+	for _, q := range []string{
+		`DROP TABLE "_tidemark_checkpoint"`,
+		`CREATE TABLE "_tidemark_checkpoint" ("stream" TEXT NOT NULL PRIMARY KEY, "position" INTEGER NOT NULL,
+			"updated_at" TEXT NOT NULL)`,
+		`INSERT INTO "_tidemark_checkpoint" VALUES ('main', 77, '2026-01-01 00:00:00.000')`,
+	} {
+		if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	for i, want := range []sink.Checkpoint{{Position: 77}, {Position: 78, Resume: "0-1-5"}} {
+		s = open(t, path)
+		cp, err := s.Checkpoint(t.Context(), "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Position != want.Position || cp.Resume != want.Resume {
+			t.Fatalf("open %d: checkpoint %+v, want %+v", i+1, cp, want)
+		}
+		if err := s.Apply(t.Context(), &sink.Batch{Stream: "main", Position: 78, Resume: "0-1-5"}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+}
