@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,6 +195,59 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error
 	}
 	return s.DSN(name), nil
 }
+
+// AddPasswordRole creates a superuser role that must log in over TCP with
+// its password (scram-sha-256), where every other role is trusted, and
+// returns a DSN for database as that role with the password given, which
+// may be a wrong one. The DSN leaves sslmode at its default, prefer, as a
+// user's would. role and password are letters and digits.
+func (s *Server) AddPasswordRole(ctx context.Context, role, password, given, database string) (string, error) {
+	for _, v := range []string{role, password, given} {
+		if !plainWord.MatchString(v) {
+			return "", fmt.Errorf("role and passwords must be letters and digits, not %q", v)
+		}
+	}
+	hba := filepath.Join(s.Dir, "data", "pg_hba.conf")
+	rules, err := os.ReadFile(hba)
+	if err != nil {
+		return "", err
+	}
+	// The first matching line decides, so the role's goes in front.
+	line := fmt.Sprintf("host all %s 127.0.0.1/32 scram-sha-256\n", role)
+	if err := os.WriteFile(hba, append([]byte(line), rules...), 0o600); err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	create := fmt.Sprintf("CREATE ROLE %s LOGIN SUPERUSER PASSWORD '%s'", pgx.Identifier{role}.Sanitize(), password)
+	if _, err := conn.Exec(ctx, create); err != nil {
+		return "", fmt.Errorf("create role %s: %w", role, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return "", err
+	}
+	// The postmaster reloads pg_hba.conf when it gets to the signal: wait
+	// until a wrong password is refused.
+	probe := fmt.Sprintf("postgres://%s:not%s@127.0.0.1:%d/postgres?sslmode=disable", role, password, s.Port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(ctx, probe)
+		if err != nil {
+			break
+		}
+		c.Close(ctx)
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("pg_hba.conf: %s still logs in without its password after 30s", role)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s", role, given, s.Port, database), nil
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9]+$`)
 
 // Stop shuts the server down (fast mode), waits for it by PID and removes its
 // directory. It is safe to call more than once.

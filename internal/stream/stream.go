@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,7 +244,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		if source.IsPermanent(err) {
 			s.log.Error("stream failed; it needs attention", "err", err)
-			s.setState(ctx, store.StateFailed, err.Error())
+			s.setState(ctx, store.StateFailed, s.failedReason(err))
 			if !s.waitWake(ctx) {
 				return nil
 			}
@@ -259,6 +260,17 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		delay = retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}.next(delay)
 	}
+}
+
+// failedReason is a failed stream's reason: what went wrong and, unless the
+// message already names the command to run, how to go on once it is fixed.
+func (s *Stream) failedReason(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "`tidemark ") {
+		return msg
+	}
+	return msg + "; once that is fixed, run `tidemark stream resume " + s.cfg.Name +
+		"` (a fix in the configuration file needs a restart of tidemark instead)"
 }
 
 func (s *Stream) resetPending() bool {

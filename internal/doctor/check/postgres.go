@@ -43,9 +43,26 @@ func ConnectPostgres(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		if errors.As(err, &ce) && errors.Unwrap(ce) != nil {
 			err = errors.Unwrap(ce)
 		}
-		return nil, &connectError{msg: "cannot connect to " + Where(cc) + ": " + ErrText(err), err: err}
+		shown := error(err)
+		if refusal := ServerRefusal(err); refusal != nil {
+			shown = refusal
+		}
+		return nil, &connectError{msg: "cannot connect to " + Where(cc) + ": " + ErrText(shown), err: err}
 	}
 	return conn, nil
+}
+
+// ServerRefusal is the server's own refusal inside a failed connection (a
+// wrong password, an unknown role or database), or nil when none answered.
+// Under sslmode=prefer (the default) pgx first asks for TLS and lists that
+// attempt's "server refused TLS connection" before the refusal that
+// matters, which then read like a TLS problem.
+func ServerRefusal(err error) *pgconn.PgError {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	return nil
 }
 
 // connectError is a failed connection, its message on one line.

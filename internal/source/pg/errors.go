@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -26,11 +27,12 @@ func classify(err error) error {
 	if !errors.As(err, &pgErr) {
 		return err // network and protocol errors are worth a retry
 	}
+	err = refusedConnect(err, pgErr)
 	switch {
 	case pgErr.Code == "42501":
 		return &PermanentError{Err: err, Hint: "grant the source user REPLICATION and SELECT on the streamed tables (ALTER ROLE … REPLICATION; GRANT SELECT …)"}
 	case pgErr.Code == "28P01" || pgErr.Code == "28000":
-		return &PermanentError{Err: err, Hint: "check the user and password in the source DSN and pg_hba.conf"}
+		return &PermanentError{Err: err, Hint: "the server refused this user or password: correct them in the stream's source dsn, or the role's password or pg_hba.conf on the server"}
 	case pgErr.Code == "42P01" || pgErr.Code == "42703":
 		return &PermanentError{Err: err, Hint: "the table or a column is gone from the source: check the table, then initiate the backfill again"}
 	case pgErr.Code == "3D000":
@@ -43,6 +45,17 @@ func classify(err error) error {
 		return &PermanentError{Err: err, Hint: slotGoneHint}
 	}
 	return err
+}
+
+// refusedConnect words a connection the server refused by the server's
+// answer alone: pgx's message first lists the TLS attempt sslmode=prefer
+// makes ("server refused TLS connection"), which reads like the cause.
+func refusedConnect(err error, pgErr *pgconn.PgError) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) || ce.Config == nil {
+		return err
+	}
+	return fmt.Errorf("cannot connect to %s:%d/%s as %s: %w", ce.Config.Host, ce.Config.Port, ce.Config.Database, ce.Config.User, pgErr)
 }
 
 // slotGoneHint: a reset re-creates the slot and backfills every object
