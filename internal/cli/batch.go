@@ -201,19 +201,16 @@ func levels(flag, v string) (int, error) {
 	return n, nil
 }
 
-var weekdayNames = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
-	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
-
 func parseWeekdays(v string) ([]time.Weekday, error) {
 	var out []time.Weekday
 	for _, s := range strings.Split(v, ",") {
-		s = strings.ToLower(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
-		wd, ok := weekdayNames[s[:min(3, len(s))]]
+		wd, ok := calendar.WeekdayNamed(s)
 		if !ok {
-			return nil, usageErr("--weekdays: %q is not a weekday; use mon,tue,wed,thu,fri,sat,sun", s)
+			return nil, usageErr("--weekdays: %q is not a weekday; use mon,tue,wed,thu,fri,sat,sun (or the full names)", s)
 		}
 		out = append(out, wd)
 	}
@@ -224,15 +221,11 @@ func parseMonthDays(v string) ([]int, error) {
 	var out []int
 	for _, s := range strings.Split(v, ",") {
 		s = strings.TrimSpace(s)
-		switch {
-		case s == "":
-			continue
-		case strings.EqualFold(s, "L"), strings.EqualFold(s, "last"):
-			out = append(out, calendar.MonthEnd)
+		if s == "" {
 			continue
 		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 31 {
+		n, ok := calendar.MonthDayNamed(s)
+		if !ok {
 			return nil, usageErr("--month-days: %q is not a day of the month; use 1-31 or L for the last day", s)
 		}
 		out = append(out, n)

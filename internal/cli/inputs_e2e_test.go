@@ -99,3 +99,24 @@ func TestRateFlagBounds(t *testing.T) {
 	}
 	expect(t, 1, []string{"127.0.0.1"}, append(addr, "batch", "log", "7", "--attempt", "1000000")...)
 }
+
+// --weekdays and --month-days read names as schedules do (one parser, in
+// calendar): full names and any case are weekdays; a word that merely
+// starts like one is not.
+func TestCycleFlagNames(t *testing.T) {
+	t.Parallel()
+	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	preview := func(flags ...string) []string {
+		return append(append(addr, "batch", "preview", "extract", "--from", "2025-01-01", "--to", "2025-01-31"), flags...)
+	}
+	for _, bad := range []string{"monkey", "thurs", "mo"} {
+		expect(t, 2, []string{"--weekdays: \"" + bad + "\" is not a weekday"}, preview("--weekdays", "mon,"+bad)...)
+	}
+	for _, bad := range []string{"0", "32", "lastday", "+5"} {
+		expect(t, 2, []string{"--month-days: \"" + bad + "\" is not a day of the month"}, preview("--month-days", bad)...)
+	}
+	// Names schedules accept pass the flag's check and reach the daemon,
+	// which is not there.
+	expect(t, 1, []string{"127.0.0.1"}, preview("--weekdays", "Monday, THU,sunday")...)
+	expect(t, 1, []string{"127.0.0.1"}, preview("--month-days", "1, 15,Last")...)
+}

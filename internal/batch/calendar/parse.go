@@ -161,10 +161,28 @@ var weekdayNames = map[string]time.Weekday{
 	"thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday,
 }
 
+// WeekdayNamed reads a weekday's English name or its three-letter
+// abbreviation, in any case: the one reading of weekday names, for
+// schedules and for the CLI's --weekdays.
+func WeekdayNamed(name string) (time.Weekday, bool) {
+	wd, ok := weekdayNames[strings.ToLower(name)]
+	return wd, ok
+}
+
+// MonthDayNamed reads a day of the month, 1–31, or L or last (any case)
+// for the month's last day (MonthEnd).
+func MonthDayNamed(name string) (int, bool) {
+	if strings.EqualFold(name, "L") || strings.EqualFold(name, "last") {
+		return MonthEnd, true
+	}
+	d, ok := atoiDigits(name)
+	return d, ok && d >= 1 && d <= 31
+}
+
 func parseWeekdays(spec, v string) ([]time.Weekday, error) {
 	var out []time.Weekday
 	for _, name := range strings.Split(v, ",") {
-		wd, ok := weekdayNames[strings.ToLower(name)]
+		wd, ok := WeekdayNamed(name)
 		if !ok {
 			return nil, fmt.Errorf("schedule %q: unknown weekday %q; use mon, tue, wed, thu, fri, sat or sun, comma-separated, e.g. \"weekly mon,thu 02:00\"", spec, name)
 		}
@@ -180,11 +198,8 @@ func parseWeekdays(spec, v string) ([]time.Weekday, error) {
 func parseMonthDays(spec, v string) ([]int, error) {
 	var out []int
 	for _, name := range strings.Split(v, ",") {
-		d, ok := atoiDigits(name)
-		switch {
-		case strings.EqualFold(name, "L") || strings.EqualFold(name, "last"):
-			d = MonthEnd
-		case !ok || d < 1 || d > 31:
+		d, ok := MonthDayNamed(name)
+		if !ok {
 			return nil, fmt.Errorf("schedule %q: day of the month %q must be 1–31 or L (the last day), comma-separated, e.g. \"monthly 1,15,L 03:00\"", spec, name)
 		}
 		if slices.Contains(out, d) {
