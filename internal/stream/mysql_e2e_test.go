@@ -56,11 +56,13 @@ func TestMySQLBackfillWhileWriting(t *testing.T) {
 				exec(fmt.Sprintf("INSERT INTO orders SELECT seq, CONCAT('n', seq), seq * 1.25, seq %% 7 FROM seq_%d_to_%d", lo, lo+499))
 			}
 			// Text keys: a binary collation orders like the destination; a
-			// case-insensitive one (the server's default) cannot be matched
-			// by the destination, so that table alone fails, with the fix.
+			// UCA one (expansions, ignorables) cannot be matched by the
+			// destination, so that table alone fails, with the fix (the
+			// server's default, utf8mb4_general_ci, is reproduced: see
+			// TestMySQLCollatedKeys).
 			exec("CREATE TABLE codes (code VARCHAR(20) COLLATE utf8mb4_bin PRIMARY KEY, n INT)")
 			exec("INSERT INTO codes VALUES ('a', 1), ('B', 2), ('b', 3), ('é', 4), ('😀', 5)")
-			exec("CREATE TABLE tags (name VARCHAR(20) PRIMARY KEY)")
+			exec("CREATE TABLE tags (name VARCHAR(20) COLLATE utf8mb4_unicode_ci PRIMARY KEY)")
 			exec("INSERT INTO tags VALUES ('x'), ('Y')")
 			e := mysqlEnv(t, dsn, db, dest)
 			e.start()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/collate"
 	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 )
@@ -60,10 +61,18 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		}
 		defs = append(defs, def)
 	}
-	defs = append(defs, "PRIMARY KEY ("+ts.keyList("")+")")
+	defs = append(defs, "PRIMARY KEY ("+ts.keyColumns()+")")
+	if err := s.ensureSortKeys(ctx, t); err != nil {
+		return err
+	}
 	ddl := "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
 	if _, err := s.conn.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table: %w", err)
+	}
+	if idx := ts.sortKeyIndexSQL(); idx != "" {
+		if _, err := s.conn.Exec(ctx, idx); err != nil {
+			return fmt.Errorf("create the key's sort key index: %w", err)
+		}
 	}
 	return nil
 }
@@ -98,6 +107,9 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 		return "", fmt.Errorf("table %s: key column %q has type %s, which the destination stores as text in another order: %w; create the type in the destination first", t.ID, c.Name, c.Type, sink.ErrKeyOrder)
 	case c.Collation == "":
 		return "", nil
+	case sortKeyCollation(c) != nil:
+		// Compared through its sort key (keycoll.go), not its collation.
+		return "", nil
 	case c.ByteOrder:
 		return ` COLLATE "C"`, nil
 	case c.Collation == "default":
@@ -105,7 +117,7 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 	case c.Native != "":
 		// Another source's collation (MySQL's utf8mb4_general_ci, say) has
 		// no PostgreSQL collation of the same name and order.
-		return "", fmt.Errorf("table %s: key column %q (%s) uses the source's collation %s, which PostgreSQL has no equivalent of: %w; key the table by a column with a binary (_bin) collation or a number, or name such key columns under keys: in the config", t.ID, c.Name, c.Native, c.Collation, sink.ErrKeyOrder)
+		return "", fmt.Errorf("table %s: key column %q (%s) uses the source's collation %s, which PostgreSQL has no equivalent of: %w; key the table by a column with a binary (_bin) collation, one of %s, or a number, or name such key columns under keys: in the config", t.ID, c.Name, c.Native, c.Collation, sink.ErrKeyOrder, strings.Join(collate.Names(), ", "))
 	}
 	return " COLLATE " + quote(c.Collation), nil
 }

@@ -22,7 +22,12 @@ type tableSQL struct {
 	cols  []string // quoted column names, in column order
 	key   []int    // indexes into cols, in key order
 	isKey []bool
-	memo  sink.Memo
+	// keyFn holds, per key column (in key order), the sort key function it
+	// is compared through, "" for a column compared as itself; sortKeys is
+	// set when some key column has one (see keycoll.go).
+	keyFn    []string
+	sortKeys bool
+	memo     sink.Memo
 }
 
 func newTableSQL(t *change.Table) (*tableSQL, error) {
@@ -36,6 +41,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		cols:  make([]string, len(t.Columns)),
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
+		keyFn: make([]string, len(t.Key)),
 		memo:  sink.Memo{},
 	}
 	for i, c := range t.Columns {
@@ -46,6 +52,11 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 			return nil, fmt.Errorf("table %s: key index %d out of range", t.ID, k)
 		}
 		ts.isKey[k] = true
+	}
+	for i, c := range t.KeyColumns() {
+		if coll := sortKeyCollation(c); coll != nil {
+			ts.keyFn[i], ts.sortKeys = sortKeyFunc(coll.Name), true
+		}
 	}
 	return ts, nil
 }
@@ -76,10 +87,29 @@ func (ts *tableSQL) list(alias string, pick func(i int) bool) string {
 	return b.String()
 }
 
+// keyList lists the key as the sink compares it (see keyExpr).
 func (ts *tableSQL) keyList(alias string) string {
 	parts := make([]string, len(ts.key))
 	for i, k := range ts.key {
-		parts[i] = alias + ts.cols[k]
+		parts[i] = ts.keyExpr(alias+ts.cols[k], i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keyColumns lists the key columns themselves.
+func (ts *tableSQL) keyColumns() string {
+	parts := make([]string, len(ts.key))
+	for i, k := range ts.key {
+		parts[i] = ts.cols[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keyParams is a key's parameters $from.. as the sink compares them.
+func (ts *tableSQL) keyParams(from int) string {
+	parts := make([]string, len(ts.key))
+	for i := range parts {
+		parts[i] = ts.keyExpr("$"+strconv.Itoa(from+i), i)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -115,7 +145,13 @@ func (ts *tableSQL) conflictClause(set []bool, onlyChanged bool) string {
 			sets = append(sets, c+" = EXCLUDED."+c)
 		}
 	}
-	tail := " ON CONFLICT (" + ts.keyList("") + ") DO "
+	for i, k := range ts.key {
+		// A key the source's collation folds takes the row's spelling.
+		if ts.keyFn[i] != "" && !set[k] {
+			sets = append(sets, ts.cols[k]+" = EXCLUDED."+ts.cols[k])
+		}
+	}
+	tail := " ON CONFLICT (" + ts.keyElements() + ") DO "
 	if len(sets) == 0 {
 		return tail + "NOTHING"
 	}
@@ -163,7 +199,7 @@ func (ts *tableSQL) updateSQL(set []bool) string {
 func (ts *tableSQL) keyMatch(alias string, from int) string {
 	parts := make([]string, len(ts.key))
 	for i, k := range ts.key {
-		parts[i] = alias + ts.cols[k] + " = $" + strconv.Itoa(from+i)
+		parts[i] = ts.keyExpr(alias+ts.cols[k], i) + " = " + ts.keyExpr("$"+strconv.Itoa(from+i), i)
 	}
 	return strings.Join(parts, " AND ")
 }
@@ -195,11 +231,11 @@ func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
 	var conds []string
 	next := 1
 	if low {
-		conds = append(conds, k+" > ("+params(next, len(ts.key))+")")
+		conds = append(conds, k+" > ("+ts.keyParams(next)+")")
 		next += len(ts.key)
 	}
 	if high {
-		conds = append(conds, k+" <= ("+params(next, len(ts.key))+")")
+		conds = append(conds, k+" <= ("+ts.keyParams(next)+")")
 	}
 	if len(conds) == 0 {
 		return "TRUE"
@@ -212,7 +248,7 @@ func (ts *tableSQL) rangeCond(alias string, low, high bool) string {
 func (ts *tableSQL) selectKeysSQL(n int) string {
 	tuples := make([]string, n)
 	for i := range tuples {
-		tuples[i] = "(" + params(1+i*len(ts.key), len(ts.key)) + ")"
+		tuples[i] = "(" + ts.keyParams(1+i*len(ts.key)) + ")"
 	}
 	return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE (" + ts.keyList("d.") + ") IN (" +
 		strings.Join(tuples, ", ") + ")"
@@ -235,7 +271,7 @@ func (ts *tableSQL) chunkDeleteSQL(low, high, staged bool) string {
 		}
 		match := make([]string, len(ts.key))
 		for i, k := range ts.key {
-			match[i] = "c." + ts.cols[k] + " = d." + ts.cols[k]
+			match[i] = ts.keyExpr("c."+ts.cols[k], i) + " = " + ts.keyExpr("d."+ts.cols[k], i)
 		}
 		return sql + " AND NOT EXISTS (SELECT 1 FROM " + ts.tmp + " AS c WHERE " + strings.Join(match, " AND ") + ")"
 	})

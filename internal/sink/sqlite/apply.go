@@ -153,7 +153,8 @@ func (s *Sink) upsert(ctx context.Context, w *txn, ts *tableSQL, row change.Row,
 	for i, v := range row {
 		switch {
 		case !v.Unchanged:
-			ins[i], set[i] = true, !ts.isKey[i]
+			// A key under a folding collation takes the row's spelling.
+			ins[i], set[i] = true, !ts.isKey[i] || ts.coll[i] != ""
 			args = append(args, encode(ts.kinds[i], v))
 		case carried != nil:
 			ins[i] = true

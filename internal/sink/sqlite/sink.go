@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/collate"
 	"github.com/tidemark/tidemark/internal/sink"
 
 	_ "modernc.org/sqlite" // registers driver "sqlite"
@@ -254,9 +255,11 @@ func checkKeyOrder(t *change.Table) error {
 	for _, c := range t.KeyColumns() {
 		switch {
 		case c.BaseOID == oidInt2 || c.BaseOID == oidInt4 || c.BaseOID == oidInt8 || c.BaseOID == oidUUID:
-		case (c.BaseOID == oidText || c.BaseOID == oidVarchar) && c.ByteOrder:
 		default:
-			return fmt.Errorf("table %s: key column %q (%s, collation %q): %w: SQLite destinations order integer, uuid and C-collated text keys only; use a PostgreSQL destination, or name other key columns under keys: in the config", t.ID, c.Name, c.Type, c.Collation, sink.ErrKeyOrder)
+			if _, ok := sourceCollation(c); ok {
+				continue
+			}
+			return fmt.Errorf("table %s: key column %q (%s, collation %q): %w: SQLite destinations order integer, uuid and C-collated text keys, and MySQL text keys under %s; use a PostgreSQL destination, or name other key columns under keys: in the config", t.ID, c.Name, c.Type, c.Collation, sink.ErrKeyOrder, strings.Join(collate.Names(), ", "))
 		}
 	}
 	return nil

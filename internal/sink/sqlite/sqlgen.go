@@ -20,7 +20,10 @@ type tableSQL struct {
 	isKey []bool
 	// gen holds the expressions of the generated columns SQLite computes
 	// (see computes), "" for the others.
-	gen  []string
+	gen []string
+	// coll holds the collation of key columns compared like a source
+	// collation (see sourceCollation), "" for the others.
+	coll []string
 	memo sink.Memo
 }
 
@@ -47,6 +50,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 		key:   t.Key,
 		isKey: make([]bool, len(t.Columns)),
 		gen:   make([]string, len(t.Columns)),
+		coll:  make([]string, len(t.Columns)),
 		memo:  sink.Memo{},
 	}
 	for i, c := range t.Columns {
@@ -59,6 +63,7 @@ func newTableSQL(t *change.Table) (*tableSQL, error) {
 			return nil, fmt.Errorf("table %s: key index %d out of range", t.ID, k)
 		}
 		ts.isKey[k] = true
+		ts.coll[k], _ = sourceCollation(t.Columns[k])
 	}
 	return ts, nil
 }
@@ -73,6 +78,9 @@ func (ts *tableSQL) createSQL() string {
 		if ts.isKey[i] {
 			// SQLite lets PRIMARY KEY columns hold NULL unless told.
 			def += " NOT NULL"
+		}
+		if ts.coll[i] != "" {
+			def += " COLLATE " + quote(ts.coll[i])
 		}
 		defs = append(defs, def)
 	}
@@ -143,7 +151,9 @@ func (ts *tableSQL) upsertSQL(ins, set []bool, onlyChanged bool) string {
 		for i, c := range ts.cols {
 			if set[i] {
 				sets = append(sets, c+" = excluded."+c)
-				diffs = append(diffs, ts.name+"."+c+" IS NOT excluded."+c)
+				// BINARY: a key differing only as its collation folds
+				// (case, accents) is still a change of spelling.
+				diffs = append(diffs, ts.name+"."+c+" COLLATE BINARY IS NOT excluded."+c)
 			}
 		}
 		sql := "INSERT INTO " + ts.name + " (" + ts.list(func(i int) bool { return ins[i] }) +

@@ -1,0 +1,141 @@
+// Package collate compares text as a source database's collation does, for
+// destinations that must order and match text keys like the source: two
+// keys the source calls equal are one row, and a chunk's key range holds
+// the keys the source puts in it.
+//
+// A Collation here gives each character one weight (its "sort character")
+// and compares strings weight by weight, PAD SPACE: the shorter string
+// compares as if padded with spaces. MariaDB's utf8mb4_general_ci,
+// utf8mb3_general_ci and latin1_swedish_ci are of that kind; their tables
+// are generated from a MariaDB server's WEIGHT_STRING (see gen/main.go), and
+// the tests compare against a real server. Collations whose weights depend
+// on neighbouring characters (the UCA ones: expansions such as ß = ss,
+// contractions, ignorable characters) are not here, so a destination
+// refuses keys under them.
+package collate
+
+import (
+	"sort"
+	"sync"
+	"unicode/utf8"
+)
+
+// Collation is one source collation.
+type Collation struct {
+	// Name is the source's name of the collation (utf8mb4_general_ci).
+	Name string
+	// mapped lists the characters whose weight is not their code point,
+	// sorted by character.
+	mapped [][2]rune
+	// supplementary, when not 0, is the weight of every character beyond
+	// the BMP (utf8mb4_general_ci gives them all U+FFFD's).
+	supplementary rune
+
+	once sync.Once
+	bmp  []rune // weight of every BMP character
+}
+
+const space = ' '
+
+var collations = map[string]*Collation{}
+
+func register(c *Collation, aliases ...string) {
+	for _, n := range append([]string{c.Name}, aliases...) {
+		collations[n] = c
+	}
+}
+
+func init() {
+	register(&Collation{Name: "utf8mb4_general_ci", mapped: widen(utf8mb4GeneralCI), supplementary: 0xFFFD})
+	// utf8mb3 holds only the BMP, which it weighs like utf8mb4 (the
+	// generator checks); MariaDB before 10.6 spells it utf8.
+	register(&Collation{Name: "utf8mb3_general_ci", mapped: widen(utf8mb4GeneralCI), supplementary: 0xFFFD}, "utf8_general_ci")
+	register(&Collation{Name: "latin1_swedish_ci", mapped: widen(latin1SwedishCI)})
+}
+
+func widen(t [][2]uint16) [][2]rune {
+	out := make([][2]rune, 0, len(t))
+	for _, p := range t {
+		if rune(p[0]) != rune(p[1]) {
+			out = append(out, [2]rune{rune(p[0]), rune(p[1])})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// Lookup returns the collation of that name, or nil when tidemark cannot
+// reproduce it.
+func Lookup(name string) *Collation { return collations[name] }
+
+// Names lists the collations Lookup knows, sorted.
+func Names() []string {
+	out := make([]string, 0, len(collations))
+	for n := range collations {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Mapped returns the characters whose weight is not their code point, as
+// (character, weight) pairs sorted by character; every other character of
+// the BMP weighs its code point. A destination that compares in SQL
+// translates each character to the character of its weight.
+func (c *Collation) Mapped() [][2]rune { return c.mapped }
+
+// Supplementary returns the weight of every character beyond the BMP, or 0
+// when such characters weigh their code point.
+func (c *Collation) Supplementary() rune { return c.supplementary }
+
+// Weight returns a character's weight.
+func (c *Collation) Weight(r rune) rune {
+	if r > 0xFFFF {
+		if c.supplementary != 0 {
+			return c.supplementary
+		}
+		return r
+	}
+	c.once.Do(c.fill)
+	return c.bmp[r]
+}
+
+func (c *Collation) fill() {
+	c.bmp = make([]rune, 0x10000)
+	for i := range c.bmp {
+		c.bmp[i] = rune(i)
+	}
+	for _, p := range c.mapped {
+		c.bmp[p[0]] = p[1]
+	}
+}
+
+// Compare returns -1, 0 or +1 as a sorts before, equal to or after b:
+// weight by weight, the rest of the longer string compared with spaces
+// (PAD SPACE, so "a" = "a " and "a\t" < "a"). Invalid UTF-8 weighs as U+FFFD.
+func (c *Collation) Compare(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if wa, wb := c.Weight(ra), c.Weight(rb); wa != wb {
+			if wa < wb {
+				return -1
+			}
+			return 1
+		}
+		a, b = a[na:], b[nb:]
+	}
+	sign, rest := 1, a
+	if a == "" {
+		sign, rest = -1, b
+	}
+	for _, r := range rest {
+		switch w := c.Weight(r); {
+		case w > space:
+			return sign
+		case w < space:
+			return -sign
+		}
+	}
+	return 0
+}

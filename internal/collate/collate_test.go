@@ -1,0 +1,121 @@
+package collate
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/mysqlserver"
+)
+
+// alphabets hold characters each collation folds together or orders
+// around the space: case, accents, ß, characters below the space, spaces,
+// punctuation between the letters, and (utf8mb4) characters beyond the BMP.
+var alphabets = map[string][]string{
+	"utf8mb4_general_ci": {"a", "A", "á", "Å", "e", "é", "E", "È", "s", "S", "ß", "z", " ", " ", "\t", "\n", "_", "[", "0", "ÿ", "Ÿ", "😀", "🙂", "\uFFFD", "Ω", "ω", "И", "й"},
+	"utf8mb3_general_ci": {"a", "A", "á", "e", "é", "s", "ß", " ", "\t", "_", "ÿ", "Ÿ", "Ω", "ω"},
+	"latin1_swedish_ci":  {"a", "A", "å", "Å", "ä", "Ä", "e", "é", "E", "ü", "Y", "y", "ÿ", " ", " ", "\t", "_", "€", "ß", "s", "Š", "×"},
+}
+
+// TestCompareLikeMariaDB compares random strings under each collation in Go
+// and in a real MariaDB (STRCMP), and pins the rules the destinations rely
+// on: case and accents fold, PAD SPACE ignores trailing spaces, and a
+// character below the space sorts a string before its prefix.
+func TestCompareLikeMariaDB(t *testing.T) {
+	srv, _ := mysqlserver.ForTest(t, mysqlserver.Options{}, "collate")
+	ctx := context.Background()
+	conn, err := srv.Root(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Execute("SET NAMES utf8mb4"); err != nil {
+		t.Fatal(err)
+	}
+	fixed := [][3]any{
+		{"a", "A", 0}, {"e", "é", 0}, {"a", "a  ", 0}, {"a\t", "a", -1}, {"a b", "a", 1},
+		{"Z", "_", -1}, {"", " ", 0},
+	}
+	rng := rand.New(rand.NewSource(1))
+	for _, name := range []string{"utf8mb4_general_ci", "utf8mb3_general_ci", "latin1_swedish_ci"} {
+		c := Lookup(name)
+		if c == nil {
+			t.Fatalf("no collation %s", name)
+		}
+		charset, _, _ := strings.Cut(name, "_")
+		var pairs [][2]string
+		cases := fixed
+		if charset != "latin1" {
+			cases = append(cases, [3]any{"s", "ß", 0}, [3]any{"😀", "🙂", 0})
+		}
+		for _, f := range cases {
+			pairs = append(pairs, [2]string{f[0].(string), f[1].(string)})
+			if got := c.Compare(f[0].(string), f[1].(string)); got != f[2].(int) {
+				t.Errorf("%s: Compare(%q, %q) = %d, want %d", name, f[0], f[1], got, f[2])
+			}
+		}
+		word := func() string {
+			var b strings.Builder
+			for n := rng.Intn(5); n >= 0; n-- {
+				b.WriteString(alphabets[name][rng.Intn(len(alphabets[name]))])
+			}
+			return b.String()
+		}
+		for len(pairs) < 3000 {
+			a := word()
+			b := a
+			if rng.Intn(3) > 0 {
+				b = word()
+			}
+			// Mostly near-equal pairs: one character changed, or spaces added.
+			switch rng.Intn(3) {
+			case 0:
+				b = a + strings.Repeat(" ", rng.Intn(3)) + alphabets[name][rng.Intn(len(alphabets[name]))]
+			case 1:
+				r := []rune(a)
+				r[rng.Intn(len(r))] = []rune(alphabets[name][rng.Intn(len(alphabets[name]))])[0]
+				b = string(r)
+			}
+			pairs = append(pairs, [2]string{a, b})
+		}
+		mismatches := 0
+		for start := 0; start < len(pairs); start += 200 {
+			batch := pairs[start:min(start+200, len(pairs))]
+			cols := make([]string, len(batch))
+			var args []any
+			for i, p := range batch {
+				cols[i] = fmt.Sprintf("STRCMP(CONVERT(? USING %[1]s) COLLATE %[2]s, CONVERT(? USING %[1]s) COLLATE %[2]s)", charset, name)
+				args = append(args, p[0], p[1])
+			}
+			res, err := conn.Execute("SELECT "+strings.Join(cols, ", "), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range batch {
+				want, _ := res.GetInt(0, i)
+				if got := c.Compare(p[0], p[1]); int64(got) != want {
+					mismatches++
+					if mismatches < 10 {
+						t.Errorf("%s: Compare(%q, %q) = %d, MariaDB says %d", name, p[0], p[1], got, want)
+					}
+				}
+			}
+		}
+		t.Logf("%s: %d pairs compared, %d differ from MariaDB", name, len(pairs), mismatches)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	for _, n := range []string{"utf8mb4_general_ci", "utf8_general_ci", "latin1_swedish_ci"} {
+		if Lookup(n) == nil {
+			t.Errorf("Lookup(%q) = nil", n)
+		}
+	}
+	for _, n := range []string{"utf8mb4_bin", "utf8mb4_unicode_ci", "uca1400_ai_ci", "utf8mb4_0900_ai_ci", ""} {
+		if Lookup(n) != nil {
+			t.Errorf("Lookup(%q) is a collation tidemark cannot reproduce exactly", n)
+		}
+	}
+}

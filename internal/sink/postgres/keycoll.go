@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/collate"
+)
+
+// A text key under another source's folding collation (MariaDB's
+// utf8mb4_general_ci, latin1_swedish_ci: see package collate) has no
+// PostgreSQL collation of the same equality and order: ICU's differ in
+// where punctuation sorts, in ß, and in trailing spaces. Such a key is
+// compared through a sort key instead: a SQL function in schema _tidemark,
+// one per source collation, turns the text into a text whose "C" order is
+// the source's order and whose equality is the source's. A unique index on
+// it makes keys the source calls equal one row, and every key comparison
+// the sink writes (upsert target, deletes, chunk ranges, verify's reads)
+// goes through it. The column itself keeps the source's spelling.
+
+// sortKeyFunc is the qualified, quoted name of the sort key function of a
+// source collation.
+func sortKeyFunc(collation string) string {
+	return quote("_tidemark") + "." + quote("sortkey_"+collation)
+}
+
+// sortKeyCollation returns the source collation of a key column compared
+// through a sort key, or nil.
+func sortKeyCollation(c change.Column) *collate.Collation {
+	if c.Native == "" || c.ByteOrder || (c.BaseOID != oidText && c.BaseOID != oidVarchar) {
+		return nil
+	}
+	return collate.Lookup(c.Collation)
+}
+
+// Text types a sort key applies to.
+const (
+	oidText    = 25
+	oidVarchar = 1043
+)
+
+// sortKeyBody is the function's SQL expression over $1. The source
+// compares weight by weight, the shorter string padded with spaces:
+//  1. each character becomes the character of its weight (translate);
+//  2. trailing spaces go (padding adds them back);
+//  3. every other space becomes two characters that say whether the run
+//     of spaces it is in ends on a weight above the space (" \x03") or
+//     below it (" \x01"), and the end of the text becomes " \x02", so that
+//     "C" order compares the end as padding would: below a space run that
+//     ends above the space, above one that ends below it (such as "a\t"
+//     < "a" < "a b").
+//
+// The weights of the BMP fit between U+0001 and U+FFFF and are not
+// surrogates (the generator checks), so U+10FFFF is free as a placeholder.
+func sortKeyBody(c *collate.Collation) string {
+	var from, to strings.Builder
+	for _, p := range c.Mapped() {
+		from.WriteString(fmt.Sprintf(`\%04X`, p[0]))
+		to.WriteString(fmt.Sprintf(`\%04X`, p[1]))
+	}
+	text := "$1"
+	if w := c.Supplementary(); w != 0 {
+		text = fmt.Sprintf(`regexp_replace(%s, U&'[\+010000-\+10FFFF]', U&'\%04X', 'g')`, text, w)
+	}
+	w := fmt.Sprintf(`translate(%s, U&'%s', U&'%s')`, text, from.String(), to.String())
+	w = `regexp_replace(` + w + `, ' +$', '')`
+	w = `regexp_replace(` + w + `, U&' (?= *[^ \0001-\001F])', U&'\+10FFFF', 'g')`
+	w = `replace(` + w + `, ' ', U&' \0001')`
+	w = `replace(` + w + `, U&'\+10FFFF', U&' \0003')`
+	return w + ` || U&' \0002'`
+}
+
+// ensureSortKeys creates the sort key functions t's key needs, unless they
+// exist. The function bodies are tidemark's own constants, not values.
+func (s *Sink) ensureSortKeys(ctx context.Context, t *change.Table) error {
+	for _, c := range t.KeyColumns() {
+		coll := sortKeyCollation(c)
+		if coll == nil {
+			continue
+		}
+		name := sortKeyFunc(coll.Name)
+		var ok bool
+		if err := s.conn.QueryRow(ctx, "SELECT to_regprocedure($1) IS NOT NULL", name+"(text)").Scan(&ok); err != nil {
+			return fmt.Errorf("look up %s: %w", name, err)
+		}
+		if ok {
+			continue
+		}
+		ddl := "CREATE FUNCTION " + name + "(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE RETURN " + sortKeyBody(coll)
+		_, err := s.conn.Exec(ctx, ddl)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42723" {
+			continue // another sink created it meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("create the sort key function of collation %s: %w", coll.Name, err)
+		}
+	}
+	return nil
+}
+
+// sortKeyIndexSQL is the unique index over the key's sort keys, "" when no
+// key column needs one.
+func (ts *tableSQL) sortKeyIndexSQL() string {
+	if !ts.sortKeys {
+		return ""
+	}
+	h := sha256.Sum256([]byte(ts.id.Schema + "\x00" + ts.id.Name))
+	return "CREATE UNIQUE INDEX IF NOT EXISTS " + quote("_tidemark_key_"+hex.EncodeToString(h[:12])) +
+		" ON " + ts.name + " (" + ts.keyElements() + ")"
+}
+
+// keyElements lists the key as index elements: a sort key as an
+// expression with the element's collation "C", which is how both the
+// unique index and ON CONFLICT's inference of it spell it.
+func (ts *tableSQL) keyElements() string {
+	parts := make([]string, len(ts.key))
+	for i, k := range ts.key {
+		parts[i] = ts.cols[k]
+		if ts.keyFn[i] != "" {
+			parts[i] = "(" + ts.keyFn[i] + "(" + ts.cols[k] + ")) COLLATE \"C\""
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keyExpr is key column i (in key order) as the sink compares it: the
+// column, or its sort key in "C".
+func (ts *tableSQL) keyExpr(ref string, i int) string {
+	if ts.keyFn[i] == "" {
+		return ref
+	}
+	return "(" + ts.keyFn[i] + "(" + ref + ") COLLATE \"C\")"
+}
