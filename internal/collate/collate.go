@@ -4,9 +4,10 @@
 // the keys the source puts in it.
 //
 // A Collation here gives each character one weight (its "sort character")
-// and compares strings weight by weight, PAD SPACE: the shorter string
-// compares as if padded with spaces. MariaDB's utf8mb4_general_ci,
-// utf8mb3_general_ci and latin1_swedish_ci are of that kind; their tables
+// and compares strings weight by weight, PAD SPACE (the shorter string
+// compares as if padded with spaces) or NO PAD. MariaDB's
+// utf8mb4_general_ci, utf8mb3_general_ci and latin1_swedish_ci, and their
+// _nopad_ twins, are of that kind; their tables
 // are generated from a MariaDB server's WEIGHT_STRING (see gen/main.go), and
 // the tests compare against a real server. Collations whose weights depend
 // on neighbouring characters (the UCA ones: expansions such as ß = ss,
@@ -30,6 +31,8 @@ type Collation struct {
 	// supplementary, when not 0, is the weight of every character beyond
 	// the BMP (utf8mb4_general_ci gives them all U+FFFD's).
 	supplementary rune
+	// noPad compares the rest of the longer string as it is: "a" < "a ".
+	noPad bool
 
 	once sync.Once
 	bmp  []rune // weight of every BMP character
@@ -46,11 +49,19 @@ func register(c *Collation, aliases ...string) {
 }
 
 func init() {
-	register(&Collation{Name: "utf8mb4_general_ci", mapped: widen(utf8mb4GeneralCI), supplementary: 0xFFFD})
-	// utf8mb3 holds only the BMP, which it weighs like utf8mb4 (the
-	// generator checks); MariaDB before 10.6 spells it utf8.
-	register(&Collation{Name: "utf8mb3_general_ci", mapped: widen(utf8mb4GeneralCI), supplementary: 0xFFFD}, "utf8_general_ci")
-	register(&Collation{Name: "latin1_swedish_ci", mapped: widen(latin1SwedishCI)})
+	// utf8mb3 holds only the BMP, which it weighs like utf8mb4, and the
+	// nopad twins weigh like the others (the generator checks); MariaDB
+	// before 10.6 spells utf8mb3 utf8.
+	general, latin1 := widen(utf8mb4GeneralCI), widen(latin1SwedishCI)
+	for _, noPad := range []bool{false, true} {
+		infix := ""
+		if noPad {
+			infix = "nopad_"
+		}
+		register(&Collation{Name: "utf8mb4_general_" + infix + "ci", mapped: general, supplementary: 0xFFFD, noPad: noPad})
+		register(&Collation{Name: "utf8mb3_general_" + infix + "ci", mapped: general, supplementary: 0xFFFD, noPad: noPad}, "utf8_general_"+infix+"ci")
+		register(&Collation{Name: "latin1_swedish_" + infix + "ci", mapped: latin1, noPad: noPad})
+	}
 }
 
 func widen(t [][2]uint16) [][2]rune {
@@ -84,6 +95,10 @@ func Names() []string {
 // translates each character to the character of its weight.
 func (c *Collation) Mapped() [][2]rune { return c.mapped }
 
+// PadSpace reports whether the collation compares as if the shorter string
+// were padded with spaces; otherwise (NO PAD) a prefix sorts first.
+func (c *Collation) PadSpace() bool { return !c.noPad }
+
 // Supplementary returns the weight of every character beyond the BMP, or 0
 // when such characters weigh their code point.
 func (c *Collation) Supplementary() rune { return c.supplementary }
@@ -111,8 +126,9 @@ func (c *Collation) fill() {
 }
 
 // Compare returns -1, 0 or +1 as a sorts before, equal to or after b:
-// weight by weight, the rest of the longer string compared with spaces
-// (PAD SPACE, so "a" = "a " and "a\t" < "a"). Invalid UTF-8 weighs as U+FFFD.
+// weight by weight, then the rest of the longer string compared with
+// spaces (PAD SPACE, so "a" = "a " and "a\t" < "a") or, NO PAD, the longer
+// string after its prefix. Invalid UTF-8 weighs as U+FFFD.
 func (c *Collation) Compare(a, b string) int {
 	for a != "" && b != "" {
 		ra, na := utf8.DecodeRuneInString(a)
@@ -128,6 +144,12 @@ func (c *Collation) Compare(a, b string) int {
 	sign, rest := 1, a
 	if a == "" {
 		sign, rest = -1, b
+	}
+	if c.noPad {
+		if rest == "" {
+			return 0
+		}
+		return sign
 	}
 	for _, r := range rest {
 		switch w := c.Weight(r); {

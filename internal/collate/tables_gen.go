@@ -3,7 +3,7 @@
 package collate
 
 // utf8mb4GeneralCI maps the BMP characters whose utf8mb4_general_ci (and
-// utf8mb3_general_ci) weight is not their code point.
+// utf8mb3_general_ci, and their nopad twins) weight is not their code point.
 var utf8mb4GeneralCI = [][2]uint16{
 	{0x0061, 0x0041},
 	{0x0062, 0x0042},
@@ -1115,7 +1115,8 @@ var utf8mb4GeneralCI = [][2]uint16{
 	{0xFF5A, 0xFF3A},
 }
 
-// latin1SwedishCI maps each character of latin1 (bytes 1..255) to its weight.
+// latin1SwedishCI maps each character of latin1 (bytes 1..255) to its
+// latin1_swedish_ci (and latin1_swedish_nopad_ci) weight.
 var latin1SwedishCI = [][2]uint16{
 	{0x0001, 0x01},
 	{0x0002, 0x02},

@@ -28,8 +28,8 @@ var collatedVariants = map[rune][]string{
 }
 
 // collatedKey is the i-th key in one spelling: a prefix, "k", a number,
-// each letter in a random variant, and up to two trailing spaces (PAD
-// SPACE: the same key).
+// each letter in a random variant, and up to two trailing spaces (the same
+// key under PAD SPACE, another under NO PAD).
 func collatedKey(r *rand.Rand, i int) string {
 	base := collatedPrefixes[i%len(collatedPrefixes)] + "k" + fmt.Sprintf("%03d", i/len(collatedPrefixes))
 	var b strings.Builder
@@ -48,7 +48,8 @@ func collatedKey(r *rand.Rand, i int) string {
 
 // TestMySQLCollatedKeys backfills MariaDB tables keyed by VARCHAR columns
 // under case- and accent-insensitive PAD SPACE collations
-// (utf8mb4_general_ci, latin1_swedish_ci) into SQLite and PostgreSQL while
+// (utf8mb4_general_ci, latin1_swedish_ci; and utf8mb4_general_nopad_ci, where
+// trailing spaces count) into SQLite and PostgreSQL while
 // a writer respells keys (case, accents, trailing spaces: the same row to
 // the source), deletes and re-inserts them in another spelling, and moves
 // them across chunk boundaries. The objects complete, the destination
@@ -67,6 +68,8 @@ func TestMySQLCollatedKeys(t *testing.T) {
 	tables := map[string]string{
 		"k_general": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
 		"k_latin1":  "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_swedish_ci",
+		// NO PAD: trailing spaces make another key.
+		"k_nopad": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_nopad_ci",
 	}
 	const rows = 1500
 	for i, dest := range []string{"sqlite", "postgres"} {
@@ -99,7 +102,7 @@ func TestMySQLCollatedKeys(t *testing.T) {
 
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			for w, name := range []string{"k_general", "k_latin1"} {
+			for w, name := range []string{"k_general", "k_latin1", "k_nopad"} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

@@ -35,10 +35,12 @@ func main() {
 	// utf8mb4: every BMP character outside the surrogates whose weight is
 	// not its own code point; the generator checks the supplementary ones.
 	mb4 := bmpWeights(c, "utf8mb4", "utf8mb4_general_ci")
-	if mb3 := bmpWeights(c, "utf8mb3", "utf8mb3_general_ci"); fmt.Sprint(mb3) != fmt.Sprint(mb4) {
-		log.Fatal("utf8mb3_general_ci weighs the BMP otherwise than utf8mb4_general_ci")
+	for _, other := range [][2]string{{"utf8mb3", "utf8mb3_general_ci"}, {"utf8mb4", "utf8mb4_general_nopad_ci"}, {"utf8mb3", "utf8mb3_general_nopad_ci"}} {
+		if w := bmpWeights(c, other[0], other[1]); fmt.Sprint(w) != fmt.Sprint(mb4) {
+			log.Fatalf("%s weighs the BMP otherwise than utf8mb4_general_ci", other[1])
+		}
 	}
-	out.WriteString("// utf8mb4GeneralCI maps the BMP characters whose utf8mb4_general_ci (and\n// utf8mb3_general_ci) weight is not their code point.\nvar utf8mb4GeneralCI = [][2]uint16{\n")
+	out.WriteString("// utf8mb4GeneralCI maps the BMP characters whose utf8mb4_general_ci (and\n// utf8mb3_general_ci, and their nopad twins) weight is not their code point.\nvar utf8mb4GeneralCI = [][2]uint16{\n")
 	for _, p := range mb4 {
 		fmt.Fprintf(&out, "{0x%04X, 0x%04X},\n", p[0], p[1])
 	}
@@ -50,12 +52,19 @@ func main() {
 	if w, _ := r.GetString(0, 0); len(r.Values) != 1 || w != "FFFD" {
 		log.Fatalf("utf8mb4_general_ci: supplementary characters do not all weigh FFFD")
 	}
+	r, err = c.Execute("SELECT COUNT(*) FROM seq_1_to_255 WHERE WEIGHT_STRING(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) COLLATE latin1_swedish_ci) <> WEIGHT_STRING(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) COLLATE latin1_swedish_nopad_ci)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if n, _ := r.GetInt(0, 0); n != 0 {
+		log.Fatalf("latin1_swedish_nopad_ci weighs %d characters otherwise than latin1_swedish_ci", n)
+	}
 	// latin1 (cp1252 in MariaDB): each byte's character and weight.
 	r, err = c.Execute("SELECT seq, ORD(CONVERT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) USING utf32)), HEX(WEIGHT_STRING(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) COLLATE latin1_swedish_ci)) FROM seq_1_to_255")
 	if err != nil {
 		log.Fatal(err)
 	}
-	out.WriteString("// latin1SwedishCI maps each character of latin1 (bytes 1..255) to its weight.\nvar latin1SwedishCI = [][2]uint16{\n")
+	out.WriteString("// latin1SwedishCI maps each character of latin1 (bytes 1..255) to its\n// latin1_swedish_ci (and latin1_swedish_nopad_ci) weight.\nvar latin1SwedishCI = [][2]uint16{\n")
 	for i := range r.Values {
 		cp, _ := r.GetInt(i, 1)
 		w, _ := r.GetString(i, 2)

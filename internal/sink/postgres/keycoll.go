@@ -46,7 +46,8 @@ const (
 )
 
 // sortKeyBody is the function's SQL expression over $1. The source
-// compares weight by weight, the shorter string padded with spaces:
+// compares weight by weight, the shorter string padded with spaces (a NO
+// PAD collation stops after step 1):
 //  1. each character becomes the character of its weight (translate);
 //  2. trailing spaces go (padding adds them back);
 //  3. every other space becomes two characters that say whether the run
@@ -69,6 +70,9 @@ func sortKeyBody(c *collate.Collation) string {
 		text = fmt.Sprintf(`regexp_replace(%s, U&'[\+010000-\+10FFFF]', U&'\%04X', 'g')`, text, w)
 	}
 	w := fmt.Sprintf(`translate(%s, U&'%s', U&'%s')`, text, from.String(), to.String())
+	if !c.PadSpace() {
+		return w // NO PAD: a prefix sorts first, as in "C"
+	}
 	w = `regexp_replace(` + w + `, ' +$', '')`
 	w = `regexp_replace(` + w + `, U&' (?= *[^ \0001-\001F])', U&'\+10FFFF', 'g')`
 	w = `replace(` + w + `, ' ', U&' \0001')`

@@ -27,7 +27,7 @@ func TestSortKeyComparesLikeSource(t *testing.T) {
 		}
 		return b.String()
 	}
-	for _, name := range []string{"utf8mb4_general_ci", "latin1_swedish_ci"} {
+	for _, name := range []string{"utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_general_nopad_ci"} {
 		coll := collate.Lookup(name)
 		tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "k_" + name}, Key: []int{0},
 			Columns: []change.Column{{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: oidVarchar, Collation: name}}}
