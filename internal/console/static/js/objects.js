@@ -2,6 +2,8 @@
 // its backfill status, and the initiate and stop actions on a selection.
 // Pushed backfill events update the rows in place; the list is re-read
 // every few seconds for the 7-day counters and for anything an event missed.
+// A stream may have thousands of objects: the table is sorted by any
+// column and paged, and only the shown page's rows are in the document.
 import { get, q } from "./api.js";
 import { ago, bytes, h, num, page, refresher, replace, select, throttle, time } from "./ui.js";
 import {
@@ -10,6 +12,21 @@ import {
 } from "./streamkit.js";
 
 const statuses = ["-", "pending", "active", "completed", "stopped", "failed"];
+
+// pageSize is how many objects a page of the table shows.
+export const pageSize = 100;
+
+// sorters compare two objects by one column, ascending.
+const sorters = {
+  object: (a, b) => a.object.localeCompare(b.object),
+  status: (a, b) => statuses.indexOf(a.status) - statuses.indexOf(b.status),
+  loaded: (a, b) => Number(!!a.loaded) - Number(!!b.loaded),
+  events: (a, b) => (a.events_7d || 0) - (b.events_7d || 0),
+  loaded7: (a, b) => (a.events_loaded_7d || 0) - (b.events_loaded_7d || 0),
+  bytes: (a, b) => (a.bytes_30d || 0) - (b.bytes_30d || 0),
+  columns: (a, b) => (a.columns ? a.columns.length : -1) - (b.columns ? b.columns.length : -1),
+  run: (a, b) => (a.backfill_id || 0) - (b.backfill_id || 0),
+};
 
 export async function streamPage(main, [name], ctx) {
   const s = {
@@ -24,7 +41,10 @@ export async function streamPage(main, [name], ctx) {
     controls: null, // the pause, resume and reset buttons
     selected: new Set(),
     anchor: null, // the row last clicked, for shift-click ranges
-    rows: new Map(), // object name → {tr, check, cells, sig}
+    rows: new Map(), // object name → {tr, check, cells, sig}, made for the rows shown so far
+    sort: { key: "", dir: 1 }, // "" keeps the API's order
+    page: 0,
+    matching: [], // object names the filter shows, in the table's order
   };
 
   const controls = h("span", { class: "actions" });
@@ -41,26 +61,37 @@ export async function streamPage(main, [name], ctx) {
   const toolbar = h("div", { class: "sk-toolbar" }, filter, statusFilter, h("span", { class: "spacer" }), selInfo, initBtn, stopBtn);
   const notice = h("div", { class: "sk-notice", hidden: true });
 
-  const all = h("input", { type: "checkbox", dataset: { selectAll: "" }, "aria-label": "Select every object shown", onchange: () => selectAll(all.checked) });
-  const th = (label, title, cls) => h("th", { class: cls || null, title: title || null }, label);
+  const all = h("input", { type: "checkbox", dataset: { selectAll: "" }, "aria-label": "Select every object the filter shows, on every page", onchange: () => selectAll(all.checked) });
+  const heads = new Map(); // sort key → th
+  const th = (label, title, cls, key) => {
+    const cell = h("th", { class: cls || null, title: title || null, dataset: { sort: key } },
+      h("button", { type: "button", class: "sk-sortbtn", onclick: () => sortBy(key) }, label));
+    heads.set(key, cell);
+    return cell;
+  };
   const tbody = h("tbody");
   const widths = ["check", "object", "status", "loaded", "n", "n", "n", "cols", "run"];
   const grid = h("table", { class: "grid sk-objtable" },
     h("colgroup", {}, widths.map((w) => h("col", { class: "w-" + w }))),
     h("thead", {}, h("tr", {},
       h("th", { class: "sk-check" }, all),
-      th("Object"),
-      th("Status", "The status of the object's latest backfill; - when it has none"),
-      th("Loaded", "The latest backfill's last chunk is committed in the destination"),
-      th("Events 7d", "Changes and backfilled rows processed for the object today and the 6 days before (UTC days)", "num"),
-      th("Loaded 7d", "The same count, as committed in the destination", "num"),
-      th("Bytes 30d", "Bytes of changes written for the object today and the 29 days before", "num"),
-      th("Columns", "Columns as last described, in table order; key columns are marked"),
-      th("Latest backfill"))),
+      th("Object", "", "", "object"),
+      th("Status", "The status of the object's latest backfill; - when it has none", "", "status"),
+      th("Loaded", "The latest backfill's last chunk is committed in the destination", "", "loaded"),
+      th("Events 7d", "Changes and backfilled rows processed for the object today and the 6 days before (UTC days)", "num", "events"),
+      th("Loaded 7d", "The same count, as committed in the destination", "num", "loaded7"),
+      th("Bytes 30d", "Bytes of changes written for the object today and the 29 days before", "num", "bytes"),
+      th("Columns", "Columns as last described, in table order; key columns are marked", "", "columns"),
+      th("Latest backfill", "", "", "run"))),
     tbody);
+  const pageInfo = h("span", { class: "sk-pageinfo", "aria-live": "polite" });
+  const prevBtn = h("button", { type: "button", class: "btn", dataset: { action: "prev-page" }, onclick: () => turn(-1) }, "‹ Previous");
+  const nextBtn = h("button", { type: "button", class: "btn", dataset: { action: "next-page" }, onclick: () => turn(1) }, "Next ›");
+  const pager = h("div", { class: "sk-pager" }, pageInfo, prevBtn, nextBtn);
+  const banner = h("div", { class: "sk-banner", dataset: { banner: "" }, hidden: true });
   const empty = h("p", { class: "empty", hidden: true }, "No objects yet: they appear once the stream has started and discovered its tables.");
   const nomatch = h("p", { class: "empty", hidden: true }, "No object matches the filter.");
-  const box = h("div", { class: "sk-tablebox" }, toolbar, hint, grid);
+  const box = h("div", { class: "sk-tablebox" }, toolbar, hint, banner, grid, pager);
   content.append(facts, box, empty, nomatch, notice);
 
   // Merging: an answer of the API is as new as the moment it was asked
@@ -130,7 +161,6 @@ export async function streamPage(main, [name], ctx) {
   function render() {
     renderHead();
     syncRows();
-    applyFilter();
   }
 
   function renderHead() {
@@ -153,37 +183,87 @@ export async function streamPage(main, [name], ctx) {
     );
   }
 
+  // syncRows puts the current page of the filtered, sorted objects in the
+  // table, and only those: rows are made when first shown and kept for
+  // later pages, but only one page is ever in the document.
   function syncRows() {
-    for (const [n, row] of s.rows) {
+    for (const n of s.rows.keys()) {
       if (!s.objects.has(n)) {
-        row.tr.remove();
+        s.rows.get(n).tr.remove();
         s.rows.delete(n);
-        s.selected.delete(n);
       }
     }
+    for (const n of s.selected) if (!s.objects.has(n)) s.selected.delete(n);
+    s.matching = orderedNames().filter(matches);
+    const pages = Math.max(1, Math.ceil(s.matching.length / pageSize));
+    s.page = Math.min(s.page, pages - 1);
+    const shown = s.matching.slice(s.page * pageSize, (s.page + 1) * pageSize);
+    const keep = new Set(shown);
+    for (const tr of [...tbody.children]) if (!keep.has(tr.dataset.object)) tr.remove();
     let prev = null;
-    for (const n of s.order) {
+    for (const n of shown) {
       let row = s.rows.get(n);
       if (!row) {
         row = makeRow(n);
         s.rows.set(n, row);
       }
       fillRow(row, s.objects.get(n));
-      // Keep the API's order without moving rows that are in place.
+      // Keep the order without moving rows that are in place.
       const want = prev ? prev.nextSibling : tbody.firstChild;
       if (want !== row.tr) tbody.insertBefore(row.tr, want);
       prev = row.tr;
     }
+    const from = shown.length ? s.page * pageSize + 1 : 0;
+    pageInfo.textContent = num(from) + "–" + num(s.page * pageSize + shown.length) + " of " + num(s.matching.length) +
+      (s.matching.length < s.objects.size ? " shown by the filter (" + num(s.objects.size) + " in all)" : "");
+    prevBtn.disabled = s.page === 0;
+    nextBtn.disabled = s.page >= pages - 1;
+    pager.hidden = s.matching.length <= pageSize;
+    for (const [key, cell] of heads) {
+      cell.setAttribute("aria-sort", s.sort.key === key ? (s.sort.dir > 0 ? "ascending" : "descending") : "none");
+    }
+    renderBanner();
     empty.hidden = s.objects.size > 0;
     box.hidden = s.objects.size === 0;
+    nomatch.hidden = !(s.objects.size && !s.matching.length);
     updateToolbar();
+  }
+
+  // orderedNames is every object in the table's order: the API's, or by
+  // the chosen column with the API's order breaking ties.
+  function orderedNames() {
+    if (!s.sort.key) return s.order;
+    const by = sorters[s.sort.key];
+    const at = new Map(s.order.map((n, i) => [n, i]));
+    return [...s.order].sort((a, b) => s.sort.dir * by(s.objects.get(a), s.objects.get(b)) || at.get(a) - at.get(b));
+  }
+
+  function sortBy(key) {
+    s.sort = s.sort.key === key ? { key, dir: -s.sort.dir } : { key, dir: 1 };
+    s.page = 0;
+    syncRows();
+  }
+
+  function turn(by) {
+    s.page += by;
+    syncRows();
+  }
+
+  // renderBanner says once what every object without a backfill shares,
+  // rather than leaving it to be read row by row.
+  function renderBanner() {
+    const none = [...s.objects.values()].filter((o) => o.status === "-");
+    const reasons = new Set(none.map((o) => o.reason || ""));
+    const shared = none.length > 1 && reasons.size === 1 ? [...reasons][0] : "";
+    banner.hidden = !shared;
+    banner.textContent = shared ? num(none.length) + (none.length === s.objects.size ? " objects" : " of " + num(s.objects.size) + " objects") + " not backfilled: " + shared : "";
   }
 
   function makeRow(n) {
     const check = h("input", { type: "checkbox", dataset: { select: n }, "aria-label": "Select " + n, checked: s.selected.has(n) });
     // Shift-click selects (or clears) the shown rows from the last one clicked.
     check.addEventListener("click", (ev) => {
-      const names = s.order.filter((x) => visible(s.rows.get(x)));
+      const names = s.matching;
       const from = names.indexOf(s.anchor);
       const to = names.indexOf(n);
       if (ev.shiftKey && from >= 0 && to >= 0) {
@@ -224,27 +304,19 @@ export async function streamPage(main, [name], ctx) {
     replace(cRun, progressCell(o, r && r.status === o.status ? r : null, s.view.state));
   }
 
-  function visible(row) {
-    return !row.tr.hidden;
+  function matches(n) {
+    const text = filter.value.trim().toLowerCase();
+    const st = statusFilter.value;
+    return (!text || n.toLowerCase().includes(text)) && (!st || s.objects.get(n).status === st);
   }
 
   function applyFilter() {
-    const text = filter.value.trim().toLowerCase();
-    const st = statusFilter.value;
-    let shown = 0;
-    for (const [n, row] of s.rows) {
-      const o = s.objects.get(n);
-      const ok = (!text || n.toLowerCase().includes(text)) && (!st || o.status === st);
-      row.tr.hidden = !ok;
-      if (ok) shown++;
-    }
-    nomatch.hidden = !(s.objects.size && !shown);
-    updateToolbar();
+    s.page = 0;
+    syncRows();
   }
 
   function selectAll(on) {
-    for (const [n, row] of s.rows) {
-      if (!visible(row)) continue;
+    for (const n of s.matching) {
       if (on) s.selected.add(n);
       else s.selected.delete(n);
     }
@@ -269,10 +341,9 @@ export async function streamPage(main, [name], ctx) {
     initBtn.title = ib || "Initiate a backfill of " + list(names);
     stopBtn.disabled = !!sb;
     stopBtn.title = sb || "Stop the backfill of " + list(names);
-    const rows = [...s.rows.values()].filter(visible);
-    const picked = rows.filter((row) => s.selected.has(row.tr.dataset.object)).length;
-    all.checked = rows.length > 0 && picked === rows.length;
-    all.indeterminate = picked > 0 && picked < rows.length;
+    const picked = s.matching.filter((n) => s.selected.has(n)).length;
+    all.checked = s.matching.length > 0 && picked === s.matching.length;
+    all.indeterminate = picked > 0 && picked < s.matching.length;
     const hidden = sel.length - picked;
     selInfo.textContent = sel.length ? sel.length + " selected" + (hidden > 0 ? " (" + hidden + " hidden by the filter)" : "") : "";
     // With a selection, say why an action is unavailable.
@@ -303,9 +374,8 @@ export async function streamPage(main, [name], ctx) {
     const next = { ...o, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b, key) };
     s.objects.set(key, next);
     s.touched.set(key, now);
-    fillRow(s.rows.get(key), next);
     renderHead();
-    applyFilter();
+    syncRows();
     // A finished run changes the counters: re-read them.
     if (rank(b.status) === 2) refreshSoon();
   }
@@ -317,7 +387,7 @@ export async function streamPage(main, [name], ctx) {
       s.stateSeen = performance.now();
       s.view = { ...s.view, state: ev.state.state, reason: ev.state.reason, updated_at: ev.state.updated_at };
       renderHead();
-      for (const [n, row] of s.rows) fillRow(row, s.objects.get(n));
+      syncRows();
     }
   });
 
@@ -325,9 +395,9 @@ export async function streamPage(main, [name], ctx) {
   ctx.every(5000, refresh);
   // Relative times of running rows.
   ctx.every(1000, () => {
-    for (const [n, row] of s.rows) {
-      const o = s.objects.get(n);
-      if (o.status === "pending" || o.status === "active") fillRow(row, o);
+    for (const tr of tbody.children) {
+      const o = s.objects.get(tr.dataset.object);
+      if (o && (o.status === "pending" || o.status === "active")) fillRow(s.rows.get(tr.dataset.object), o);
     }
   });
 }

@@ -376,16 +376,16 @@ export function statusCell(o) {
   return [badge(o.status, o.reason || null), o.reason ? h("div", { class: "sk-reason" + (o.status === "failed" ? " bad" : ""), title: o.reason }, o.reason) : null];
 }
 
-// columnsCell lists columns compactly: the name, then the type in grey;
-// key columns are marked.
-export function columnsCell(cols, max = 6) {
+// columnsCell shows a table's columns as their count and key, with the
+// whole list (name, type, key marked) in a popover opened by a click.
+export function columnsCell(cols) {
   if (!cols) return h("span", { class: "muted" }, "not streamed");
   if (!cols.length) return h("span", { class: "muted" }, "none");
-  const all = cols.map((c) => c.name + " " + c.type + (c.key ? " (key)" : "")).join("\n");
-  const shown = cols.slice(0, max);
-  return h("span", { class: "sk-cols", title: all },
-    shown.map((c, i) => [i ? ", " : "", h("span", { class: c.key ? "sk-col key" : "sk-col" }, c.name), " ", h("span", { class: "sk-type" }, c.type)]),
-    cols.length > max ? h("span", { class: "sk-more" }, " +" + (cols.length - max) + " more") : null);
+  const key = cols.filter((c) => c.key).map((c) => c.name);
+  return h("details", { class: "sk-cols" },
+    h("summary", { title: "Show the columns" }, num(cols.length) + (cols.length === 1 ? " column" : " columns"),
+      key.length ? h("span", { class: "sk-type" }, " · key " + key.join(", ")) : null),
+    h("ul", { class: "sk-colpop" }, cols.map((c) => h("li", {}, h("span", { class: c.key ? "sk-col key" : "sk-col" }, c.name), " ", h("span", { class: "sk-type" }, c.type)))));
 }
 
 // elapsed is a run's duration so far or in all, in seconds.
@@ -431,7 +431,8 @@ export function progressCell(o, r, streamState) {
         h("span", {}, h("b", {}, num(r.chunks)), r.chunks === 1 ? " chunk" : " chunks")),
         progressBar(r),
         h("div", { class: "sk-sub" }, "started " + ago(r.started_at) + by + (r.rows_estimate > 0 ? " · " + Math.floor(100 * Math.min(1, r.rows_read / r.rows_estimate)) + "%" : "") +
-          (r.options && r.options.rows_per_second > 0 ? " · " + num(r.options.rows_per_second) + " rows/s" : ""))];
+          (r.options && r.options.rows_per_second > 0 ? " · limit " + num(r.options.rows_per_second) + " rows/s" : "")),
+        speedLine(r)];
     case "completed":
       return [h("div", { class: "sk-sub" }, num(r.rows_written) + " rows · " + num(r.chunks) + (r.chunks === 1 ? " chunk" : " chunks") +
         (r.bytes ? " · " + bytes(r.bytes) : "") + " · " + duration(elapsed(r)) + (r.loaded_at ? "" : " · loading")),
@@ -442,6 +443,17 @@ export function progressCell(o, r, streamState) {
       return h("div", { class: "sk-sub" }, "failed after " + num(r.rows_written) + " rows, " + ago(r.finished_at));
   }
   return null;
+}
+
+// speedLine is an active run's read rate since it started and, with an
+// estimate of its rows, the time left at that rate.
+export function speedLine(r, now = Date.now()) {
+  const secs = elapsed(r, now);
+  if (!secs || secs < 1 || !r.rows_read) return null;
+  const rate = r.rows_read / secs;
+  const left = r.rows_estimate > r.rows_read ? (r.rows_estimate - r.rows_read) / rate : null;
+  return h("div", { class: "sk-sub sk-speed", dataset: { rate: Math.round(rate) } }, num(Math.round(rate)) + " rows/s" +
+    (left !== null ? " · ETA " + duration(left) : r.rows_estimate > 0 ? " · finishing" : ""));
 }
 
 // loadedCell says whether the latest backfill's last chunk is committed.
