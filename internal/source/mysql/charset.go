@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -27,12 +28,14 @@ func charsetOf(collation string) (charset, error) {
 	return 0, fmt.Errorf("character set %s is not supported by the MySQL source: convert the column to utf8mb4 (ALTER TABLE … CONVERT TO CHARACTER SET utf8mb4) or latin1", name)
 }
 
+var errNotUTF8 = errors.New("text value is not valid UTF-8")
+
 func (c charset) decode(b []byte) (string, error) {
 	if c == charsetLatin1 {
 		return decodeLatin1(b), nil
 	}
 	if !utf8.Valid(b) {
-		return "", fmt.Errorf("text value is not valid UTF-8")
+		return "", errNotUTF8
 	}
 	return string(b), nil
 }

@@ -65,6 +65,7 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 	if err != nil {
 		return Chunk{}, err
 	}
+	r.expect = opt.Limit
 	if r.picked, err = pickColumns(t, opt.Columns); err != nil {
 		return Chunk{}, err
 	}

@@ -207,10 +207,17 @@ func (k codec) integer(v any) (string, error) {
 	default:
 		return "", fmt.Errorf("unexpected %T value for an integer column", v)
 	}
+	var buf [20]byte
+	return string(k.appendInt(buf[:0], n)), nil
+}
+
+// appendInt prints a signed integer, reinterpreted as unsigned of the
+// column's width for an unsigned column.
+func (k codec) appendInt(dst []byte, n int64) []byte {
 	if k.unsigned && n < 0 {
-		return strconv.FormatUint(uint64(n)&(1<<k.bits-1), 10), nil
+		return strconv.AppendUint(dst, uint64(n)&(1<<k.bits-1), 10)
 	}
-	return strconv.FormatInt(n, 10), nil
+	return strconv.AppendInt(dst, n, 10)
 }
 
 // bitString prints a BIT(n) value as n binary digits (PostgreSQL bit(n)):

@@ -20,6 +20,9 @@ type rowReader struct {
 	// picked maps the selected columns to the table's when only some are
 	// read (nil: all, in order); the others are Unchanged.
 	picked []int
+	// expect is how many rows a read is likely to return (its LIMIT), to
+	// size the result once; 0 when unknown.
+	expect int
 }
 
 func newRowReader(t *change.Table) (*rowReader, error) {
@@ -37,15 +40,29 @@ func newRowReader(t *change.Table) (*rowReader, error) {
 // row decodes one row of Go values, in column order (of the picked
 // columns, when some are).
 func (r *rowReader) row(vals []any) (change.Row, error) {
+	row := r.newRow(len(vals))
+	return row, r.decode(row, vals, r.picked)
+}
+
+// newRow is a row for n values read: n values, or the table's columns all
+// Unchanged when only some are read.
+func (r *rowReader) newRow(n int) change.Row {
 	if r.picked == nil {
-		row := make(change.Row, len(vals))
-		return row, r.decode(row, vals, nil)
+		return make(change.Row, n)
 	}
 	row := make(change.Row, len(r.t.Columns))
 	for i := range row {
 		row[i] = change.Value{Unchanged: true}
 	}
-	return row, r.decode(row, vals, r.picked)
+	return row
+}
+
+// column is the table column of the i-th value read.
+func (r *rowReader) column(i int) int {
+	if r.picked != nil {
+		return r.picked[i]
+	}
+	return i
 }
 
 // decode places vals in row, each at picked[i] (at i when picked is nil).
@@ -74,35 +91,22 @@ func (r *rowReader) selectRows(c *client.Conn, sql string, args ...any) ([]chang
 	}
 	defer stmt.Close()
 	var (
-		rows  []change.Row
-		bytes int64
-		res   gomysql.Result
-		vals  []any
-		fail  error
+		res  gomysql.Result
+		dec  = binaryRows{r: r, rows: make([]change.Row, 0, min(r.expect, 1<<16))}
+		fail error
 	)
 	err = stmt.ExecuteSelectStreaming(&res, func(fields []gomysql.FieldValue) error {
-		vals = vals[:0]
-		for _, f := range fields {
-			vals = append(vals, fieldValue(f))
-		}
-		row, err := r.row(vals)
-		if err != nil {
-			fail = err
-			return err
-		}
-		for _, v := range row {
-			bytes += int64(len(v.Text))
-		}
-		rows = append(rows, row)
-		return nil
-	}, nil, args...)
+		fail = dec.add(fields)
+		return fail
+	}, dec.retype, args...)
 	if fail != nil {
 		return nil, 0, fail
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	return rows, bytes, nil
+	dec.flush()
+	return dec.rows, dec.bytes, nil
 }
 
 // fieldValue turns a binary-protocol field into a Go value the codecs
