@@ -215,4 +215,7 @@ type Txn struct {
 type Event struct {
 	Txn      *Txn
 	Progress LSN
+	// Resume is the source's resume token after the event (a MySQL GTID
+	// set), committed with its position; empty for a source without one.
+	Resume string
 }

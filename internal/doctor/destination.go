@@ -20,8 +20,13 @@ import (
 // The destinations keep each stream's checkpoint in these tables (see the
 // sink packages); the doctor reads them without creating anything.
 const (
-	pgCheckpointSQL     = `SELECT "position" FROM "_tidemark"."checkpoint" WHERE "stream" = $1`
-	sqliteCheckpointSQL = `SELECT "position" FROM "_tidemark_checkpoint" WHERE "stream" = ?`
+	// The resume token is read as a field of the row: a checkpoint table
+	// from before tokens were stored has no such column.
+	pgCheckpointSQL = `SELECT "position", coalesce(to_jsonb(c) ->> 'resume', '')
+		FROM "_tidemark"."checkpoint" c WHERE "stream" = $1`
+	sqliteCheckpointSQL = `SELECT "position", coalesce((SELECT 1 FROM pragma_table_info('_tidemark_checkpoint') WHERE "name" = 'resume'), 0)
+		FROM "_tidemark_checkpoint" WHERE "stream" = ?`
+	sqliteResumeSQL     = `SELECT "resume" FROM "_tidemark_checkpoint" WHERE "stream" = ?`
 	sqliteHasCheckpoint = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_tidemark_checkpoint'`
 )
 
@@ -31,7 +36,7 @@ func checkDestination(ctx context.Context, i int, s *config.Stream) ([]Check, ch
 	name := "stream " + s.Name + ": destination"
 	key := fmt.Sprintf("streams[%d].destination", i)
 	// The checkpoint is shown in the source's notation.
-	at := func(pos change.LSN) string { return positionText(s.Source.Type, pos) }
+	at := func(cp checkpoint) string { return positionText(s.Source.Type, cp.position, cp.resume) }
 	switch s.Destination.Type {
 	case config.TypePostgres:
 		c, cp := postgresDestination(ctx, name, key, s.Name, s.Destination.DSN, at)
@@ -42,7 +47,7 @@ func checkDestination(ctx context.Context, i int, s *config.Stream) ([]Check, ch
 	return []Check{fail(name, fmt.Sprintf("destination type %q is not supported", s.Destination.Type), "set "+key+".type to postgres or sqlite")}, checkpoint{}
 }
 
-func postgresDestination(ctx context.Context, name, key, stream, dsn string, positionText func(change.LSN) string) (Check, checkpoint) {
+func postgresDestination(ctx context.Context, name, key, stream, dsn string, positionText func(checkpoint) string) (Check, checkpoint) {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return fail(name, errText(err), connectFix(err, key+".dsn")), checkpoint{}
@@ -66,7 +71,7 @@ func postgresDestination(ctx context.Context, name, key, stream, dsn string, pos
 	}
 	cp := checkpoint{known: true}
 	var pos int64
-	err = conn.QueryRow(ctx, pgCheckpointSQL, stream).Scan(&pos)
+	err = conn.QueryRow(ctx, pgCheckpointSQL, stream).Scan(&pos, &cp.resume)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
@@ -75,19 +80,19 @@ func postgresDestination(ctx context.Context, name, key, stream, dsn string, pos
 	default:
 		return fail(name, fmt.Sprintf("%s: cannot read the stream's checkpoint: %s", at, errText(err)), ""), checkpoint{}
 	}
-	return ok(name, "connected to "+at+"; "+positionText(cp.position)), cp
+	return ok(name, "connected to "+at+"; "+positionText(cp)), cp
 }
 
 // positionText tells where a stream's checkpoint is, in the notation of
-// its source's type.
-func positionText(sourceType string, pos change.LSN) string {
+// its source's type, with its resume token (a MySQL GTID state) if any.
+func positionText(sourceType string, pos change.LSN, resume string) string {
 	if pos == 0 {
 		return "no checkpoint of the stream yet"
 	}
-	return "the stream's checkpoint is at " + source.FormatPosition(sourceType, pos)
+	return "the stream's checkpoint is at " + source.FormatCheckpoint(sourceType, pos, resume)
 }
 
-func sqliteDestination(ctx context.Context, name, key, stream, path string, positionText func(change.LSN) string) ([]Check, checkpoint) {
+func sqliteDestination(ctx context.Context, name, key, stream, path string, positionText func(checkpoint) string) ([]Check, checkpoint) {
 	dir := filepath.Dir(path)
 	if c, good := writableDir(name, key+".path", dir); !good {
 		// Without its directory the destination holds nothing: to the
@@ -115,7 +120,7 @@ func sqliteDestination(ctx context.Context, name, key, stream, path string, posi
 	if err != nil {
 		return []Check{fail(name, fmt.Sprintf("%s: %s", path, errText(err)), "correct "+key+".path: it must be a SQLite database, or a path where one can be created")}, checkpoint{}
 	}
-	return []Check{ok(name, fmt.Sprintf("%s is a writable SQLite database; %s", path, positionText(cp.position))), disk}, cp
+	return []Check{ok(name, fmt.Sprintf("%s is a writable SQLite database; %s", path, positionText(cp))), disk}, cp
 }
 
 // sqlitePosition reads the stream's checkpoint from a SQLite destination.
@@ -136,11 +141,17 @@ func sqlitePosition(ctx context.Context, path, stream string) (checkpoint, error
 		return cp, nil
 	}
 	var pos int64
-	err = db.QueryRowContext(ctx, sqliteCheckpointSQL, stream).Scan(&pos)
+	var hasResume bool
+	err = db.QueryRowContext(ctx, sqliteCheckpointSQL, stream).Scan(&pos, &hasResume)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return checkpoint{}, err
 	}
 	cp.position = change.LSN(uint64(pos))
+	if hasResume {
+		if err := db.QueryRowContext(ctx, sqliteResumeSQL, stream).Scan(&cp.resume); err != nil {
+			return checkpoint{}, err
+		}
+	}
 	return cp, nil
 }
 

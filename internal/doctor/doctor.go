@@ -180,6 +180,7 @@ func checkStream(ctx context.Context, i int, s *config.Stream) []Check {
 type checkpoint struct {
 	known    bool // false when the destination could not be read
 	position change.LSN
+	resume   string // the source's resume token (MySQL: its GTID state)
 }
 
 // BytesText renders a byte count in binary units.

@@ -29,6 +29,9 @@ type Type struct {
 	// FormatPosition writes a position in the source's own notation
 	// (PostgreSQL: 0/16B3748).
 	FormatPosition func(change.LSN) string
+	// FormatResume writes a checkpoint's resume token for a person (MySQL:
+	// "GTID 0-1-42"); nil for a source whose checkpoints carry none.
+	FormatResume func(token string) string
 	// Doctor checks the source's prerequisites for one stream (settings,
 	// privileges, tables, keys, log retention), every problem with its
 	// fix; it never returns an error: what goes wrong is a failed check.
@@ -116,6 +119,17 @@ func Open(ctx context.Context, cfg config.Source, opts Options, log *slog.Logger
 		return nil, err
 	}
 	return t.Open(ctx, cfg, opts, log)
+}
+
+// FormatCheckpoint writes a checkpoint's position and, when it has one, its
+// resume token in the notation of the source type called name:
+// "000003:1234 (GTID 0-1-42)".
+func FormatCheckpoint(name string, pos change.LSN, token string) string {
+	s := FormatPosition(name, pos)
+	if t, err := Lookup(name); err == nil && t.FormatResume != nil && token != "" {
+		s += " (" + t.FormatResume(token) + ")"
+	}
+	return s
 }
 
 // FormatPosition writes pos in the notation of the source type called

@@ -10,7 +10,8 @@
 //
 // Positions are change.LSN values: ordered numbers each source encodes
 // itself and writes in its own notation (Type.FormatPosition) wherever a
-// person reads them.
+// person reads them. A source may add a resume token of its own to each
+// position (Resumer; MySQL's GTID state), committed beside it.
 //
 // Concurrency contract: Stream runs in one goroutine and returns when its
 // context ends or its connection fails, and the caller reconnects. Every
@@ -83,6 +84,25 @@ type Log interface {
 	// WantPosition asks the stream to report progress until it has passed
 	// pos (a pending chunk waits for it).
 	WantPosition(pos change.LSN)
+}
+
+// Resumer is a Log whose positions come with a resume token of the
+// source's own (MySQL: the GTID state), which the destination commits
+// beside each position (sink.Checkpoint.Resume) and change.Event carries.
+type Resumer interface {
+	// ResumeFrom is told the checkpoint the stream resumes from (position
+	// and token; 0 and "" for a stream starting over) before LogState and
+	// Stream, and before any chunk is read: the source may renumber the
+	// positions it reports from then on, keeping them ordered after pos.
+	ResumeFrom(ctx context.Context, pos change.LSN, token string) error
+}
+
+// ResumeFrom tells src the checkpoint, if it is a Resumer.
+func ResumeFrom(ctx context.Context, src Log, pos change.LSN, token string) error {
+	if r, ok := src.(Resumer); ok {
+		return r.ResumeFrom(ctx, pos, token)
+	}
+	return nil
 }
 
 // Reader reads rows for backfills and verifies.

@@ -118,6 +118,7 @@ type applier struct {
 
 	skipUpTo change.LSN // transactions ending at or below it are replays
 	position change.LSN
+	resume   string // the source's resume token at position
 	seq      uint64
 	applied  map[uint32]appliedTxn
 	order    []uint32  // applied xids, oldest first, for forgetting
@@ -327,10 +328,10 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 			a.lag.received(txn.EndLSN, txn.CommitTime)
 		}
 		if txn.EndLSN > a.position {
-			a.position = txn.EndLSN
+			a.position, a.resume = txn.EndLSN, ev.Resume
 		}
 	} else if ev.Progress > a.position {
-		a.position = ev.Progress
+		a.position, a.resume = ev.Progress, ev.Resume
 	}
 	if err := a.mergeReady(ctx); err != nil {
 		return err

@@ -32,7 +32,7 @@ func (a *applier) chunkCommitted(ctx context.Context) error {
 // flush closes the batch being filled and queues it for the writer.
 func (a *applier) flush() {
 	b := a.batch
-	b.Position = a.position
+	b.Position, b.Resume = a.position, a.resume
 	a.outq = append(a.outq, b)
 	a.lastSent = a.position
 	a.batch = a.newBatch()
@@ -45,7 +45,7 @@ func (a *applier) nextOut() (*outBatch, chan<- *outBatch) {
 		return a.outq[0], a.out
 	}
 	if len(a.batch.Ops) > 0 {
-		a.batch.Position = a.position
+		a.batch.Position, a.batch.Resume = a.position, a.resume
 		return a.batch, a.out
 	}
 	return nil, nil

@@ -345,6 +345,9 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	// at: a source that keeps its log by age (MySQL) judges whether the
 	// stream's position is still in it.
 	src.Confirm(cp.Position)
+	if err := source.ResumeFrom(ctx, src, cp.Position, cp.Resume); err != nil {
+		return err
+	}
 	slot, err := src.LogState(ctx)
 	if err != nil {
 		return err
@@ -357,7 +360,7 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		slot.Exists = false
 	}
 	if !slot.Exists && cp.Position > 0 && !resetting {
-		return s.slotLost(slot, "is gone but the destination was at %s", source.FormatPosition(s.cfg.Source.Type, cp.Position))
+		return s.slotLost(slot, "is gone but the destination was at %s", source.FormatCheckpoint(s.cfg.Source.Type, cp.Position, cp.Resume))
 	}
 	// An invalidated slot is reported here, with the stream's name, as
 	// watchSlot reports it while running (EnsureSlot's own error cannot
@@ -370,7 +373,10 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	if resetAll {
 		// The old position belongs to a lost slot: stream from the new one
 		// and let backfills bring every object back.
-		cp.Position = 0
+		cp.Position, cp.Resume = 0, ""
+		if err := source.ResumeFrom(ctx, src, 0, ""); err != nil {
+			return err
+		}
 		s.log.Warn("resetting the stream: re-creating the replication slot and backfilling every object")
 	}
 	tables, skipped, err := s.discover(ctx, src, snk, firstStart)
@@ -432,6 +438,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
 	}, s.cfg.Name, src, snk, s.log, events, batches, cp.Position)
+	app.resume = cp.Resume
 	if resetAll {
 		s.lag.reset()
 	}

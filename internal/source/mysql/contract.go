@@ -28,6 +28,9 @@ type streamSource struct {
 	// starts at the binlog's end, past a purged position it confirmed
 	// before.
 	from atomic.Uint64
+	// resume is the checkpoint ResumeFrom was told: its GTID state is
+	// where Stream from its position resumes.
+	resume atomic.Pointer[Resume]
 }
 
 var _ source.Source = (*streamSource)(nil)
@@ -95,6 +98,12 @@ func (s *streamSource) LogState(ctx context.Context) (source.LogState, error) {
 	if from == 0 {
 		return state, nil
 	}
+	if epochOf(from) != s.src.Epoch() {
+		// A position of an older numbering: the stream resumes by GTID,
+		// which the server may no longer have.
+		return s.gtidLogState(ctx, state)
+	}
+	from = binlogPos(from)
 	if first := logs[0].pos; from>>32 < first>>32 {
 		state.Invalidated = true
 		state.InvalidatedReason = fmt.Sprintf("binlog file %06d, where the stream was, was purged; the oldest the server keeps is %s", from>>32, logs[0].name)
@@ -110,6 +119,36 @@ func (s *streamSource) LogState(ctx context.Context) (source.LogState, error) {
 	}
 	return state, nil
 }
+
+// gtidLogState judges the binlog by the checkpoint's GTID state.
+func (s *streamSource) gtidLogState(ctx context.Context, state source.LogState) (source.LogState, error) {
+	r := s.resume.Load()
+	if r == nil || r.GTIDs == "" {
+		return state, nil
+	}
+	why, err := s.src.gtidPurged(ctx, r.GTIDs)
+	if err != nil {
+		return state, fmt.Errorf("compare the stream's GTID state with the server's binlog: %w", err)
+	}
+	state.Invalidated, state.InvalidatedReason = why != "", why
+	return state, nil
+}
+
+// ResumeFrom is told the destination's checkpoint before LogState and
+// Stream: its GTID state (the token) is where Stream from its position
+// resumes, and it decides the epoch of every position from now on.
+func (s *streamSource) ResumeFrom(ctx context.Context, pos change.LSN, token string) error {
+	r := Resume{Position: pos, GTIDs: token}
+	if _, err := s.src.PlanResume(ctx, r); err != nil {
+		return err
+	}
+	s.resume.Store(&r)
+	return nil
+}
+
+// formatResume writes a checkpoint's resume token (the GTID state) for a
+// person.
+func formatResume(token string) string { return "GTID " + token }
 
 // binaryLog is one binlog file the server keeps, its first position and
 // its size.
@@ -138,16 +177,24 @@ func binaryLogs(c *client.Conn) ([]binaryLog, error) {
 }
 
 func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup source.TableLookup, out chan<- change.Event) error {
+	from := Resume{Position: start}
+	if r := s.resume.Load(); r != nil && r.Position == start {
+		from.GTIDs = r.GTIDs
+	}
+	s.from.Store(uint64(start))
 	if start == 0 {
 		// Stream reads from the binlog's end: say where that is first.
 		end, err := s.src.CurrentPosition(ctx)
 		if err != nil {
 			return err
 		}
-		start = end
+		s.from.Store(uint64(inEpoch(end, s.src.Epoch())))
 	}
-	s.from.Store(uint64(start))
-	return s.src.Stream(ctx, start, TableLookup(lookup), out)
+	err := s.src.StreamFrom(ctx, from, TableLookup(lookup), out)
+	if errors.Is(err, ErrPositionPurged) && from.GTIDs != "" {
+		return &source.PermanentError{Err: err, Hint: "run `tidemark stream reset`, which starts again from the binlog's current position and backfills every object"}
+	}
+	return err
 }
 
 // Confirm records what the destination committed. A binlog reader has
@@ -177,7 +224,8 @@ func (s *streamSource) ReadChunk(ctx context.Context, t *change.Table, opt sourc
 	if err != nil {
 		return source.Chunk{}, err
 	}
-	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: c.Position}, Position: c.Position, Bytes: c.Bytes}, nil
+	pos := inEpoch(c.Position, s.src.Epoch())
+	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: pos}, Position: pos, Bytes: c.Bytes}, nil
 }
 
 func (s *streamSource) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {

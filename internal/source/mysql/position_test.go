@@ -30,3 +30,21 @@ func TestPositionRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestPositionEpoch: a position of a later epoch orders after every
+// position of an earlier one, whatever its file and offset, and is written
+// with its epoch; its file is the server's.
+func TestPositionEpoch(t *testing.T) {
+	late, _ := Position("mysql-bin.16777215", 4294967295)
+	early, _ := Position("mysql-bin.000001", 4)
+	next := inEpoch(early, 1)
+	if !(next > late) || epochOf(next) != 1 || binlogPos(next) != early {
+		t.Errorf("epoch 1 position %v: not after %v, or not %v in epoch 1", next, late, early)
+	}
+	if got := FormatPosition("mysql-bin", next); got != "mysql-bin.000001:4 (epoch 1)" {
+		t.Errorf("FormatPosition = %q", got)
+	}
+	if _, err := Position("mysql-bin.16777216", 4); err == nil {
+		t.Error("a file number past the epoch bits was accepted")
+	}
+}

@@ -36,6 +36,7 @@ func init() {
 			return estimator{src}, nil
 		},
 		FormatPosition: formatPosition,
+		FormatResume:   formatResume,
 		Doctor:         doctor,
 	})
 }

@@ -6,7 +6,8 @@
 // Values leave this package in PostgreSQL's text form for the PostgreSQL
 // type each MySQL type maps to (docs/type-mapping.md, MySQL section), made
 // by one codec (codec.go) for chunk reads and binlog rows alike. Positions
-// are binlog file:offset pairs packed into a change.LSN (position.go).
+// are binlog file:offset pairs packed into a change.LSN (position.go), each
+// with the GTID state after it as its resume token (gtidset.go, resume.go).
 //
 // A Source is safe for concurrent use: every operation takes a connection
 // of its own from a small idle list, and a cancelled context closes the
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -36,6 +38,8 @@ type Source struct {
 
 	commitMu   sync.Mutex
 	lastCommit Commit
+	// epoch is the epoch of the positions reported (see position.go).
+	epoch atomic.Uint32
 }
 
 const maxIdle = 4
