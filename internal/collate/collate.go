@@ -6,8 +6,9 @@
 // A Collation here gives each character one weight (its "sort character")
 // and compares strings weight by weight, PAD SPACE (the shorter string
 // compares as if padded with spaces) or NO PAD. MariaDB's
-// utf8mb4_general_ci, utf8mb3_general_ci and latin1_swedish_ci, and their
-// _nopad_ twins, are of that kind; their tables
+// utf8mb4_general_ci, utf8mb3_general_ci and latin1_swedish_ci, their
+// _nopad_ twins, and utf8mb4_bin, utf8mb3_bin and latin1_bin are of that
+// kind; their tables
 // are generated from a MariaDB server's WEIGHT_STRING (see gen/main.go), and
 // the tests compare against a real server. Collations whose weights depend
 // on neighbouring characters (the UCA ones: expansions such as ß = ss,
@@ -62,6 +63,13 @@ func init() {
 		register(&Collation{Name: "utf8mb3_general_" + infix + "ci", mapped: general, supplementary: 0xFFFD, noPad: noPad}, "utf8_general_"+infix+"ci")
 		register(&Collation{Name: "latin1_swedish_" + infix + "ci", mapped: latin1, noPad: noPad})
 	}
+	// The binary collations are PAD SPACE too ("a" = "a ", "a\t" < "a"),
+	// which bytewise order is not; and latin1_bin orders cp1252's bytes
+	// 0x80..0x9F (€, “, Š…) before é, their code points after it. Their
+	// nopad twins are bytewise order exactly, so not here.
+	register(&Collation{Name: "utf8mb4_bin"})
+	register(&Collation{Name: "utf8mb3_bin"}, "utf8_bin")
+	register(&Collation{Name: "latin1_bin", mapped: widen(latin1Bin)})
 }
 
 func widen(t [][2]uint16) [][2]rune {

@@ -17,8 +17,9 @@ import (
 // collatedPrefixes start the keys of TestMySQLCollatedKeys: letters with
 // case and accent variants, and punctuation that MariaDB's weights put
 // between the letters ('_' after 'Z', '[' between 'Z' and '_'), where ICU
-// or bytewise order would put them elsewhere.
-var collatedPrefixes = []string{"a", "B", "_", "é", "z", "[", "0", "ß", "ÿ", "~"}
+// or bytewise order would put them elsewhere; '€' is byte 0x80 in latin1,
+// before 'é' under latin1_bin, and U+20AC, after it, in UTF-8.
+var collatedPrefixes = []string{"a", "B", "_", "é", "z", "[", "0", "ß", "ÿ", "~", "€"}
 
 // collatedVariants spells a character as the collations of the test fold
 // it (case and accents); others keep their spelling.
@@ -49,7 +50,8 @@ func collatedKey(r *rand.Rand, i int) string {
 // TestMySQLCollatedKeys backfills MariaDB tables keyed by VARCHAR columns
 // under case- and accent-insensitive PAD SPACE collations
 // (utf8mb4_general_ci, latin1_swedish_ci; and utf8mb4_general_nopad_ci, where
-// trailing spaces count) into SQLite and PostgreSQL while
+// trailing spaces count), and by latin1_bin, whose byte order is not
+// UTF-8's, into SQLite and PostgreSQL while
 // a writer respells keys (case, accents, trailing spaces: the same row to
 // the source), deletes and re-inserts them in another spelling, and moves
 // them across chunk boundaries. The objects complete, the destination
@@ -70,6 +72,8 @@ func TestMySQLCollatedKeys(t *testing.T) {
 		"k_latin1":  "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_swedish_ci",
 		// NO PAD: trailing spaces make another key.
 		"k_nopad": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_nopad_ci",
+		// Binary, PAD SPACE, in latin1's byte order.
+		"k_latin1bin": "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_bin",
 	}
 	const rows = 1500
 	for i, dest := range []string{"sqlite", "postgres"} {
@@ -102,7 +106,7 @@ func TestMySQLCollatedKeys(t *testing.T) {
 
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			for w, name := range []string{"k_general", "k_latin1", "k_nopad"} {
+			for w, name := range []string{"k_general", "k_latin1", "k_nopad", "k_latin1bin"} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

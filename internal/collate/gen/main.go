@@ -59,6 +59,32 @@ func main() {
 	if n, _ := r.GetInt(0, 0); n != 0 {
 		log.Fatalf("latin1_swedish_nopad_ci weighs %d characters otherwise than latin1_swedish_ci", n)
 	}
+	// utf8mb4_bin weighs every character its code point (Compare's default).
+	r, err = c.Execute("SELECT COUNT(*) FROM seq_1_to_1114111 WHERE (seq < 55296 OR seq > 57343) AND WEIGHT_STRING(CONVERT(CHAR(seq USING utf32) USING utf8mb4) COLLATE utf8mb4_bin) <> UNHEX(LPAD(HEX(seq), 6, '0'))")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if n, _ := r.GetInt(0, 0); n != 0 {
+		log.Fatalf("utf8mb4_bin weighs %d characters otherwise than their code point", n)
+	}
+	// latin1_bin weighs each character its byte.
+	r, err = c.Execute("SELECT ORD(CONVERT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) USING utf32)), HEX(WEIGHT_STRING(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) COLLATE latin1_bin)) FROM seq_1_to_255")
+	if err != nil {
+		log.Fatal(err)
+	}
+	out.WriteString("// latin1Bin maps the characters of latin1 whose latin1_bin weight (their\n// byte) is not their code point.\nvar latin1Bin = [][2]uint16{\n")
+	for i := range r.Values {
+		cp, _ := r.GetInt(i, 0)
+		w, _ := r.GetString(i, 1)
+		b, err := hex.DecodeString(w)
+		if err != nil || len(b) != 1 || int(b[0]) != i+1 {
+			log.Fatalf("latin1_bin: byte %d weighs %q", i+1, w)
+		}
+		if int64(b[0]) != cp {
+			fmt.Fprintf(&out, "{0x%04X, 0x%02X},\n", cp, b[0])
+		}
+	}
+	out.WriteString("}\n\n")
 	// latin1 (cp1252 in MariaDB): each byte's character and weight.
 	r, err = c.Execute("SELECT seq, ORD(CONVERT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) USING utf32)), HEX(WEIGHT_STRING(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) COLLATE latin1_swedish_ci)) FROM seq_1_to_255")
 	if err != nil {

@@ -33,7 +33,7 @@ func sortKeyFunc(collation string) string {
 // sortKeyCollation returns the source collation of a key column compared
 // through a sort key, or nil.
 func sortKeyCollation(c change.Column) *collate.Collation {
-	if c.Native == "" || c.ByteOrder || (c.BaseOID != oidText && c.BaseOID != oidVarchar) {
+	if c.Native == "" || (c.BaseOID != oidText && c.BaseOID != oidVarchar) {
 		return nil
 	}
 	return collate.Lookup(c.Collation)
@@ -51,14 +51,11 @@ const (
 //  1. each character becomes the character of its weight (translate);
 //  2. trailing spaces go (padding adds them back);
 //  3. every other space becomes two characters that say whether the run
-//     of spaces it is in ends on a weight above the space (" \x03") or
-//     below it (" \x01"), and the end of the text becomes " \x02", so that
-//     "C" order compares the end as padding would: below a space run that
-//     ends above the space, above one that ends below it (such as "a\t"
-//     < "a" < "a b").
-//
-// The weights of the BMP fit between U+0001 and U+FFFF and are not
-// surrogates (the generator checks), so U+10FFFF is free as a placeholder.
+//     of spaces it is in ends on a weight below the space (" \x01": those
+//     first) or above it (" \x03": every space not yet followed by \x01),
+//     and the end of the text becomes " \x02", so that "C" order compares
+//     the end as padding would: below a space run that ends above the
+//     space, above one that ends below it (such as "a\t" < "a" < "a b").
 func sortKeyBody(c *collate.Collation) string {
 	var from, to strings.Builder
 	for _, p := range c.Mapped() {
@@ -74,9 +71,8 @@ func sortKeyBody(c *collate.Collation) string {
 		return w // NO PAD: a prefix sorts first, as in "C"
 	}
 	w = `regexp_replace(` + w + `, ' +$', '')`
-	w = `regexp_replace(` + w + `, U&' (?= *[^ \0001-\001F])', U&'\+10FFFF', 'g')`
-	w = `replace(` + w + `, ' ', U&' \0001')`
-	w = `replace(` + w + `, U&'\+10FFFF', U&' \0003')`
+	w = `regexp_replace(` + w + `, U&' (?= *[\0001-\001F])', U&' \0001', 'g')`
+	w = `regexp_replace(` + w + `, U&' (?!\0001)', U&' \0003', 'g')`
 	return w + ` || U&' \0002'`
 }
 

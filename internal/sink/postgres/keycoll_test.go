@@ -18,7 +18,7 @@ func TestSortKeyComparesLikeSource(t *testing.T) {
 	s := open(t, newDB(t))
 	defer s.Close()
 	ctx := t.Context()
-	alphabet := []string{"a", "A", "á", "e", "é", "E", "s", "ß", "z", " ", " ", "\t", "\x01", "_", "[", "0", "ÿ", "Ÿ", "😀", "🙂", "\uFFFD", "€", "Å", "ä"}
+	alphabet := []string{"a", "A", "á", "e", "é", "E", "s", "ß", "z", " ", " ", "\t", "\x01", "_", "[", "0", "ÿ", "Ÿ", "😀", "🙂", "\uFFFD", "€", "Å", "ä", "\U0010FFFF", "\u0081"}
 	rng := rand.New(rand.NewSource(2))
 	word := func() string {
 		var b strings.Builder
@@ -27,7 +27,7 @@ func TestSortKeyComparesLikeSource(t *testing.T) {
 		}
 		return b.String()
 	}
-	for _, name := range []string{"utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_general_nopad_ci"} {
+	for _, name := range []string{"utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_general_nopad_ci", "utf8mb4_bin", "latin1_bin"} {
 		coll := collate.Lookup(name)
 		tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "k_" + name}, Key: []int{0},
 			Columns: []change.Column{{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: oidVarchar, Collation: name}}}

@@ -31,13 +31,11 @@ func sourceCollation(c change.Column) (name string, ok bool) {
 	if c.BaseOID != oidText && c.BaseOID != oidVarchar {
 		return "", false
 	}
-	if c.ByteOrder {
-		return "", true
-	}
 	// Only another source's collation names: a PostgreSQL collation is a
-	// locale, which the names in package collate are not.
-	if c.Native == "" || collate.Lookup(c.Collation) == nil {
-		return "", false
+	// locale, which the names in package collate are not. MySQL's _bin
+	// collations are there too (PAD SPACE, latin1's bytes).
+	if c.Native != "" && collate.Lookup(c.Collation) != nil {
+		return collationName(c.Collation), true
 	}
-	return collationName(c.Collation), true
+	return "", c.ByteOrder
 }
