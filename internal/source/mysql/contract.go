@@ -192,7 +192,8 @@ func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup sour
 	}
 	err := s.src.StreamFrom(ctx, from, TableLookup(lookup), out)
 	if errors.Is(err, ErrPositionPurged) && from.GTIDs != "" {
-		return &source.PermanentError{Err: err, Hint: "run `tidemark stream reset`, which starts again from the binlog's current position and backfills every object"}
+		// The message names the reset already; the hint says when to wait.
+		return &source.PermanentError{Err: err, Hint: "if this server is a replica promoted while behind the stream's GTID state, let it catch up and resume the stream; otherwise `tidemark stream reset` is the way back"}
 	}
 	return err
 }

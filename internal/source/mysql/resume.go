@@ -33,6 +33,37 @@ type resumePlan struct {
 // taken as the same when the server has the checkpoint's binlog file and
 // it reaches the offset (see docs/mysql.md for what that misses).
 func (s *Source) PlanResume(ctx context.Context, from Resume) (resumePlan, error) {
+	// BINLOG_GTID_POS reads the binlog file up to the offset: the plan
+	// ResumeFrom made is the one Stream then uses.
+	s.planMu.Lock()
+	defer s.planMu.Unlock()
+	if s.planned != nil && s.planned.from == from {
+		return s.planned.plan.copy(), nil
+	}
+	plan, err := s.planResume(ctx, from)
+	if err != nil {
+		return resumePlan{}, err
+	}
+	s.planned = &plannedResume{from: from, plan: plan.copy()}
+	return plan, nil
+}
+
+// plannedResume is the last resume planned, and what for.
+type plannedResume struct {
+	from Resume
+	plan resumePlan
+}
+
+// copy is the plan with a state of its own: a stream adds to its state.
+func (p resumePlan) copy() resumePlan {
+	if p.state != nil {
+		st, _ := parseGTIDState(p.state.flavor, p.state.String())
+		p.state = st
+	}
+	return p
+}
+
+func (s *Source) planResume(ctx context.Context, from Resume) (resumePlan, error) {
 	plan := resumePlan{epoch: epochOf(from.Position)}
 	if from.GTIDs == "" || from.Position == 0 {
 		s.epoch.Store(uint32(plan.epoch))

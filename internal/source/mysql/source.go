@@ -39,7 +39,9 @@ type Source struct {
 	commitMu   sync.Mutex
 	lastCommit Commit
 	// epoch is the epoch of the positions reported (see position.go).
-	epoch atomic.Uint32
+	epoch   atomic.Uint32
+	planMu  sync.Mutex
+	planned *plannedResume
 }
 
 const maxIdle = 4
