@@ -1,9 +1,16 @@
 package mysql
 
 import (
+	"context"
+	"encoding/binary"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	"github.com/tidemark/tidemark/internal/change"
 )
 
 // TestGTIDStateMariaDB: one GTID per domain, the binlog's last one wins,
@@ -97,4 +104,45 @@ func FuzzParseGTIDState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestResumeTokenFromEvents: the binlog reader adds each transaction's
+// GTID to its state and sends the state as the resume token: a MySQL
+// executed set (an anonymous transaction, GNO 0, adds nothing), and a
+// MariaDB GTID read from the event's bytes, not from the decoded field
+// go-mysql may already have moved to a later transaction.
+func TestResumeTokenFromEvents(t *testing.T) {
+	const a = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	sid := uuid.MustParse(a)
+	st, _ := parseGTIDState(gomysql.MySQLFlavor, a+":1-5")
+	out := make(chan change.Event, 10)
+	r := &binlogReader{src: &Source{}, out: out, file: "mysql-bin.000007", state: st, readers: map[*change.Table]*eventTable{}}
+	ctx := context.Background()
+	feed := func(e replication.Event, h replication.EventHeader, raw []byte) {
+		t.Helper()
+		r.lastAt = time.Time{} // progress after every transaction
+		if err := r.handle(ctx, &replication.BinlogEvent{Header: &h, Event: e, RawData: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(&replication.GTIDEvent{SID: sid[:], GNO: 6}, replication.EventHeader{}, nil)
+	feed(&replication.XIDEvent{XID: 1}, replication.EventHeader{LogPos: 100}, nil)
+	feed(&replication.GTIDEvent{SID: make([]byte, 16), GNO: 0}, replication.EventHeader{}, nil)
+	feed(&replication.XIDEvent{XID: 2}, replication.EventHeader{LogPos: 200}, nil)
+	for _, want := range []string{a + ":1-6", a + ":1-6"} {
+		if ev := <-out; ev.Resume != want {
+			t.Errorf("MySQL resume token %q, want %q", ev.Resume, want)
+		}
+	}
+
+	r.state = newGTIDState(gomysql.MariaDBFlavor)
+	raw := make([]byte, replication.EventHeaderSize+13)
+	binary.LittleEndian.PutUint64(raw[replication.EventHeaderSize:], 42)
+	binary.LittleEndian.PutUint32(raw[replication.EventHeaderSize+8:], 3)
+	moved := &replication.MariadbGTIDEvent{GTID: gomysql.MariadbGTID{DomainID: 3, ServerID: 9, SequenceNumber: 57}}
+	feed(moved, replication.EventHeader{ServerID: 9}, raw)
+	feed(&replication.XIDEvent{XID: 3}, replication.EventHeader{LogPos: 300}, nil)
+	if ev := <-out; ev.Resume != "3-9-42" {
+		t.Errorf("MariaDB resume token %q, want 3-9-42 (the event's own bytes)", ev.Resume)
+	}
 }
