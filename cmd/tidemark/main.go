@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/tidemark/tidemark/internal/cli"
+	_ "github.com/tidemark/tidemark/internal/sink/all"   // every destination type
 	_ "github.com/tidemark/tidemark/internal/source/all" // every source type
 )
 

@@ -73,6 +73,9 @@ type envOptions struct {
 	backfill string // the stream's backfill key, flow style
 	api      string // the api key, flow style; listen is always 127.0.0.1:0
 	tasks    string // recurring tasks, the items of the tasks key (block style, indented 2)
+	// destination is the stream's destination key, flow style; empty is
+	// the SQLite file dest.
+	destination string
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -100,6 +103,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.backfill == "" {
 		o.backfill = "{mode: automatic}"
 	}
+	if o.destination == "" {
+		o.destination = fmt.Sprintf(`{type: sqlite, path: "%s"}`, e.dest)
+	}
 	apiYAML := `{listen: "127.0.0.1:0"}`
 	if o.api != "" {
 		apiYAML = strings.Replace(o.api, "{", `{listen: "127.0.0.1:0", `, 1)
@@ -111,12 +117,12 @@ log: {level: warn}
 streams:
   - name: %s
     source: {dsn: "%s", status_interval: 1s}
-    destination: {type: sqlite, path: "%s"}
+    destination: %s
     include: ["public.*"]
     backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 200ms}
-%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, e.dest, o.backfill, tasksYAML(o.tasks)), nil)
+%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, o.destination, o.backfill, tasksYAML(o.tasks)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

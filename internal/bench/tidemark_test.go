@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
 	_ "github.com/tidemark/tidemark/internal/source/all" // the source types streams open
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"

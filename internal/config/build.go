@@ -8,7 +8,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ const (
 	defaultMetadata         = "sqlite://tidemark.db"
 	defaultListen           = "127.0.0.1:7420"
 	defaultNamePrefix       = "tidemark_" // of publication and slot names
+	defaultSourceType       = TypePostgres
 	defaultStatusInterval   = 10 * time.Second
 	defaultWALWarnBytes     = 1 << 30
 	defaultStatementTimeout = 5 * time.Minute
@@ -230,8 +230,8 @@ func (b *builder) config(r *rawConfig) *Config {
 	}
 	for i := range r.Streams {
 		st := b.stream(fmt.Sprintf("streams[%d]", i), &r.Streams[i])
-		if st.Source.Type == TypeMySQL && st.Source.ServerID == 0 {
-			st.Source.ServerID = DerivedServerID(st.Name)
+		if k, ok := sourceKind(st.Source.Type); ok && k.Defaults != nil {
+			k.Defaults(&st)
 		}
 		c.Streams = append(c.Streams, st)
 	}
@@ -249,12 +249,12 @@ func (b *builder) readTimeouts(p string, r *rawReadTimeouts) ReadTimeouts {
 
 func (b *builder) stream(p string, r *rawStream) Stream {
 	name := b.str(p+".name", r.Name, "")
-	b.postgresOnly(p+".source", &r.Source)
+	b.sourceKeys(p+".source", &r.Source)
 	bf := &r.Backfill
-	return Stream{
+	st := Stream{
 		Name: name,
 		Source: Source{
-			Type:           b.str(p+".source.type", r.Source.Type, TypePostgres),
+			Type:           b.str(p+".source.type", r.Source.Type, defaultSourceType),
 			DSN:            b.str(p+".source.dsn", r.Source.DSN, ""),
 			Publication:    b.str(p+".source.publication", r.Source.Publication, defaultNamePrefix+name),
 			Slot:           b.str(p+".source.slot", r.Source.Slot, defaultNamePrefix+name),
@@ -293,6 +293,12 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 		LagWarn:           b.duration(p+".lag_warn", r.LagWarn, defaultLagWarn),
 		DiscoveryInterval: b.duration(p+".discovery_interval", r.DiscoveryInterval, defaultDiscovery),
 	}
+	// A destination that cannot be read back does not verify unless asked
+	// (and validation refuses the asking).
+	if k, ok := destinationKind(st.Destination.Type); ok && !k.Verify && strings.TrimSpace(bf.Verify.Value) == "" {
+		st.Backfill.Verify = false
+	}
+	return st
 }
 
 // literal returns a value as written, without ${} expansion: task
@@ -448,34 +454,4 @@ func (b *builder) serverID(path string, s scalar) uint32 {
 		return 0
 	}
 	return uint32(n)
-}
-
-// postgresOnly refuses, on a MySQL source, the keys only a PostgreSQL
-// source reads, and on any other source the keys only a MySQL source reads.
-func (b *builder) postgresOnly(p string, r *rawSource) {
-	if strings.TrimSpace(r.Type.Value) != TypeMySQL {
-		if r.ServerID.Set {
-			b.add(p+".server_id", "applies to mysql sources only: remove it")
-		}
-		return
-	}
-	for _, k := range []struct {
-		key string
-		s   scalar
-	}{{"publication", r.Publication}, {"slot", r.Slot}, {"status_interval", r.StatusInterval}} {
-		if k.s.Set {
-			b.add(p+"."+k.key, "applies to postgres sources only (a mysql source reads the binlog, which carries every table): remove it")
-		}
-	}
-}
-
-// DerivedServerID is the replica server id of a MySQL source whose
-// configuration names none: a hash of the stream's name in
-// 1073741824..2147483647, a range replicas set up by hand rarely use, so
-// that two streams never share one (a server drops the older of two
-// replicas with the same id).
-func DerivedServerID(stream string) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte("tidemark stream " + stream))
-	return h.Sum32()&0x3FFFFFFF | 0x40000000
 }

@@ -195,9 +195,11 @@ type ReadTimeouts struct {
 	IdleInTransaction time.Duration // idle_in_transaction_session_timeout
 }
 
-// Destination is where a stream writes.
+// Destination is where a stream writes. Its type is a registered
+// destination kind (see kinds.go), which says which of the other keys it
+// reads.
 type Destination struct {
-	Type string // TypePostgres or TypeSQLite
+	Type string // TypePostgres or TypeSQLite today
 	DSN  string // postgres:// URL, for TypePostgres
 	Path string // database file, for TypeSQLite
 }

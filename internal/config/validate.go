@@ -102,7 +102,7 @@ var noWork = Problem{"streams", "no streams and no tasks: add at least one strea
 // Validate checks a configuration, defaults filled in, and returns a
 // *ValidationError listing every problem, or nil.
 func (c *Config) Validate() error {
-	v := &checker{}
+	v := &Checker{}
 	v.metadata(c.Metadata)
 	v.api(&c.API)
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
@@ -131,15 +131,33 @@ func (c *Config) Validate() error {
 	return &ValidationError{Problems: v.problems}
 }
 
-type checker struct {
+// Checker collects the problems of a configuration; a source or
+// destination kind's Validate adds its own with Add.
+type Checker struct {
 	problems []Problem
 }
 
-func (v *checker) add(path, format string, args ...any) {
+func (v *Checker) add(path, format string, args ...any) {
 	v.problems = append(v.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
-func (v *checker) oneOf(path, value string, options ...string) {
+// Add reports a problem at path, the message formatted as by fmt.Sprintf.
+// It must never quote a DSN: a password may be in it.
+func (v *Checker) Add(path, format string, args ...any) { v.add(path, format, args...) }
+
+// PostgresDSN checks a postgres:// URL, what naming the database in the
+// message when it is missing; it never repeats the DSN.
+func (v *Checker) PostgresDSN(path, dsn, what string) { v.dsn(path, dsn, what) }
+
+// Port reports the first port of dsn that is not a port number, saying
+// that leaving it out means def.
+func (v *Checker) Port(path, dsn string, def int) {
+	if p := badPort(dsn); p != "" {
+		v.add(path, "port %q is out of range: use a port from %d to %d, or leave it out for %d", shown(p), minPort, maxPort, def)
+	}
+}
+
+func (v *Checker) oneOf(path, value string, options ...string) {
 	use := orList(options)
 	switch {
 	case value == "":
@@ -149,7 +167,7 @@ func (v *checker) oneOf(path, value string, options ...string) {
 	}
 }
 
-func (v *checker) intRange(path string, n, lo, hi int) {
+func (v *Checker) intRange(path string, n, lo, hi int) {
 	switch {
 	case n >= lo && n <= hi:
 	case hi == unbounded:
@@ -160,7 +178,7 @@ func (v *checker) intRange(path string, n, lo, hi int) {
 }
 
 // durationRange checks lo <= d <= hi.
-func (v *checker) durationRange(path string, d, lo, hi time.Duration) {
+func (v *Checker) durationRange(path string, d, lo, hi time.Duration) {
 	if d < lo || d > hi {
 		v.add(path, "%s is out of range: use %s to %s", shortDuration(d), shortDuration(lo), shortDuration(hi))
 	}
@@ -169,7 +187,7 @@ func (v *checker) durationRange(path string, d, lo, hi time.Duration) {
 // atLeast checks a count whose documented range is lo or more up to a
 // sanity bound hi: below lo it asks for lo or more, above hi it names
 // the whole range.
-func (v *checker) atLeast(path string, n, lo, hi int64) {
+func (v *Checker) atLeast(path string, n, lo, hi int64) {
 	switch {
 	case n < lo:
 		v.add(path, "%d is out of range: use %d or more", n, lo)
@@ -179,7 +197,7 @@ func (v *checker) atLeast(path string, n, lo, hi int64) {
 }
 
 // positive checks a duration above 0 and at most hi.
-func (v *checker) positive(path string, d, hi time.Duration, example string) {
+func (v *Checker) positive(path string, d, hi time.Duration, example string) {
 	switch {
 	case d <= 0:
 		v.add(path, "%s is out of range: use a duration above 0, e.g. %s", d, example)
@@ -190,7 +208,7 @@ func (v *checker) positive(path string, d, hi time.Duration, example string) {
 
 // nonNegative checks a duration from 0 to hi; use says what to use
 // instead of a negative one.
-func (v *checker) nonNegative(path string, d, hi time.Duration, use string) {
+func (v *Checker) nonNegative(path string, d, hi time.Duration, use string) {
 	switch {
 	case d < 0:
 		v.add(path, "%s is out of range: use %s", d, use)
@@ -211,24 +229,6 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// mysqlDSN checks a MySQL source's DSN without ever repeating it.
-func (v *checker) mysqlDSN(path, dsn string) {
-	const fix = "write mysql://user:password@host:3306/dbname, percent-encoding special characters (e.g. @ as %40)"
-	u, err := url.Parse(dsn) // its error would repeat dsn: never show it
-	switch {
-	case dsn == "":
-		v.add(path, "missing: give the source database as a mysql:// URL")
-	case !strings.HasPrefix(dsn, "mysql://") || err != nil:
-		v.add(path, "not a mysql:// URL: %s", fix)
-	case strings.Trim(u.Path, "/") == "":
-		v.add(path, "names no database: %s", fix)
-	default:
-		if p := badPort(dsn); p != "" {
-			v.add(path, "port %q is out of range: use a port from %d to %d, or leave it out for 3306", shown(p), minPort, maxPort)
-		}
-	}
-}
-
 // postgresURL reports whether s is a URL pgx reads as a PostgreSQL DSN.
 func postgresURL(s string) bool {
 	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
@@ -239,20 +239,18 @@ func postgresURL(s string) bool {
 }
 
 // dsn checks a postgres DSN without ever repeating it.
-func (v *checker) dsn(path, dsn, what string) {
+func (v *Checker) dsn(path, dsn, what string) {
 	switch {
 	case dsn == "":
 		v.add(path, "missing: give %s as a postgres:// URL", what)
 	case !postgresURL(dsn):
 		v.add(path, "not a postgres:// URL: %s", postgresURLFix)
 	default:
-		if p := badPort(dsn); p != "" {
-			v.add(path, "port %q is out of range: use a port from %d to %d, or leave it out for 5432", shown(p), minPort, maxPort)
-		}
+		v.Port(path, dsn, 5432)
 	}
 }
 
-func (v *checker) metadata(m string) {
+func (v *Checker) metadata(m string) {
 	switch {
 	case m == "":
 		v.add("metadata", "missing: use e.g. sqlite://tidemark.db")
@@ -268,7 +266,7 @@ func (v *checker) metadata(m string) {
 	}
 }
 
-func (v *checker) api(a *API) {
+func (v *Checker) api(a *API) {
 	if a.Listen == "" {
 		v.add("api.listen", "missing: use host:port, e.g. %s", defaultListen)
 	} else if _, port, err := net.SplitHostPort(a.Listen); err != nil {
@@ -310,7 +308,7 @@ func (v *checker) api(a *API) {
 // allowedHosts checks api.allowed_hosts, and that a listen address beyond
 // loopback has some: a browser page on another site may otherwise reach
 // the API by rebinding a name of its own to the daemon's address.
-func (v *checker) allowedHosts(a *API) {
+func (v *Checker) allowedHosts(a *API) {
 	for i, h := range a.AllowedHosts {
 		p := fmt.Sprintf("api.allowed_hosts[%d]", i)
 		if _, err := netip.ParsePrefix(h); err == nil {
@@ -344,7 +342,7 @@ func LoopbackHost(host string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-func (v *checker) stream(p string, s *Stream) {
+func (v *Checker) stream(p string, s *Stream) {
 	switch {
 	case s.Name == "":
 		v.add(p+".name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop")
@@ -352,18 +350,16 @@ func (v *checker) stream(p string, s *Stream) {
 		v.add(p+".name", "%q is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter", shown(s.Name))
 	}
 	v.source(p+".source", s)
-	v.destination(p+".destination", &s.Destination)
+	v.destination(p+".destination", s)
 	v.tables(p, s)
 	v.tuning(p, s)
 }
 
-func (v *checker) source(p string, s *Stream) {
+func (v *Checker) source(p string, s *Stream) {
 	src := &s.Source
-	v.oneOf(p+".type", src.Type, TypePostgres, TypeMySQL)
-	if src.Type == TypeMySQL {
-		v.mysqlDSN(p+".dsn", src.DSN)
-	} else {
-		v.dsn(p+".dsn", src.DSN, "the source database")
+	v.oneOf(p+".type", src.Type, sourceTypes()...)
+	if k, ok := sourceKind(src.Type); ok {
+		k.Validate(v, p, s)
 	}
 	// Names derived from the stream name are valid when the name is.
 	if src.Publication != defaultNamePrefix+s.Name {
@@ -391,13 +387,26 @@ func (v *checker) source(p string, s *Stream) {
 	v.durationRange(p+".read_timeouts.idle_in_transaction", rt.IdleInTransaction, time.Second, 24*time.Hour)
 }
 
-func (v *checker) destination(p string, d *Destination) {
-	v.database(p, "destination", d.Type, d.DSN, d.Path, "replica.db")
+// destination checks a stream's destination through its type's kind;
+// backfill.verify is refused where the type cannot be read back.
+func (v *Checker) destination(p string, s *Stream) {
+	d := &s.Destination
+	v.oneOf(p+".type", d.Type, destinationTypes()...)
+	k, ok := destinationKind(d.Type)
+	if !ok {
+		return
+	}
+	k.Validate(v, p, d)
+	v.destinationKeys(p, k, d)
+	if s.Backfill.Verify && !k.Verify {
+		v.add(strings.TrimSuffix(p, ".destination")+".backfill.verify",
+			"a %s destination cannot be read back, so a backfill cannot end with a verify: remove it, or set it to false", d.Type)
+	}
 }
 
-// database checks the type, dsn and path of a destination or connection
-// (what), exampleFile being an example of an SQLite path.
-func (v *checker) database(p, what, typ, dsn, path, exampleFile string) {
+// database checks the type, dsn and path of a connection (what),
+// exampleFile being an example of an SQLite path.
+func (v *Checker) database(p, what, typ, dsn, path, exampleFile string) {
 	v.oneOf(p+".type", typ, TypePostgres, TypeSQLite)
 	switch typ {
 	case TypePostgres:
@@ -415,7 +424,7 @@ func (v *checker) database(p, what, typ, dsn, path, exampleFile string) {
 	}
 }
 
-func (v *checker) tables(p string, s *Stream) {
+func (v *Checker) tables(p string, s *Stream) {
 	if len(s.Include) == 0 {
 		v.add(p+".include", "missing: list the tables to replicate, e.g. [public.*]")
 	}
@@ -453,7 +462,7 @@ func (v *checker) tables(p string, s *Stream) {
 	}
 }
 
-func (v *checker) tuning(p string, s *Stream) {
+func (v *Checker) tuning(p string, s *Stream) {
 	bf := &s.Backfill
 	v.oneOf(p+".backfill.mode", bf.Mode, BackfillAutomatic, BackfillManual)
 	v.intRange(p+".backfill.max_concurrent", bf.MaxConcurrent, 1, 64)
@@ -477,7 +486,7 @@ func (v *checker) tuning(p string, s *Stream) {
 // sharedSourceNames reports two streams that would use the same slot or
 // publication in the same source database. Streams whose name is taken are
 // left out: their derived names clash too, and that is reported already.
-func (v *checker) sharedSourceNames(streams []Stream, nameTaken []bool) {
+func (v *Checker) sharedSourceNames(streams []Stream, nameTaken []bool) {
 	type key struct{ dsn, kind, name string }
 	seen := map[key]int{}
 	for i, s := range streams {

@@ -35,7 +35,7 @@ var (
 	envNameRE        = paramNameRE
 )
 
-func (v *checker) batch(c *Config) {
+func (v *Checker) batch(c *Config) {
 	bs := &c.Batch
 	if bs.Timezone == nil {
 		v.add("batch.timezone", "missing: use an IANA time zone name, e.g. Europe/Paris or UTC")
@@ -48,7 +48,7 @@ func (v *checker) batch(c *Config) {
 	v.tasks(c)
 }
 
-func (v *checker) resourceGroups(groups []ResourceGroup) {
+func (v *Checker) resourceGroups(groups []ResourceGroup) {
 	names := map[string]int{}
 	for i, g := range groups {
 		p := fmt.Sprintf("resource_groups[%d]", i)
@@ -67,7 +67,7 @@ func (v *checker) resourceGroups(groups []ResourceGroup) {
 	}
 }
 
-func (v *checker) connections(conns []Connection) {
+func (v *Checker) connections(conns []Connection) {
 	names := map[string]int{}
 	for i, c := range conns {
 		p := fmt.Sprintf("connections[%d]", i)
@@ -86,7 +86,7 @@ func (v *checker) connections(conns []Connection) {
 	}
 }
 
-func (v *checker) tasks(c *Config) {
+func (v *Checker) tasks(c *Config) {
 	first := map[string]int{} // task ID → index of its first task
 	for i, t := range c.Tasks {
 		if _, dup := first[t.ID]; !dup {
@@ -131,7 +131,7 @@ func (v *checker) tasks(c *Config) {
 // taskName checks the name, project and ID of task i, first being the
 // index of the first task with its ID; it reports whether the ID can be in
 // the graph.
-func (v *checker) taskName(p string, t *dag.Task, first, i int) bool {
+func (v *Checker) taskName(p string, t *dag.Task, first, i int) bool {
 	nameOK, projectOK := false, false
 	switch {
 	case t.Name == "":
@@ -163,7 +163,7 @@ func (v *checker) taskName(p string, t *dag.Task, first, i int) bool {
 }
 
 // taskType checks the type and the keys that belong to each type.
-func (v *checker) taskType(p string, t *dag.Task, c *Config) {
+func (v *Checker) taskType(p string, t *dag.Task, c *Config) {
 	v.oneOf(p+".type", t.Type, dag.TypeShell, dag.TypeSQL, dag.TypeNoop)
 	only := func(key, what string, set bool, owner string) {
 		if set {
@@ -205,7 +205,7 @@ func (v *checker) taskType(p string, t *dag.Task, c *Config) {
 
 // dependsOn checks the upstream IDs of task t; it reports whether they can
 // be in the graph.
-func (v *checker) dependsOn(p string, t *dag.Task, tasks []dag.Task, ids map[string]int) bool {
+func (v *Checker) dependsOn(p string, t *dag.Task, tasks []dag.Task, ids map[string]int) bool {
 	ok := true
 	seen := map[string]int{}
 	for j, id := range t.Upstream {
@@ -272,7 +272,7 @@ func unknownTask(t *dag.Task, id string, tasks []dag.Task) string {
 
 // params checks the names of params and outputs, and the expressions of
 // params, command and sql.
-func (v *checker) params(p string, t *dag.Task, c *Config) {
+func (v *Checker) params(p string, t *dag.Task, c *Config) {
 	for _, l := range []struct {
 		key string
 		ps  []dag.Param
@@ -330,7 +330,7 @@ func safeTemplate(t *dag.Task, key, tmpl string, c *Config) error {
 
 // env checks the names of the variables a shell task receives from the
 // daemon's environment.
-func (v *checker) env(p string, t *dag.Task) {
+func (v *Checker) env(p string, t *dag.Task) {
 	if len(t.Env) > 0 && t.Type != dag.TypeShell {
 		v.add(p+".env", "only shell tasks have env: remove it, or set type: shell")
 		return

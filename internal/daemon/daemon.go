@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/metrics"
+	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
 	_ "github.com/tidemark/tidemark/internal/source/all" // the source types streams open
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"

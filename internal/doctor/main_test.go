@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/pgserver"
+	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
 	_ "github.com/tidemark/tidemark/internal/source/all" // the source types the checks run
 
 	"github.com/tidemark/tidemark/internal/store"

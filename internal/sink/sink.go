@@ -29,26 +29,77 @@ var ErrTableName = errors.New("the destination cannot hold this table under its 
 // batch cannot succeed, unlike after an outage.
 var ErrRejected = errors.New("the destination rejected the batch")
 
-// Sink is a destination.
+// Sink is the core every destination fills: apply ordered batches, read
+// the checkpoint they committed, close. What only some destinations can do
+// is a capability, found by type assertion: TableCreator, RangeReplacer,
+// Reader and Alterer (see Capabilities). An option that needs a capability
+// the destination lacks is refused where it is asked (configuration, API).
 type Sink interface {
-	// EnsureTable creates the destination table for a source table if it
-	// does not exist yet (see docs/type-mapping.md).
-	EnsureTable(ctx context.Context, t *change.Table) error
 	// Checkpoint reads the committed position and cursors of a stream.
 	// A stream that never committed has the zero Checkpoint.
 	Checkpoint(ctx context.Context, stream string) (Checkpoint, error)
-	// Apply commits a batch in one destination transaction.
+	// Apply commits a batch, its position and cursors with the data, all
+	// or nothing. A chunk's rows are written in key order after the
+	// changes before it; a RangeReplacer also replaces the chunk's range.
 	Apply(ctx context.Context, b *Batch) error
+	Close() error
+}
+
+// TableCreator is a destination that holds a table per source table.
+type TableCreator interface {
+	// EnsureTable creates the destination table for a source table if it
+	// does not exist yet (see docs/type-mapping.md).
+	EnsureTable(ctx context.Context, t *change.Table) error
+}
+
+// RangeReplacer is a destination whose Apply replaces a chunk's key range
+// in place: it deletes the range's rows the chunk lacks, and honours Keep
+// and UpdateOnly. A filtered or column-subset backfill needs it. The method
+// only declares the capability; Apply does the work in its transaction.
+type RangeReplacer interface {
+	ReplacesRanges()
+}
+
+// Reader is a destination that can be read back, which verify needs.
+type Reader interface {
 	// ReadRange returns the destination rows of a table whose key lies in
 	// (low, high], low nil meaning unbounded below and high nil unbounded
-	// above, in the destination's key order, as source text values. Verify
-	// uses it.
+	// above, in the destination's key order, as source text values.
 	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
 	// ReadKeys returns the destination rows of a table with the given keys
 	// (those it holds, in no particular order), as ReadRange does. Verify
 	// of a filtered backfill uses it.
 	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
-	Close() error
+}
+
+// Capability names what a destination may do beyond the core.
+type Capability string
+
+// The capabilities, as messages name them.
+const (
+	CreateTables  Capability = "create tables"
+	ReplaceRanges Capability = "replace key ranges"
+	ReadBack      Capability = "be read back"
+	AlterTables   Capability = "alter tables"
+)
+
+// Capabilities lists what s can do beyond the core, by type assertion; a
+// nil pointer of a sink's type answers for the type.
+func Capabilities(s Sink) []Capability {
+	var out []Capability
+	if _, ok := s.(TableCreator); ok {
+		out = append(out, CreateTables)
+	}
+	if _, ok := s.(RangeReplacer); ok {
+		out = append(out, ReplaceRanges)
+	}
+	if _, ok := s.(Reader); ok {
+		out = append(out, ReadBack)
+	}
+	if _, ok := s.(Alterer); ok {
+		out = append(out, AlterTables)
+	}
+	return out
 }
 
 // Checkpoint is what a destination committed for one stream.

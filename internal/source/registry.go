@@ -21,6 +21,9 @@ import (
 type Type struct {
 	// Name is the value of a stream's source.type.
 	Name string
+	// Config is what the configuration knows of the type: its own keys,
+	// defaults and validation (its Name is set from Name).
+	Config config.SourceKind
 	// Open connects to the source a stream's configuration names.
 	Open func(ctx context.Context, cfg config.Source, opts Options, log *slog.Logger) (Source, error)
 	// OpenEstimator opens a short-lived connection that sizes tables,
@@ -76,13 +79,15 @@ var (
 func Register(t Type) {
 	mu.Lock()
 	defer mu.Unlock()
-	if t.Name == "" || t.Open == nil || t.OpenEstimator == nil || t.FormatPosition == nil || t.Doctor == nil {
+	if t.Name == "" || t.Open == nil || t.OpenEstimator == nil || t.FormatPosition == nil || t.Doctor == nil || t.Config.Validate == nil {
 		panic(fmt.Sprintf("source: incomplete registration of type %q", t.Name))
 	}
 	if _, dup := types[t.Name]; dup {
 		panic(fmt.Sprintf("source: type %q registered twice", t.Name))
 	}
 	types[t.Name] = t
+	t.Config.Name = t.Name
+	config.RegisterSource(t.Config)
 }
 
 // Lookup returns the registered type called name.

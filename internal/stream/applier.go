@@ -37,9 +37,15 @@ type positionSource interface {
 
 // rangeReader reads destination rows for verify; the applier only calls it
 // while the writer is idle.
-type rangeReader interface {
-	ReadRange(ctx context.Context, t *change.Table, low, high change.Key) ([]change.Row, error)
-	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
+type rangeReader = sink.Reader
+
+// readerOf is the destination as a rangeReader, nil when it cannot be read
+// back (verify is refused before it would be needed).
+func readerOf(snk sink.Sink) rangeReader {
+	if r, ok := snk.(sink.Reader); ok {
+		return r
+	}
+	return nil
 }
 
 // pendingChunk is a chunk between registration and merge. Registration

@@ -8,29 +8,13 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/sink/postgres"
-	"github.com/tidemark/tidemark/internal/sink/sqlite"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
-// openSink opens the configured destination.
+// openSink opens the configured destination through its registered type.
 func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
-	switch d.Type {
-	case config.TypePostgres:
-		s, err := postgres.Open(ctx, d.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("open destination: %w", err)
-		}
-		return s, nil
-	case config.TypeSQLite:
-		s, err := sqlite.Open(ctx, d.Path)
-		if err != nil {
-			return nil, fmt.Errorf("open destination: %w", err)
-		}
-		return s, nil
-	}
-	return nil, fmt.Errorf("destination type %q is not supported", d.Type)
+	return sink.Open(ctx, d)
 }
 
 // discover finds the source tables the stream includes, describes them,
@@ -62,7 +46,7 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 			return nil, nil, err
 		}
 		if t != nil {
-			ensureErr := snk.EnsureTable(ctx, t)
+			ensureErr := ensureTable(ctx, snk, t)
 			if errors.Is(ensureErr, sink.ErrKeyOrder) || errors.Is(ensureErr, sink.ErrTableName) {
 				t, err = nil, ensureErr
 			} else if ensureErr != nil {
@@ -83,6 +67,15 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 		tables[id] = t
 	}
 	return tables, skipped, nil
+}
+
+// ensureTable creates the destination table of t where the destination
+// holds tables.
+func ensureTable(ctx context.Context, snk sink.Sink, t *change.Table) error {
+	if c, ok := snk.(sink.TableCreator); ok {
+		return c.EnsureTable(ctx, t)
+	}
+	return nil
 }
 
 // known tells whether the stream already has the table as an object.

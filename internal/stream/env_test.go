@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/sink"
+	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
 	_ "github.com/tidemark/tidemark/internal/source/all" // the source types streams open
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -279,15 +280,25 @@ func (e *env) waitLoaded(table string) store.Object {
 	return e.waitLoadedID(change.TableID{Schema: "public", Name: table})
 }
 
+// readableSink is a destination the tests read back.
+type readableSink interface {
+	sink.Sink
+	sink.Reader
+}
+
 // openDest opens the destination the way the stream does.
-func (e *env) openDest() sink.Sink {
+func (e *env) openDest() readableSink {
 	e.t.Helper()
 	snk, err := openSink(e.ctx, e.cfg.Destination)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { snk.Close() })
-	return snk
+	r, ok := snk.(readableSink)
+	if !ok {
+		e.t.Fatalf("destination %s cannot be read back", e.cfg.Destination.Type)
+	}
+	return r
 }
 
 // sourceRows reads a table from the source as text rows keyed by key text.

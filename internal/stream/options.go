@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/rowfilter"
+	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -211,10 +212,32 @@ func (s *Stream) InitiateWith(ctx context.Context, ids []change.TableID, started
 	if err := o.Validate(time.Now()); err != nil {
 		return nil, &InvalidError{Msg: err.Error()}
 	}
+	if err := s.destinationCan(o); err != nil {
+		return nil, err
+	}
 	if err := s.checkScope(ctx, ids, o); err != nil {
 		return nil, err
 	}
 	return s.bf.initiate(ctx, ids, startedBy, o.record(nil), o.AsOneRun)
+}
+
+// destinationCan refuses the options the stream's destination cannot
+// honour: a filtered or column-subset backfill leaves the rows or columns
+// it does not read in place, which only a destination that replaces key
+// ranges in place can do.
+func (s *Stream) destinationCan(o BackfillOptions) error {
+	typ := s.cfg.Destination.Type
+	var msg string
+	switch {
+	case o.Filter != "":
+		msg = sink.Refusal(typ, sink.ReplaceRanges, "a filtered backfill (filter)", "leave filter out to backfill every row")
+	case o.Columns != nil:
+		msg = sink.Refusal(typ, sink.ReplaceRanges, "a column-subset backfill (columns)", "leave columns out to backfill whole rows")
+	}
+	if msg != "" {
+		return &InvalidError{Msg: msg}
+	}
+	return nil
 }
 
 // InvalidError is an initiate whose options are invalid.

@@ -437,7 +437,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
-	}, s.cfg.Name, src, snk, s.log, events, batches, cp.Position)
+	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, cp.Position)
 	app.resume = cp.Resume
 	if resetAll {
 		s.lag.reset()

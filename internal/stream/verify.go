@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -129,6 +131,9 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 		return RangeCheck{}, err
 	}
 	t := pc.table
+	if a.dest == nil {
+		return RangeCheck{}, errors.New("the destination cannot be read back, which verify needs")
+	}
 	var dst []change.Row
 	var err error
 	if pc.scope.Filter != nil {
@@ -159,6 +164,9 @@ var ErrNotRunning = fmt.Errorf("the stream is not running: start it (or resume i
 // compared with the destination at that same point of the stream, so live
 // changes do not make the two disagree.
 func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int) ([]ObjectCheck, error) {
+	if msg := sink.Refusal(s.cfg.Destination.Type, sink.ReadBack, "verify", "compare the destination with the source by other means"); msg != "" {
+		return nil, &InvalidError{Msg: msg}
+	}
 	s.bf.mu.Lock()
 	rt := s.bf.rt
 	s.bf.mu.Unlock()

@@ -274,7 +274,7 @@ func testReadKeys(t *testing.T, s sink.Sink) {
 	tbl := orders()
 	ensure(t, s, tbl)
 	seedOrders(t, s, tbl, "1", "2", "9", "10")
-	got, err := s.ReadKeys(t.Context(), tbl, []change.Key{k("10"), k("2"), k("77")})
+	got, err := capable(t, s).ReadKeys(t.Context(), tbl, []change.Key{k("10"), k("2"), k("77")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func testReadKeys(t *testing.T, s sink.Sink) {
 	}
 	apply(t, s, ops...)
 	keys = append(keys, k("us", "4"))
-	got, err = s.ReadKeys(t.Context(), ln, keys)
+	got, err = capable(t, s).ReadKeys(t.Context(), ln, keys)
 	if err != nil {
 		t.Fatal(err)
 	}

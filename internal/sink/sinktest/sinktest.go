@@ -104,7 +104,7 @@ func chunk(t *change.Table, low, high change.Key, rows ...change.Row) *sink.Chun
 func ensure(t *testing.T, s sink.Sink, tables ...*change.Table) {
 	t.Helper()
 	for _, tbl := range tables {
-		if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		if err := capable(t, s).EnsureTable(t.Context(), tbl); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func readAll(t *testing.T, s sink.Sink, tbl *change.Table) []change.Row {
 
 func readRange(t *testing.T, s sink.Sink, tbl *change.Table, low, high change.Key) []change.Row {
 	t.Helper()
-	rows, err := s.ReadRange(t.Context(), tbl, low, high)
+	rows, err := capable(t, s).ReadRange(t.Context(), tbl, low, high)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +219,23 @@ func lines() *change.Table {
 // order builds an orders row.
 func order(id, customer string, note any) change.Row {
 	return r(id, customer, "1.00", note)
+}
+
+// Full is a destination with every capability, as the cases here need.
+type Full interface {
+	sink.Sink
+	sink.TableCreator
+	sink.RangeReplacer
+	sink.Reader
+}
+
+// capable is s with every capability, or the test fails naming the one
+// missing.
+func capable(t *testing.T, s sink.Sink) Full {
+	t.Helper()
+	f, ok := s.(Full)
+	if !ok {
+		t.Fatalf("%T lacks a capability the conformance cases need (it has %v)", s, sink.Capabilities(s))
+	}
+	return f
 }

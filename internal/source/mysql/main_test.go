@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/mysqlserver"
+	_ "github.com/tidemark/tidemark/internal/sink/all" // the destinations configurations name
 )
 
 var server *mysqlserver.Server

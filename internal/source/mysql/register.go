@@ -21,6 +21,16 @@ const streamHeartbeat = 250 * time.Millisecond
 func init() {
 	source.Register(source.Type{
 		Name: config.TypeMySQL,
+		Config: config.SourceKind{
+			Keys:       []string{"server_id"},
+			OthersNote: "a mysql source reads the binlog, which carries every table",
+			Defaults: func(s *config.Stream) {
+				if s.Source.ServerID == 0 {
+					s.Source.ServerID = DerivedServerID(s.Name)
+				}
+			},
+			Validate: func(v *config.Checker, p string, s *config.Stream) { checkDSN(v, p+".dsn", s.Source.DSN) },
+		},
 		Open: func(ctx context.Context, cfg config.Source, _ source.Options, log *slog.Logger) (source.Source, error) {
 			src, err := Open(ctx, Config{DSN: cfg.DSN, ServerID: cfg.ServerID, Heartbeat: streamHeartbeat, Logger: log})
 			if err != nil {

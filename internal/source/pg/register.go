@@ -12,6 +12,12 @@ import (
 func init() {
 	source.Register(source.Type{
 		Name: config.TypePostgres,
+		Config: config.SourceKind{
+			Keys: []string{"publication", "slot", "status_interval"},
+			Validate: func(v *config.Checker, p string, s *config.Stream) {
+				v.PostgresDSN(p+".dsn", s.Source.DSN, "the source database")
+			},
+		},
 		Open: func(ctx context.Context, cfg config.Source, opts source.Options, log *slog.Logger) (source.Source, error) {
 			return Open(ctx, Config{DSN: cfg.DSN, Publication: cfg.Publication, Slot: cfg.Slot,
 				StatusInterval: cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg)}, log)

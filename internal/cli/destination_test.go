@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/sink/sinktest"
+)
+
+func init() { sinktest.RegisterMemory() }
+
+// TestRunRefusesVerifyTheDestinationCannotDo: a configuration asking a
+// destination that cannot be read back (the test-only memory type) to
+// verify its backfills is a usage error, exit 2, naming the type; run and
+// doctor refuse it before connecting to anything.
+func TestRunRefusesVerifyTheDestinationCannotDo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	yaml := `metadata: "sqlite://` + filepath.Join(dir, "meta.db") + `"
+streams:
+  - name: s
+    source: {dsn: "postgres://tidemark@127.0.0.1:1/shop"}
+    destination: {type: memory}
+    include: [public.*]
+    backfill: {verify: true}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const want = "streams[0].backfill.verify: a memory destination cannot be read back, so a backfill cannot end with a verify: remove it, or set it to false"
+	for _, verb := range []string{"doctor", "run"} {
+		// A bound, not a wait: a run that accepted the configuration
+		// would otherwise retry its unreachable source until stopped.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		var stdout, stderr bytes.Buffer
+		code := Execute(ctx, func() {}, []string{verb, "-c", cfg}, &stdout, &stderr)
+		cancel()
+		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("tidemark %s: exit %d, stderr %q; want exit %d saying %q", verb, code, stderr.String(), ExitUsage, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "meta.db")); err == nil {
+		t.Error("run created the metadata store of a configuration it refused")
+	}
+}

@@ -1,0 +1,8 @@
+// Package all links every destination type into a program: import it for
+// its registrations (see internal/sink's registry).
+package all
+
+import (
+	_ "github.com/tidemark/tidemark/internal/sink/postgres" // PostgreSQL
+	_ "github.com/tidemark/tidemark/internal/sink/sqlite"   // SQLite
+)
