@@ -40,12 +40,23 @@ func (e *env) schemaWaitColumns(table string, cols ...string) {
 // destination declares them.
 func (e *env) schemaDestColumns(table string) []string {
 	e.t.Helper()
+	return e.schemaDestColumnsOf(change.TableID{Schema: "public", Name: table})
+}
+
+// schemaDestColumnsOf is schemaDestColumns for a table of any schema (a
+// MySQL source's database).
+func (e *env) schemaDestColumnsOf(id change.TableID) []string {
+	e.t.Helper()
 	var query string
 	if e.dest == "postgres" {
 		query = `SELECT attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
-			WHERE attrelid = ('public.' || quote_ident('` + table + `'))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`
+			WHERE attrelid = (quote_ident('` + id.Schema + `') || '.' || quote_ident('` + id.Name + `'))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`
 	} else {
-		query = `SELECT name || ' ' || type FROM pragma_table_info('` + table + `') ORDER BY cid`
+		name := id.Name
+		if id.Schema != "public" {
+			name = id.Schema + "." + id.Name
+		}
+		query = `SELECT name || ' ' || type FROM pragma_table_info('` + name + `') ORDER BY cid`
 	}
 	return e.schemaDestQuery(query)
 }

@@ -51,6 +51,7 @@ func (s *Source) Describe(ctx context.Context, id change.TableID, keyCols []stri
 	if err != nil {
 		return nil, err
 	}
+	s.nums.number(t)
 	return t, nil
 }
 

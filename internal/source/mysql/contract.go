@@ -45,25 +45,33 @@ func (s *streamSource) Describe(ctx context.Context, id change.TableID, keyCols 
 	return s.src.Describe(ctx, id, keyCols)
 }
 
-// Attributes are the table's columns by ordinal position. MySQL renumbers
-// the columns after one that is dropped or added in the middle, so a
-// schema change is told from the binlog's table map, not from numbers.
+// Attributes are the table's columns now, numbered as the stream numbers
+// them (colnums.go): MySQL's ordinal positions move when a column is added
+// in the middle or dropped. A number given before whose column is gone is
+// Dropped. A column whose older rows got a value without a row change in
+// the binlog (a DEFAULT, or NOT NULL's implicit one) has HasDefault: the
+// applier backfills the table again when it is added.
 func (s *streamSource) Attributes(ctx context.Context, id change.TableID) (map[int16]source.Attribute, error) {
-	var cols []change.Column
-	err := s.src.with(ctx, func(c *client.Conn) error {
-		t, err := describeColumns(c, id)
-		if err != nil {
+	var (
+		t        *change.Table
+		defaults map[string]bool
+	)
+	err := s.src.with(ctx, func(c *client.Conn) (err error) {
+		if t, err = describeColumns(c, id); err != nil {
 			return err
 		}
-		cols = t.Columns
-		return nil
+		defaults, err = columnsWithDefaults(c, id)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int16]source.Attribute, len(cols))
-	for _, c := range cols {
-		out[c.Num] = source.Attribute{Column: c, Generated: c.Generated != "", HasDefault: c.Generated != ""}
+	out := s.src.nums.attributes(t)
+	for n, a := range out {
+		if !a.Dropped && defaults[a.Name] {
+			a.HasDefault = true
+			out[n] = a
+		}
 	}
 	return out, nil
 }
@@ -226,7 +234,10 @@ func (s *streamSource) ReadChunk(ctx context.Context, t *change.Table, opt sourc
 		return source.Chunk{}, err
 	}
 	pos := inEpoch(c.Position, s.src.Epoch())
-	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: pos}, Position: pos, Bytes: c.Bytes}, nil
+	// The rows hold t's columns, whatever the table has now: the merge
+	// translates them, and the changes of the chunk's window, into the
+	// destination's shape (docs/schema-changes.md, MySQL).
+	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: pos}, Position: pos, Bytes: c.Bytes, Table: t}, nil
 }
 
 func (s *streamSource) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {

@@ -15,7 +15,7 @@ import (
 // is not packaged here, so its GTID event is built by hand.
 func TestGTIDNotation(t *testing.T) {
 	out := make(chan change.Event, 10)
-	r := &binlogReader{src: &Source{}, out: out, file: "mysql-bin.000007", readers: map[*change.Table]*eventTable{}}
+	r := &binlogReader{src: &Source{}, out: out, file: "mysql-bin.000007", readers: map[change.TableID]*eventTable{}}
 	ctx := context.Background()
 	sid := uuid.MustParse("3e11fa47-71ca-11e1-9e33-c80aa9429562")
 	events := []replication.Event{

@@ -116,7 +116,7 @@ func TestResumeTokenFromEvents(t *testing.T) {
 	sid := uuid.MustParse(a)
 	st, _ := parseGTIDState(gomysql.MySQLFlavor, a+":1-5")
 	out := make(chan change.Event, 10)
-	r := &binlogReader{src: &Source{}, out: out, file: "mysql-bin.000007", state: st, readers: map[*change.Table]*eventTable{}}
+	r := &binlogReader{src: &Source{}, out: out, file: "mysql-bin.000007", state: st, readers: map[change.TableID]*eventTable{}}
 	ctx := context.Background()
 	feed := func(e replication.Event, h replication.EventHeader, raw []byte) {
 		t.Helper()

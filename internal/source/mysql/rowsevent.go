@@ -1,55 +1,176 @@
 package mysql
 
 import (
+	"context"
 	"fmt"
-	"strconv"
+	"math"
+	"slices"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
-// eventTable maps a table map event's columns to a described table's.
+// eventTable is the shape of a table as one table map event describes it,
+// and how its rows decode.
 type eventTable struct {
-	names string // the event's column names, joined: what the mapping depends on
+	sig   string // what the shape depends on (tableMapSignature)
+	shape *change.Table
 	rows  *rowReader
-	// cols[i] is the event column holding table column i.
+	// cols[i] is the event column holding shape column i.
 	cols []int
 }
 
-// tableFor resolves the described table's column order against the
-// event's (by name with binlog_row_metadata=FULL, else by position when
-// the counts agree). Every transaction repeats the table map, so the
-// mapping is kept while the event's column names stay the same.
-func (r *binlogReader) tableFor(t *change.Table, tme *replication.TableMapEvent) (*eventTable, error) {
-	names := tme.ColumnNameString()
-	key := strings.Join(names, "\x00") + "\x00" + strconv.FormatUint(tme.ColumnCount, 10)
-	if et := r.readers[t]; et != nil && et.names == key {
+// tableFor gives the shape of the table as the event describes it (see
+// tablemap.go): columns numbered by columnNums, in number order, keyed
+// like t (the table the stream has), and t itself when nothing differs, so
+// that an unchanged table never looks changed. Every transaction repeats
+// the table map, so the shape is kept while the event stays the same.
+func (r *binlogReader) tableFor(ctx context.Context, t *change.Table, tme *replication.TableMapEvent) (*eventTable, error) {
+	sig := tableMapSignature(tme)
+	if et := r.readers[t.ID]; et != nil && et.sig == sig {
 		return et, nil
 	}
-	rows, err := newRowReader(t)
+	names := tme.ColumnNameString()
+	if len(names) == 0 {
+		return nil, &source.PermanentError{Err: fmt.Errorf("binlog rows of %s come without column names", quoteTable(t.ID)),
+			Hint: "set binlog_row_metadata=FULL on the server (see tidemark doctor), then run `tidemark stream reset`"}
+	}
+	colls, err := r.src.collations(ctx)
 	if err != nil {
 		return nil, err
 	}
-	et := &eventTable{names: key, rows: rows, cols: make([]int, len(t.Columns))}
-	for i, c := range t.Columns {
-		et.cols[i] = -1
-		for j, n := range names {
-			if n == c.Name {
-				et.cols[i] = j
-				break
-			}
+	m := newTableMapColumns(tme, colls)
+	nums, err := r.numbers(ctx, t.ID, names)
+	if err != nil {
+		return nil, err
+	}
+	shape := &change.Table{ID: t.ID, Columns: make([]change.Column, len(names))}
+	for i := range names {
+		n, err := m.native(i)
+		if err != nil {
+			return nil, fmt.Errorf("binlog rows of %s: %w", quoteTable(t.ID), err)
 		}
-		if len(names) == 0 && len(t.Columns) == int(tme.ColumnCount) {
-			et.cols[i] = i
+		col, err := n.column()
+		if err != nil {
+			return nil, fmt.Errorf("binlog rows of %s: %w", quoteTable(t.ID), err)
 		}
-		if et.cols[i] < 0 {
-			return nil, fmt.Errorf("binlog row of %s has no column %s (its columns: %q): the table changed since it was described", quoteTable(t.ID), quoteIdent(c.Name), names)
+		if j := t.ColumnByNum(nums[i]); j >= 0 && sameDecoding(t.Columns[j], col) {
+			col = t.Columns[j] // the catalog's description: JSON, NOT NULL, COLUMN_TYPE
+			col.Name = names[i]
+		}
+		col.Num = nums[i]
+		shape.Columns[i] = col
+	}
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return sortNum(nums[a]) - sortNum(nums[b]) })
+	sorted := make([]change.Column, len(order))
+	for i, j := range order {
+		sorted[i] = shape.Columns[j]
+	}
+	shape.Columns = sorted
+	for _, k := range t.KeyColumns() {
+		if i := shape.ColumnByNum(k.Num); i >= 0 {
+			shape.Key = append(shape.Key, i)
 		}
 	}
-	r.readers[t] = et
+	if change.SameShape(shape, t) && sameNatives(shape, t) {
+		shape = t
+	}
+	rows, err := newRowReader(shape)
+	if err != nil {
+		return nil, err
+	}
+	et := &eventTable{sig: sig, shape: shape, rows: rows, cols: order}
+	r.readers[t.ID] = et
 	return et, nil
+}
+
+// numbers numbers a table map's columns. A name never numbered is a
+// column added since (numbered now) when the catalog has it; when the
+// catalog does not, the rows are older than the catalog by a rename or a
+// drop the stream has not read yet (a restart from a position before
+// them): the column keeps number 0, which the applier leaves out, as it
+// leaves out a PostgreSQL relation message's column the catalog no longer
+// has.
+func (r *binlogReader) numbers(ctx context.Context, id change.TableID, names []string) ([]int16, error) {
+	nums := r.src.nums.numbered(id, names)
+	if !slices.Contains(nums, 0) {
+		return nums, nil
+	}
+	var now *change.Table
+	err := r.src.with(ctx, func(c *client.Conn) (err error) {
+		now, err = describeColumns(c, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", quoteTable(id), err)
+	}
+	for i, n := range names {
+		if nums[i] == 0 && slices.ContainsFunc(now.Columns, func(c change.Column) bool { return strings.EqualFold(c.Name, n) }) {
+			nums[i] = r.src.nums.nums(id, []string{n})[0]
+		}
+	}
+	return nums, nil
+}
+
+// sortNum orders columns by number, those without one last.
+func sortNum(n int16) int {
+	if n == 0 {
+		return math.MaxInt32
+	}
+	return int(n)
+}
+
+// tableMapSignature is everything of a table map a shape is made of.
+func tableMapSignature(tme *replication.TableMapEvent) string {
+	return fmt.Sprintf("%q|%x|%v|%x|%x|%v|%v|%q|%q|%v|%v", tme.ColumnNameString(), tme.ColumnType, tme.ColumnMeta,
+		tme.SignednessBitmap, tme.NullBitmap, tme.DefaultCharset, tme.ColumnCharset, tme.EnumStrValue, tme.SetStrValue,
+		tme.EnumSetDefaultCharset, tme.EnumSetColumnCharset)
+}
+
+// sameDecoding reports whether a described column and the one a table map
+// gives are the same type decoded the same way: the same PostgreSQL type,
+// MySQL type, character set and labels. A table map cannot tell MariaDB's
+// JSON (a LONGTEXT with a json_valid check) from LONGTEXT: the catalog's
+// word is taken.
+func sameDecoding(described, logged change.Column) bool {
+	if described.TypeOID == oidJSON && logged.TypeOID == oidText && dataType(logged.Native) == "longtext" {
+		return true
+	}
+	if !change.SameType(described, logged) || dataType(nativeType(described)) != dataType(logged.Native) {
+		return false
+	}
+	a, errA := charsetOf(described.Collation)
+	b, errB := charsetOf(logged.Collation)
+	if a != b || (errA == nil) != (errB == nil) {
+		return false
+	}
+	switch dataType(logged.Native) {
+	case "enum", "set":
+		la, _ := typeLabels(nativeType(described))
+		lb, _ := typeLabels(logged.Native)
+		return slices.Equal(la, lb)
+	case "binary":
+		return typeLength(nativeType(described)) == typeLength(logged.Native)
+	}
+	return true
+}
+
+// sameNatives: two shapes of equal columns also decode alike.
+func sameNatives(a, b *change.Table) bool {
+	for i, c := range a.Columns {
+		if c.Native != b.Columns[i].Native || c.Collation != b.Columns[i].Collation {
+			return false
+		}
+	}
+	return true
 }
 
 func (et *eventTable) row(vals []any) (change.Row, error) {
@@ -63,7 +184,7 @@ func (et *eventTable) row(vals []any) (change.Row, error) {
 }
 
 // rows adds a rows event's changes to the open transaction.
-func (r *binlogReader) rows(h *replication.EventHeader, e *replication.RowsEvent) error {
+func (r *binlogReader) rows(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if e.Table == nil {
 		return fmt.Errorf("rows event at %s:%d without its table map", r.file, h.LogPos)
 	}
@@ -74,10 +195,11 @@ func (r *binlogReader) rows(h *replication.EventHeader, e *replication.RowsEvent
 	if r.txn == nil {
 		return fmt.Errorf("rows event for %s at %s:%d outside a transaction", quoteTable(t.ID), r.file, h.LogPos)
 	}
-	et, err := r.tableFor(t, e.Table)
+	et, err := r.tableFor(ctx, t, e.Table)
 	if err != nil {
 		return err
 	}
+	t = et.shape
 	size := int(h.EventSize) / max(len(e.Rows), 1)
 	switch e.Type() {
 	case replication.EnumRowsEventTypeInsert:

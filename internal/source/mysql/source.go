@@ -42,6 +42,12 @@ type Source struct {
 	epoch   atomic.Uint32
 	planMu  sync.Mutex
 	planned *plannedResume
+
+	// nums numbers the columns of tables across schema changes
+	// (colnums.go); colls are the server's collations by id, read once.
+	nums   columnNums
+	collMu sync.Mutex
+	colls  map[uint64]collation
 }
 
 const maxIdle = 4

@@ -92,7 +92,7 @@ func (s *Source) StreamFrom(ctx context.Context, from Resume, lookup TableLookup
 	}
 	syncer := replication.NewBinlogSyncer(s.syncerConfig(info.flavor))
 	defer syncer.Close()
-	r := &binlogReader{last: start, epoch: plan.epoch, state: plan.state, src: s, lookup: lookup, out: out, readers: map[*change.Table]*eventTable{}}
+	r := &binlogReader{last: start, epoch: plan.epoch, state: plan.state, src: s, lookup: lookup, out: out, readers: map[change.TableID]*eventTable{}}
 	at := FormatPosition(info.base, start)
 	var streamer *replication.BinlogStreamer
 	if plan.byGTID {
@@ -233,7 +233,7 @@ type binlogReader struct {
 	txn     *change.Txn // nil between transactions
 	last    change.LSN  // the end of the last transaction handled
 	lastAt  time.Time   // when progress was last sent
-	readers map[*change.Table]*eventTable
+	readers map[change.TableID]*eventTable
 }
 
 func (r *binlogReader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
@@ -256,12 +256,13 @@ func (r *binlogReader) handle(ctx context.Context, ev *replication.BinlogEvent) 
 				r.txn = &change.Txn{}
 			}
 		default: // COMMIT of a non-transactional engine, or a DDL
+			r.schemaChange(e)
 			return r.commit(ctx, ev.Header, 0)
 		}
 	case *replication.XIDEvent:
 		return r.commit(ctx, ev.Header, e.XID)
 	case *replication.RowsEvent:
-		return r.rows(ev.Header, e)
+		return r.rows(ctx, ev.Header, e)
 	case *replication.GenericEvent:
 		if ev.Header.EventType == replication.HEARTBEAT_EVENT && r.txn == nil && ev.Header.LogPos > 0 {
 			return r.progress(ctx, ev.Header.LogPos, true)

@@ -338,7 +338,9 @@ func TestStreamGeneratedAndZeroDates(t *testing.T) {
 
 // TestStreamAfterColumnAdded: a column added in front of the others
 // mid-stream moves every column in the binlog rows; the stream maps them by
-// name again and keeps delivering the described columns.
+// name again and keeps delivering the described columns (and, since it
+// follows schema changes, the added one after them: see
+// TestStreamShapeFollowsDDL).
 func TestStreamAfterColumnAdded(t *testing.T) {
 	src, root := testDB(t, "CREATE TABLE s (id int PRIMARY KEY, v varchar(10))")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -350,7 +352,7 @@ func TestStreamAfterColumnAdded(t *testing.T) {
 	out, done := streamFromNow(ctx, t, src, tbl)
 	exec(t, root, "INSERT INTO s VALUES (1, 'a')", "ALTER TABLE s ADD COLUMN x int FIRST", "INSERT INTO s VALUES (7, 2, 'b')")
 	txns := receiveTxns(t, out, done, 2)
-	got := append(describeChanges(txns[0].Changes), describeChanges(txns[1].Changes)...)
+	got := append(describeChanges(inShape(tbl, txns[0].Changes)), describeChanges(inShape(tbl, txns[1].Changes))...)
 	if want := []string{"insert [1 a] <nil>", "insert [2 b] <nil>"}; !slices.Equal(got, want) {
 		t.Errorf("changes %q, want %q", got, want)
 	}
