@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/genexpr"
 )
 
 // Type is one kind of destination: everything tidemark knows of it outside
@@ -19,6 +20,11 @@ import (
 type Type struct {
 	// Name is the value of a stream's destination.type.
 	Name string
+	// Title names the type in messages ("PostgreSQL").
+	Title string
+	// Generated is the dialect of the stored generated columns' expressions
+	// the destination computes itself (see Computer); 0 computes none.
+	Generated genexpr.Dialect
 	// Keys are the destination keys the type reads besides type.
 	Keys []string
 	// Validate checks a destination's keys (see config.DestinationKind).
@@ -69,7 +75,7 @@ var (
 func Register(t Type) {
 	mu.Lock()
 	defer mu.Unlock()
-	if t.Name == "" || t.Validate == nil || t.Open == nil || t.Doctor == nil || t.Example == nil {
+	if t.Name == "" || t.Title == "" || t.Validate == nil || t.Open == nil || t.Doctor == nil || t.Example == nil {
 		panic(fmt.Sprintf("sink: incomplete registration of type %q", t.Name))
 	}
 	if _, dup := types[t.Name]; dup {

@@ -11,13 +11,16 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
 func init() {
 	sink.Register(sink.Type{
-		Name: config.TypePostgres,
-		Keys: []string{"dsn"},
+		Name:      config.TypePostgres,
+		Title:     "PostgreSQL",
+		Generated: genexpr.PostgreSQL,
+		Keys:      []string{"dsn"},
 		Validate: func(v *config.Checker, p string, d *config.Destination) {
 			v.PostgresDSN(p+".dsn", d.DSN, "the destination database")
 		},

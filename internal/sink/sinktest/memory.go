@@ -25,6 +25,7 @@ func RegisterMemory() {
 	registerMemory.Do(func() {
 		sink.Register(sink.Type{
 			Name:     MemoryType,
+			Title:    "in-memory",
 			Validate: func(*config.Checker, string, *config.Destination) {},
 			Open:     func(context.Context, config.Destination) (sink.Sink, error) { return memory, nil },
 			Doctor: func(_ context.Context, in sink.DoctorInput) sink.DoctorReport {

@@ -11,13 +11,16 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/genexpr"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
 func init() {
 	sink.Register(sink.Type{
-		Name: config.TypeSQLite,
-		Keys: []string{"path"},
+		Name:      config.TypeSQLite,
+		Title:     "SQLite",
+		Generated: genexpr.SQLite,
+		Keys:      []string{"path"},
 		Validate: func(v *config.Checker, p string, d *config.Destination) {
 			if d.Path == "" {
 				v.Add(p+".path", "missing: give the database file, e.g. path: replica.db")

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/genexpr"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // generated says what becomes of the included tables' stored generated
@@ -20,9 +20,11 @@ func (src *sourceCheck) generated(context.Context) Check {
 	if src.tables == nil {
 		return fail(name, "not checked: the tables could not be listed", "")
 	}
-	dialect, destName := genexpr.SQLite, "SQLite"
-	if src.s.Destination.Type == config.TypePostgres {
-		dialect, destName = genexpr.PostgreSQL, "PostgreSQL"
+	// The destination's type says in which dialect it computes them.
+	var dialect genexpr.Dialect
+	destName := src.s.Destination.Type
+	if typ, err := sink.Lookup(src.s.Destination.Type); err == nil {
+		dialect, destName = typ.Generated, typ.Title
 	}
 	var computed, reread, reasons []string
 	for _, t := range src.described {
@@ -31,6 +33,11 @@ func (src *sourceCheck) generated(context.Context) Check {
 				continue
 			}
 			col := fmt.Sprintf("%s.%s", t.ID, ident(c.Name))
+			if dialect == 0 {
+				reread = append(reread, col)
+				reasons = append(reasons, col+": the "+destName+" destination computes no generated column")
+				continue
+			}
 			if _, err := genexpr.Render(dialect, t, i); err != nil {
 				reread = append(reread, col)
 				reasons = append(reasons, col+": "+err.Error())
