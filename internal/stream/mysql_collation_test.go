@@ -120,7 +120,9 @@ func TestMySQLCollatedKeys(t *testing.T) {
 			for name := range tables {
 				id := change.TableID{Schema: db, Name: name}
 				ids = append(ids, id)
-				e.waitFor(id.String()+" completed and loaded", func() bool {
+				// Several writers keep the windows busy: on a loaded machine
+				// the backfills take minutes.
+				e.waitForWithin(5*time.Minute, id.String()+" completed and loaded", func() bool {
 					o := e.objectOf(id)
 					if o.Status == StatusFailed {
 						t.Fatalf("backfill of %s failed: %s", id, o.Reason)
@@ -173,7 +175,7 @@ func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *
 	name := mysqlserver.QuoteIdent(table)
 	// Paced, so that the stream keeps up on a loaded machine: a backfill's
 	// chunk waits until the stream has applied past its read.
-	pace := time.NewTicker(2 * time.Millisecond)
+	pace := time.NewTicker(5 * time.Millisecond)
 	defer pace.Stop()
 	for n := 0; ; n++ {
 		select {

@@ -56,24 +56,34 @@ const (
 //     and the end of the text becomes " \x02", so that "C" order compares
 //     the end as padding would: below a space run that ends above the
 //     space, above one that ends below it (such as "a\t" < "a" < "a b").
+//
+// translate looks each character up in its list one by one, so ASCII text
+// (most keys) is translated with the ASCII part of the list alone, and the
+// spaces are rewritten only when there is one (only the space weighs the
+// space: the generator checks).
 func sortKeyBody(c *collate.Collation) string {
-	var from, to strings.Builder
+	var from, to, asciiFrom, asciiTo strings.Builder
 	for _, p := range c.Mapped() {
 		from.WriteString(fmt.Sprintf(`\%04X`, p[0]))
 		to.WriteString(fmt.Sprintf(`\%04X`, p[1]))
+		if p[0] < 0x80 {
+			asciiFrom.WriteString(fmt.Sprintf(`\%04X`, p[0]))
+			asciiTo.WriteString(fmt.Sprintf(`\%04X`, p[1]))
+		}
 	}
 	text := "$1"
 	if w := c.Supplementary(); w != 0 {
 		text = fmt.Sprintf(`regexp_replace(%s, U&'[\+010000-\+10FFFF]', U&'\%04X', 'g')`, text, w)
 	}
-	w := fmt.Sprintf(`translate(%s, U&'%s', U&'%s')`, text, from.String(), to.String())
+	w := fmt.Sprintf(`(CASE WHEN $1 ~ U&'^[\0001-\007F]*$' THEN translate($1, U&'%s', U&'%s') ELSE translate(%s, U&'%s', U&'%s') END)`,
+		asciiFrom.String(), asciiTo.String(), text, from.String(), to.String())
 	if !c.PadSpace() {
 		return w // NO PAD: a prefix sorts first, as in "C"
 	}
-	w = `regexp_replace(` + w + `, ' +$', '')`
-	w = `regexp_replace(` + w + `, U&' (?= *[\0001-\001F])', U&' \0001', 'g')`
-	w = `regexp_replace(` + w + `, U&' (?!\0001)', U&' \0003', 'g')`
-	return w + ` || U&' \0002'`
+	spaced := `regexp_replace(` + w + `, ' +$', '')`
+	spaced = `regexp_replace(` + spaced + `, U&' (?= *[\0001-\001F])', U&' \0001', 'g')`
+	spaced = `regexp_replace(` + spaced + `, U&' (?!\0001)', U&' \0003', 'g')`
+	return `(CASE WHEN strpos($1, ' ') = 0 THEN ` + w + ` ELSE ` + spaced + ` END) || U&' \0002'`
 }
 
 // ensureSortKeys creates the sort key functions t's key needs, unless they
