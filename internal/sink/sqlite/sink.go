@@ -58,6 +58,10 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 			return nil, fmt.Errorf("open sqlite sink %q: create checkpoint tables: %w", path, err)
 		}
 	}
+	if err := ensureResumeColumn(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite sink %q: %w", path, err)
+	}
 	return s, nil
 }
 
