@@ -254,14 +254,15 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 	st := Stream{
 		Name: name,
 		Source: Source{
-			Type:           b.str(p+".source.type", r.Source.Type, defaultSourceType),
-			DSN:            b.str(p+".source.dsn", r.Source.DSN, ""),
-			Publication:    b.str(p+".source.publication", r.Source.Publication, defaultNamePrefix+name),
-			Slot:           b.str(p+".source.slot", r.Source.Slot, defaultNamePrefix+name),
-			StatusInterval: b.duration(p+".source.status_interval", r.Source.StatusInterval, defaultStatusInterval),
-			WALWarnBytes:   b.integer(p+".source.wal_warn_bytes", r.Source.WALWarnBytes, defaultWALWarnBytes),
-			ReadTimeouts:   b.readTimeouts(p+".source.read_timeouts", &r.Source.ReadTimeouts),
-			ServerID:       b.serverID(p+".source.server_id", r.Source.ServerID),
+			Type:            b.str(p+".source.type", r.Source.Type, defaultSourceType),
+			DSN:             b.str(p+".source.dsn", r.Source.DSN, ""),
+			Publication:     b.str(p+".source.publication", r.Source.Publication, defaultNamePrefix+name),
+			PublicationMode: b.str(p+".source.publication_mode", r.Source.PublicationMode, ""),
+			Slot:            b.str(p+".source.slot", r.Source.Slot, defaultNamePrefix+name),
+			StatusInterval:  b.duration(p+".source.status_interval", r.Source.StatusInterval, defaultStatusInterval),
+			WALWarnBytes:    b.integer(p+".source.wal_warn_bytes", r.Source.WALWarnBytes, defaultWALWarnBytes),
+			ReadTimeouts:    b.readTimeouts(p+".source.read_timeouts", &r.Source.ReadTimeouts),
+			ServerID:        b.serverID(p+".source.server_id", r.Source.ServerID),
 		},
 		Destination: Destination{
 			Type: b.str(p+".destination.type", r.Destination.Type, ""),

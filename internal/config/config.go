@@ -49,6 +49,9 @@ const (
 	TypeSQLite   = "sqlite"   // destination.type and connections[].type
 	TypeMySQL    = "mysql"    // source.type: MySQL or MariaDB
 
+	PublicationManaged  = "managed"  // source.publication_mode: tidemark's own
+	PublicationExisting = "existing" // source.publication_mode: a DBA's, used as it is
+
 	BackfillAutomatic = "automatic"
 	BackfillManual    = "manual"
 
@@ -179,12 +182,16 @@ type Source struct {
 	DSN  string // postgres:// or mysql:// URL
 	// ServerID is the replica server id a MySQL source reads the binlog
 	// with; 0 derives one from the stream's name.
-	ServerID       uint32
-	Publication    string
-	Slot           string
-	StatusInterval time.Duration // standby status update period
-	WALWarnBytes   int64         // warn when the slot retains more WAL; 0 never warns
-	ReadTimeouts   ReadTimeouts
+	ServerID    uint32
+	Publication string
+	// PublicationMode is PublicationManaged or "" (tidemark creates the
+	// publication and sets its tables) or PublicationExisting (a DBA's,
+	// used as it is).
+	PublicationMode string
+	Slot            string
+	StatusInterval  time.Duration // standby status update period
+	WALWarnBytes    int64         // warn when the slot retains more WAL; 0 never warns
+	ReadTimeouts    ReadTimeouts
 }
 
 // ReadTimeouts bound every transaction tidemark opens on a source: each is

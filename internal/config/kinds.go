@@ -163,7 +163,7 @@ func (b *builder) sourceKeys(p string, r *rawSource) {
 	for _, key := range []struct {
 		name string
 		s    scalar
-	}{{"publication", r.Publication}, {"slot", r.Slot}, {"status_interval", r.StatusInterval}, {"server_id", r.ServerID}} {
+	}{{"publication", r.Publication}, {"publication_mode", r.PublicationMode}, {"slot", r.Slot}, {"status_interval", r.StatusInterval}, {"server_id", r.ServerID}} {
 		owners := sourceKeyOwners(key.name)
 		if !key.s.Set || len(owners) == 0 || slices.Contains(owners, typ) {
 			continue

@@ -64,14 +64,15 @@ type rawStream struct {
 }
 
 type rawSource struct {
-	Type           scalar          `yaml:"type"`
-	DSN            scalar          `yaml:"dsn"`
-	Publication    scalar          `yaml:"publication"`
-	Slot           scalar          `yaml:"slot"`
-	StatusInterval scalar          `yaml:"status_interval"`
-	WALWarnBytes   scalar          `yaml:"wal_warn_bytes"`
-	ReadTimeouts   rawReadTimeouts `yaml:"read_timeouts"`
-	ServerID       scalar          `yaml:"server_id"`
+	Type            scalar          `yaml:"type"`
+	DSN             scalar          `yaml:"dsn"`
+	Publication     scalar          `yaml:"publication"`
+	PublicationMode scalar          `yaml:"publication_mode"`
+	Slot            scalar          `yaml:"slot"`
+	StatusInterval  scalar          `yaml:"status_interval"`
+	WALWarnBytes    scalar          `yaml:"wal_warn_bytes"`
+	ReadTimeouts    rawReadTimeouts `yaml:"read_timeouts"`
+	ServerID        scalar          `yaml:"server_id"`
 }
 
 type rawReadTimeouts struct {

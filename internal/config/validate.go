@@ -149,6 +149,9 @@ func (v *Checker) Add(path, format string, args ...any) { v.add(path, format, ar
 // message when it is missing; it never repeats the DSN.
 func (v *Checker) PostgresDSN(path, dsn, what string) { v.dsn(path, dsn, what) }
 
+// OneOf reports value unless it is one of options.
+func (v *Checker) OneOf(path, value string, options ...string) { v.oneOf(path, value, options...) }
+
 // Port reports the first port of dsn that is not a port number, saying
 // that leaving it out means def.
 func (v *Checker) Port(path, dsn string, def int) {

@@ -128,6 +128,10 @@ var validationCases = []problemCase{
 	{"mysql source with a slot", streams(kv{"source": `{type: mysql, dsn: "mysql://u:p@db/shop", slot: s1, publication: p1}`}), []Problem{
 		{"streams[0].source.publication", "applies to postgres sources only (a mysql source reads the binlog, which carries every table): remove it"},
 		{"streams[0].source.slot", "applies to postgres sources only (a mysql source reads the binlog, which carries every table): remove it"}}},
+	{"publication mode", streams(kv{"source": `{dsn: "postgres://db/x", publication_mode: existng}`}), []Problem{{"streams[0].source.publication_mode",
+		`"existng" is not supported: use managed or existing`}}},
+	{"publication mode on mysql", streams(kv{"source": `{type: mysql, dsn: "mysql://u:p@db/shop", publication_mode: existing}`}), []Problem{
+		{"streams[0].source.publication_mode", "applies to postgres sources only (a mysql source reads the binlog, which carries every table): remove it"}}},
 	{"mysql server id", streams(kv{"source": `{type: mysql, dsn: "mysql://u:p@db/shop", server_id: 0}`}), []Problem{{"streams[0].source.server_id",
 		`"0" is not a server id: use a whole number from 1 to 4294967295 that no other replica of the server uses, or leave it out to derive one from the stream's name`}}},
 	{"server id on postgres", streams(kv{"source": `{dsn: "postgres://db/x", server_id: 7}`}), []Problem{{"streams[0].source.server_id",
@@ -330,7 +334,7 @@ streams:
 		{"api.tokens[0].role", roleMissing},
 		{"api.tokens[2].name", `"ci" is used twice (also api.tokens[1]): token names must be unique`}}},
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
-		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, slot, status_interval, wal_warn_bytes, read_timeouts, server_id"},
+		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, publication_mode, slot, status_interval, wal_warn_bytes, read_timeouts, server_id"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
 		{"streams[0].destination.type", "missing: use postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -22,7 +21,12 @@ import (
 func TestMySQLFailoverByGTID(t *testing.T) {
 	ctx := context.Background()
 	primary, replica := mysqlserver.ForFailover(t)
-	must := failOn(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	must(primary.Exec(ctx, "", "CREATE DATABASE shop", "CREATE TABLE shop.items (id INT PRIMARY KEY, v VARCHAR(10))",
 		"INSERT INTO shop.items VALUES (1, 'a'), (2, 'b')"))
 	e := mysqlEnv(t, primary.DSN("shop"), "shop", "sqlite")
@@ -52,52 +56,5 @@ func TestMySQLFailoverByGTID(t *testing.T) {
 	}, func() string { return cp.Resume })
 	if cp.Position>>56 != 1 {
 		t.Errorf("checkpoint position %x after the failover, want epoch 1", uint64(cp.Position))
-	}
-}
-
-// TestMySQLFailoverDuringBackfill fails over in the middle of a backfill:
-// the stream stops a third of the way through a 6,000-row table, the
-// primary changes rows on both sides of the cursor, the replica is
-// promoted and changes more, and the stream restarts on the replica. The
-// same backfill continues from its committed cursor, its chunks now read
-// on the replica in the new epoch, and completes; the destination equals
-// the replica.
-func TestMySQLFailoverDuringBackfill(t *testing.T) {
-	ctx := context.Background()
-	primary, replica := mysqlserver.ForFailover(t)
-	must := failOn(t)
-	must(primary.Exec(ctx, "", "CREATE DATABASE shop"))
-	must(primary.Exec(ctx, "shop", "CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))",
-		fmt.Sprintf("INSERT INTO big SELECT seq, seq, CONCAT('note ', seq) FROM seq_1_to_%d", faultRows)))
-	e := myFaultEnv(t, primary.DSN("shop"), "sqlite", faultChunk, faultRate)
-	e.start()
-	id := e.initiateBig()
-	e.waitMidBackfill(id)
-	e.stop()
-
-	must(primary.Exec(ctx, "shop", "UPDATE big SET v = -v WHERE id % 97 = 0", "DELETE FROM big WHERE id % 89 = 0",
-		fmt.Sprintf("UPDATE big SET id = id + %d WHERE id %% 83 = 0", 10*faultRows)))
-	must(replica.WaitReplicated(ctx, primary))
-	must(replica.Promote(ctx))
-	primary.Stop()
-	must(replica.Exec(ctx, "shop", "UPDATE big SET note = 'after the failover' WHERE id % 79 = 0",
-		"INSERT INTO big VALUES (1000000, 1, 'new'), (2492, 2, 'deleted, then again')"))
-
-	e.cfg.Source.DSN = replica.DSN("shop")
-	e.start()
-	e.waitLoadedID(myBig)
-	e.assertConvergedMySQL(myBig)
-	if o := e.objectOf(myBig); o.BackfillID != id {
-		t.Fatalf("the object's backfill is %d, want %d: the run was replaced", o.BackfillID, id)
-	}
-}
-
-// failOn returns a function that fails t on an error.
-func failOn(t *testing.T) func(error) {
-	return func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }

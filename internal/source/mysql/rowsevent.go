@@ -17,8 +17,7 @@ import (
 // eventTable is the shape of a table as one table map event describes it,
 // and how its rows decode.
 type eventTable struct {
-	sig   string                     // what the shape depends on (tableMapSignature)
-	tme   *replication.TableMapEvent // the last table map it was found for
+	sig   string // what the shape depends on (tableMapSignature)
 	shape *change.Table
 	rows  *rowReader
 	// cols[i] is the event column holding shape column i.
@@ -31,13 +30,8 @@ type eventTable struct {
 // that an unchanged table never looks changed. Every transaction repeats
 // the table map, so the shape is kept while the event stays the same.
 func (r *binlogReader) tableFor(ctx context.Context, t *change.Table, tme *replication.TableMapEvent) (*eventTable, error) {
-	et := r.readers[t.ID]
-	if et != nil && et.tme == tme {
-		return et, nil // the rows of one transaction share its table map
-	}
 	sig := tableMapSignature(tme)
-	if et != nil && et.sig == sig {
-		et.tme = tme
+	if et := r.readers[t.ID]; et != nil && et.sig == sig {
 		return et, nil
 	}
 	names := tme.ColumnNameString()
@@ -93,7 +87,7 @@ func (r *binlogReader) tableFor(ctx context.Context, t *change.Table, tme *repli
 	if err != nil {
 		return nil, err
 	}
-	et = &eventTable{sig: sig, tme: tme, shape: shape, rows: rows, cols: order}
+	et := &eventTable{sig: sig, shape: shape, rows: rows, cols: order}
 	r.readers[t.ID] = et
 	return et, nil
 }

@@ -1,12 +1,14 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 )
 
 // leastPrivilege warns when the source user is a superuser, or may become
@@ -43,7 +45,9 @@ func (src *sourceCheck) leastPrivilege(ctx context.Context) Check {
 			strings.Join(append([]string{first}, src.minimalGrants(role, db)...), "\n"))
 	case len(via) > 0:
 		fixes := []string{fmt.Sprintf("REVOKE %s FROM %s;", strings.Join(idents(via), ", "), ident(src.user))}
-		fixes = append(fixes, src.ownership(src.user, func(t tableInfo) bool { return slices.Contains(via, t.owner) })...)
+		if src.s.Source.PublicationMode != config.PublicationExisting {
+			fixes = append(fixes, src.ownership(src.user, func(t tableInfo) bool { return slices.Contains(via, t.owner) })...)
+		}
 		return warn(name, fmt.Sprintf("%s is a member of the superuser role %s, so it can SET ROLE to it and have every right on the server: a member of the tables' owning role is enough, if that role is no superuser",
 			src.user, strings.Join(via, ", ")), strings.Join(fixes, "\n"))
 	}
@@ -54,6 +58,15 @@ func (src *sourceCheck) leastPrivilege(ctx context.Context) Check {
 // database, USAGE and SELECT on the included tables, and their ownership.
 func (src *sourceCheck) minimalGrants(role, db string) []string {
 	pub := src.s.Source.Publication
+	if src.s.Source.PublicationMode == config.PublicationExisting {
+		// The DBA's publication is used as it is: nothing is created, and
+		// no table is added to it, so no ownership is needed.
+		all := make([]tableInfo, len(src.tables))
+		for i, t := range src.tables {
+			all[i] = tableInfo{id: t.id}
+		}
+		return strings.Split(cmp.Or(grantSelect(all, role), fmt.Sprintf("-- USAGE on the schemas and SELECT on every included table, to %s", ident(role))), "\n")
+	}
 	lines := []string{fmt.Sprintf("GRANT CREATE ON DATABASE %s TO %s;  -- or create publication %s yourself and ALTER PUBLICATION %s OWNER TO %s;",
 		ident(db), ident(role), ident(pub), ident(pub), ident(role))}
 	if src.tables == nil {

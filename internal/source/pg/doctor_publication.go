@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 )
 
 // publication checks that tidemark can create the publication, or set the
@@ -20,6 +23,9 @@ func (src *sourceCheck) publication(ctx context.Context) Check {
 	defer cancel()
 	name := src.name("publication")
 	pub := src.s.Source.Publication
+	if src.s.Source.PublicationMode == config.PublicationExisting {
+		return src.existingPublication(ctx, name, pub)
+	}
 	var db string
 	var canCreate bool
 	if err := src.conn.QueryRow(ctx, "SELECT current_database()::text, has_database_privilege(current_database(), 'CREATE')").Scan(&db, &canCreate); err != nil {
@@ -79,4 +85,28 @@ func (src *sourceCheck) publication(ctx context.Context) Check {
 		return ok(name, fmt.Sprintf("publication %s exists (%d %s); with no table to replicate, tidemark leaves it alone", pub, count, plural(count, "table", "tables")))
 	}
 	return ok(name, fmt.Sprintf("publication %s exists (%d %s); tidemark sets its tables to the %s to replicate", pub, count, plural(count, "table", "tables"), tables))
+}
+
+// existingPublication judges a publication a DBA made, which tidemark uses
+// as it is (publication_mode: existing): it must carry every change of the
+// tables to stream. Owning the tables is then not needed.
+func (src *sourceCheck) existingPublication(ctx context.Context, name, pub string) Check {
+	st, err := readPubState(ctx, src.conn, pub)
+	if err != nil {
+		return fail(name, "cannot read publication "+pub+": "+errText(err), "")
+	}
+	partitioned, err := partitionedTables(ctx, src.conn)
+	if err != nil {
+		return fail(name, errText(err), "")
+	}
+	ids := make([]change.TableID, len(src.published))
+	for i, t := range src.published {
+		ids[i] = t.id
+	}
+	if problems, fixes := pubProblems(pub, st, ids, partitioned); len(problems) > 0 {
+		return fail(name, strings.Join(problems, "; "), strings.Join(fixes, "\n"))
+	}
+	n := len(ids)
+	return ok(name, fmt.Sprintf("publication %s (made by you, used as it is) carries every change of the %d %s to stream; %s",
+		pub, n, plural(n, "table", "tables"), st.futureTables()))
 }

@@ -13,14 +13,18 @@ func init() {
 	source.Register(source.Type{
 		Name: config.TypePostgres,
 		Config: config.SourceKind{
-			Keys: []string{"publication", "slot", "status_interval"},
+			Keys: []string{"publication", "publication_mode", "slot", "status_interval"},
 			Validate: func(v *config.Checker, p string, s *config.Stream) {
 				v.PostgresDSN(p+".dsn", s.Source.DSN, "the source database")
+				if s.Source.PublicationMode != "" { // left out: managed
+					v.OneOf(p+".publication_mode", s.Source.PublicationMode, config.PublicationManaged, config.PublicationExisting)
+				}
 			},
 		},
 		Open: func(ctx context.Context, cfg config.Source, opts source.Options, log *slog.Logger) (source.Source, error) {
 			return Open(ctx, Config{DSN: cfg.DSN, Publication: cfg.Publication, Slot: cfg.Slot,
-				StatusInterval: cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg)}, log)
+				PublicationExisting: cfg.PublicationMode == config.PublicationExisting,
+				StatusInterval:      cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg)}, log)
 		},
 		OpenEstimator: func(ctx context.Context, cfg config.Source) (source.Estimator, error) {
 			return ConnectForCatalog(ctx, cfg.DSN, timeouts(cfg))

@@ -326,6 +326,9 @@ func (s *Source) Captures(ctx context.Context, id change.TableID) (bool, error) 
 // in it: from the commit of the ALTER PUBLICATION on, its changes are in
 // the log the stream reads.
 func (s *Source) AddCapture(ctx context.Context, id change.TableID) error {
+	if s.cfg.PublicationExisting {
+		return s.checkPublication(ctx, []change.TableID{id})
+	}
 	in, err := s.Captures(ctx, id)
 	if err != nil || in {
 		return err

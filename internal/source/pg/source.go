@@ -30,7 +30,10 @@ import (
 type Config struct {
 	DSN         string
 	Publication string
-	Slot        string
+	// PublicationExisting uses Publication as a DBA made it: tidemark
+	// never creates or alters it, and refuses one that would lose changes.
+	PublicationExisting bool
+	Slot                string
 	// StatusInterval is the period of standby status updates; the server
 	// drops a replication connection that stays silent for wal_sender_timeout.
 	StatusInterval time.Duration
@@ -139,6 +142,9 @@ func (s *Source) WantPosition(lsn change.LSN) {
 // publishes partitioned tables via their root: their rows' changes then
 // reach the stream as changes of the root, the one object it streams.
 func (s *Source) PrepareCapture(ctx context.Context, tables []change.TableID) error {
+	if s.cfg.PublicationExisting {
+		return s.checkPublication(ctx, tables)
+	}
 	var viaRoot *bool // nil: no such publication
 	err := s.read(ctx, func(q queryer) error {
 		return q.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", s.cfg.Publication).Scan(&viaRoot)
