@@ -41,11 +41,20 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 
 // rejected tells errors about the batch's content (syntax or access rule
 // violations such as an undefined column, class 42; data exceptions, class
-// 22) from outages.
+// 22; integrity constraint violations, class 23, such as a unique index or
+// a check someone added to the destination table) from outages: retrying
+// the same batch cannot cure them. A foreign key violation is the
+// exception: one table's backfill may run ahead of the table it refers to,
+// and the retry succeeds once the other has caught up.
 func rejected(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22"))
+	if !errors.As(err, &pgErr) || pgErr.Code == foreignKeyViolation {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
 }
+
+const foreignKeyViolation = "23503"
 
 func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	tx, err := s.conn.Begin(ctx)

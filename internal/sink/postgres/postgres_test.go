@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -361,5 +363,43 @@ func TestCheckpointWithoutResumeColumn(t *testing.T) {
 	defer s.Close()
 	if cp, err = s.Checkpoint(t.Context(), "main"); err != nil || cp.Position != 78 || cp.Resume != "0-1-5" {
 		t.Fatalf("checkpoint after the migration = %+v, %v; want position 78, resume 0-1-5", cp, err)
+	}
+}
+
+// TestConstraintViolationRejected: a batch that breaks a constraint someone
+// added to the destination table (here a unique index) is rejected, not
+// an outage: retrying the same batch cannot succeed, so the stream must
+// not retry it forever.
+func TestConstraintViolationRejected(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	tbl := &change.Table{
+		ID:      change.TableID{Schema: "public", Name: "u"},
+		Columns: []change.Column{{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23}, {Name: "email", Type: "text", TypeOID: 25, BaseOID: 25}},
+		Key:     []int{0},
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `CREATE UNIQUE INDEX by_hand ON u (email)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*sink.Batch{
+		{Stream: "s", Ops: []sink.Op{
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: change.Row{change.Text("1"), change.Text("a@x")}}},
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: change.Row{change.Text("2"), change.Text("a@x")}}}}},
+		{Stream: "s", Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: []change.Row{
+			{change.Text("3"), change.Text("b@x")}, {change.Text("4"), change.Text("b@x")}}}}}},
+	} {
+		if err := s.Apply(t.Context(), b); !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "by_hand") {
+			t.Errorf("a batch breaking a unique index: %v, want ErrRejected naming the index", err)
+		}
 	}
 }

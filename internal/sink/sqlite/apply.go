@@ -25,10 +25,13 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 }
 
 // rejected tells SQLite's errors about the batch's content: the table or a
-// column is missing.
+// column is missing, or a constraint added by hand refuses it.
 func rejected(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such table")
+	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such table") ||
+		// A UNIQUE, NOT NULL or CHECK added to the destination table; a
+		// foreign key may be satisfied once another table caught up.
+		strings.Contains(msg, "constraint failed") && !strings.Contains(msg, "FOREIGN KEY")
 }
 
 func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {

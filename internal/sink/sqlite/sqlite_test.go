@@ -234,3 +234,33 @@ func TestCheckpointWithoutResumeColumn(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestConstraintViolationRejected: a batch that breaks a constraint someone
+// added to the destination table is rejected, not retried as an outage.
+func TestConstraintViolationRejected(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "sink.db"))
+	defer s.Close()
+	tbl := &change.Table{
+		ID:      change.TableID{Schema: "public", Name: "u"},
+		Columns: []change.Column{{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23}, {Name: "email", Type: "text", TypeOID: 25, BaseOID: 25}},
+		Key:     []int{0},
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(t.Context(), `CREATE UNIQUE INDEX "by_hand" ON "u" ("email")`); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*sink.Batch{
+		{Stream: "s", Ops: []sink.Op{
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: change.Row{change.Text("1"), change.Text("a@x")}}},
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: change.Row{change.Text("2"), change.Text("a@x")}}}}},
+		{Stream: "s", Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: []change.Row{
+			{change.Text("3"), change.Text("b@x")}, {change.Text("4"), change.Text("b@x")}}}}}},
+	} {
+		if err := s.Apply(t.Context(), b); !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			t.Errorf("a batch breaking a unique index: %v, want ErrRejected saying so", err)
+		}
+	}
+}
