@@ -160,6 +160,26 @@ func (s *Store) PutObject(ctx context.Context, o Object) error {
 	return nil
 }
 
+// SetObjectColumns records an object's columns and leaves the rest of it
+// alone, so that it races no status change. An object not recorded yet is
+// left unrecorded.
+func (s *Store) SetObjectColumns(ctx context.Context, stream, schema, table string, cols []ColumnInfo) error {
+	if cols == nil {
+		cols = []ColumnInfo{}
+	}
+	colJSON, err := json.Marshal(cols)
+	if err != nil {
+		return fmt.Errorf("set columns of object %s/%s.%s: %w", stream, schema, table, err)
+	}
+	_, err = s.exec(ctx, `UPDATE "objects" SET "columns" = ?, "updated_at" = ?
+		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?`,
+		string(colJSON), s.d.timeArg(now()), stream, schema, table)
+	if err != nil {
+		return fmt.Errorf("set columns of object %s/%s.%s: %w", stream, schema, table, err)
+	}
+	return nil
+}
+
 const objectCols = `"stream", "schema_name", "table_name", "status", "reason", "loaded", "backfill_id", "columns", "updated_at"`
 
 func scanObject(sc interface{ Scan(...any) error }) (Object, error) {

@@ -305,12 +305,7 @@ func (s *Stream) schemaEvent(ctx context.Context, ev schemaEvent) {
 }
 
 func (s *Stream) updateColumns(ctx context.Context, id change.TableID, t *change.Table) error {
-	o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name)
-	if err != nil {
-		return err
-	}
-	o.Columns = columnInfo(t)
-	return s.st.PutObject(ctx, o)
+	return s.st.SetObjectColumns(ctx, s.cfg.Name, id.Schema, id.Name, columnInfo(t))
 }
 
 // refill backfills a table again, stopping a backfill under way (its
@@ -413,6 +408,11 @@ func (s *Stream) activate(ctx context.Context, src source.Source, app *applier, 
 		s.mu.Lock()
 		s.tables = withTable(s.tables, id, nil)
 		s.mu.Unlock()
+		return nil, err
+	}
+	// A table refused before (no key, say) and fixed since shows the
+	// columns it is now streamed with.
+	if err := s.st.SetObjectColumns(ctx, s.cfg.Name, id.Schema, id.Name, columnInfo(t)); err != nil {
 		return nil, err
 	}
 	return t, nil
