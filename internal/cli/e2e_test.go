@@ -130,27 +130,49 @@ func daemonWith(t *testing.T, conf func(dir string, port int) string) (*daemon, 
 // daemon, the destination file and the CLI's --addr flag.
 func sqliteDaemon(t *testing.T, dsn, backfill string) (*daemon, string, []string) {
 	t.Helper()
+	cfg, dest, addr := sqliteConfig(t, fmt.Sprintf(`{dsn: "%s", status_interval: 1s}`, dsn), backfill)
+	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
+	return d, dest, addr
+}
+
+// sqliteConfig writes, in a directory of its own, the configuration of a
+// daemon with one stream, s, from source (a flow-style mapping) into a
+// SQLite file, with the given backfill settings. It returns the file, the
+// destination and the CLI's --addr flag.
+func sqliteConfig(t *testing.T, source, backfill string) (cfg, dest string, addr []string) {
+	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
-	dest := filepath.Join(dir, "dest.db")
-	cfg := filepath.Join(dir, "tidemark.yaml")
+	dest = filepath.Join(dir, "dest.db")
+	cfg = filepath.Join(dir, "tidemark.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
 metadata: "sqlite://%s"
 api: {listen: "127.0.0.1:%d"}
 log: {level: info, format: json}
 streams:
   - name: s
-    source: {dsn: "%s", status_interval: 1s}
+    source: %s
     destination: {type: sqlite, path: "%s"}
     include: ["public.*"]
     backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 50ms, max: 1s}
-`, filepath.Join(dir, "meta.db"), port, dsn, dest, backfill), 0o600); err != nil {
+`, filepath.Join(dir, "meta.db"), port, source, dest, backfill), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
-	return d, dest, []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+	return cfg, dest, []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
+}
+
+// theStream is the daemon's one stream as `streams --json` shows it, or
+// the zero view while the daemon does not answer.
+func theStream(t *testing.T, addr []string) api.StreamView {
+	t.Helper()
+	r := tidemark(t, append(addr, "streams", "--json")...)
+	var streams []api.StreamView
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &streams) != nil || len(streams) != 1 {
+		return api.StreamView{}
+	}
+	return streams[0]
 }
 
 func TestEndToEnd(t *testing.T) {

@@ -2,9 +2,7 @@ package cli_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,21 +25,7 @@ func TestWrongPasswordSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	port := freePort(t)
-	cfg := filepath.Join(dir, "tidemark.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
-metadata: "sqlite://%s"
-api: {listen: "127.0.0.1:%d"}
-streams:
-  - name: s
-    source: {dsn: "%s", status_interval: 1s}
-    destination: {type: sqlite, path: "%s"}
-    include: ["public.*"]
-    retry: {initial: 50ms, max: 1s}
-`, filepath.Join(dir, "meta.db"), port, dsn, filepath.Join(dir, "dest.db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, addr := sqliteConfig(t, fmt.Sprintf(`{dsn: "%s", status_interval: 1s}`, dsn), "{}")
 
 	r := expect(t, 1, nil, "doctor", "-c", cfg)
 	for _, want := range []string{`FAIL  stream s: source`, `password authentication failed for user "alice"`, "check the user and password"} {
@@ -53,17 +37,8 @@ streams:
 		t.Errorf("doctor speaks of TLS or shows the password:\n%s", r.stdout)
 	}
 
-	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
-	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
-	stream := func() api.StreamView {
-		t.Helper()
-		r := tidemark(t, append(addr, "streams", "--json")...)
-		var streams []api.StreamView
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &streams) != nil || len(streams) != 1 {
-			return api.StreamView{}
-		}
-		return streams[0]
-	}
+	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
+	stream := func() api.StreamView { return theStream(t, addr) }
 	var failed api.StreamView
 	poll(t, d, "stream s failed", func() bool { failed = stream(); return failed.State == store.StateFailed })
 	for _, want := range []string{`password authentication failed for user "alice"`, "the server refused this user or password", "`tidemark stream resume s`"} {

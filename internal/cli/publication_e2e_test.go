@@ -3,16 +3,13 @@ package cli_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -34,23 +31,8 @@ func TestExistingPublicationThroughTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	dir := t.TempDir()
-	port := freePort(t)
-	dest := filepath.Join(dir, "dest.db")
-	cfg := filepath.Join(dir, "tidemark.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
-metadata: "sqlite://%s"
-api: {listen: "127.0.0.1:%d"}
-streams:
-  - name: s
-    source: {dsn: "%s", publication: dba_pub, publication_mode: existing, status_interval: 1s}
-    destination: {type: sqlite, path: "%s"}
-    include: ["public.*"]
-    batch: {max_delay: 20ms}
-    retry: {initial: 50ms, max: 1s}
-`, filepath.Join(dir, "meta.db"), port, strings.Replace(dsn, "postgres@", "reader@", 1), dest), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	reader := strings.Replace(dsn, "postgres@", "reader@", 1)
+	cfg, dest, addr := sqliteConfig(t, fmt.Sprintf(`{dsn: "%s", publication: dba_pub, publication_mode: existing, status_interval: 1s}`, reader), "{}")
 
 	r := expect(t, 1, nil, "doctor", "-c", cfg)
 	for _, want := range []string{"FAIL  stream s: publication", "publication dba_pub lacks 1 of the tables to stream (public.b)",
@@ -68,13 +50,8 @@ streams:
 		t.Errorf("doctor after the fix:\n%s", r.stdout)
 	}
 
-	d := startDaemon(t, cfg, filepath.Join(dir, "daemon.log"))
-	addr := []string{"--addr", fmt.Sprintf("http://127.0.0.1:%d", port)}
-	poll(t, d, "stream s running", func() bool {
-		r := tidemark(t, append(addr, "streams", "--json")...)
-		var streams []api.StreamView
-		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &streams) == nil && len(streams) == 1 && streams[0].State == store.StateRunning
-	})
+	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
+	poll(t, d, "stream s running", func() bool { return theStream(t, addr).State == store.StateRunning })
 	if _, err := conn.Exec(ctx, `INSERT INTO b VALUES (1, 'streamed')`); err != nil {
 		t.Fatal(err)
 	}
