@@ -50,7 +50,9 @@ export async function api(method, path, body) {
     const data = type.includes("json") ? await res.json() : await res.text();
     if (!res.ok) {
       const err = (data && data.error) || {};
-      throw new APIError(res.status, err.code || "http_" + res.status, err.message || String(data));
+      const e = new APIError(res.status, err.code || "http_" + res.status, err.message || String(data));
+      e.unknown = err.unknown; // what a 404 did not find
+      throw e;
     }
     return data;
   }

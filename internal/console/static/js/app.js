@@ -48,11 +48,24 @@ async function show() {
     try {
       await render(main, m.slice(1).map(decodeURIComponent), ctx);
     } catch (e) {
-      replace(main, h("h1", {}, "Something went wrong"), errorBox(e));
+      // A page that failed shows only the error: what it drew so far goes,
+      // and so do its subscriptions and timers. A page already left says nothing.
+      if (left) return;
+      leave();
+      errorPage(main, e, e.back || [nav, "#/" + nav]);
     }
     return;
   }
   replace(main, h("h1", {}, "Not found"), h("p", {}, "No page at " + path + ". ", h("a", { href: "#/streams" }, "Go to streams")));
+}
+
+// errorPage shows err alone, with a link back to where the user can go on
+// (back is [label, href]; a page sets err.back for a nearer place).
+function errorPage(main, err, [label, href]) {
+  const title = err.status === 404 ? "Not found" : "Something went wrong";
+  replace(main, h("h1", {}, title), errorBox(err),
+    h("p", { class: "error-back" }, h("a", { href, dataset: { back: "" } }, "← Back to " + label)));
+  document.title = title + " · tidemark";
 }
 
 // The token prompt, shown when the daemon answers 401.

@@ -1,6 +1,6 @@
 // One object of a stream: its status, its columns and every backfill run
 // of it, newest first, updated live from pushed events.
-import { api, get, q } from "./api.js";
+import { api, APIError, get, q } from "./api.js";
 import { ago, badge, bytes, dialog, errorBox, field, h, num, page, refresher, replace, throttle, time, toast } from "./ui.js";
 import {
   backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rangesText, rank, statusCell, stopBlock,
@@ -46,10 +46,21 @@ export async function objectPage(main, [name, object], ctx) {
       get(streamPath(name)),
       get(streamPath(name) + "/objects"),
       get("/api/v1/backfills" + q({ stream: name, object, limit: 1000 })),
-    ]);
+    ]).catch((e) => {
+      // The error page of an unknown object leads back to its stream.
+      if (!s.view && e.unknown && e.unknown.some((u) => u.kind === "object")) e.back = ["stream " + name, streamHref(name)];
+      throw e;
+    });
     if (!ctx.alive()) return;
-    s.view = view;
     const o = objs.find((x) => x.object === object) || null;
+    // An unknown object is an error page, not an empty object page; one
+    // that disappears later (a reset) keeps its page with a notice.
+    if (!o && !s.view) {
+      const err = new APIError(404, "not_found", "no object " + object + " in stream " + name + ": objects appear once the stream has discovered its tables, and only those its include patterns select.");
+      err.back = ["stream " + name, streamHref(name)];
+      throw err;
+    }
+    s.view = view;
     if (!(s.obj && s.touched > askedAt && (s.obj.backfill_id || 0) >= ((o && o.backfill_id) || 0))) s.obj = o;
     else s.obj = { ...o, status: s.obj.status, reason: s.obj.reason, loaded: s.obj.loaded, backfill_id: s.obj.backfill_id };
     for (const r of runs) {
