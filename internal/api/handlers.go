@@ -57,17 +57,20 @@ func (s *Server) streamAction(status int, act func(*stream.Stream)) handlerFunc 
 
 // ObjectView is one object of a stream with its backfill status.
 type ObjectView struct {
-	Object     string             `json:"object"`
-	Schema     string             `json:"schema"`
-	Table      string             `json:"table"`
-	Status     string             `json:"status"` // "-" when none
-	Reason     string             `json:"reason,omitempty"`
-	Loaded     bool               `json:"loaded"`
-	BackfillID int64              `json:"backfill_id,omitempty"`
-	Events7d   int64              `json:"events_7d"`
-	Loaded7d   int64              `json:"events_loaded_7d"`
-	Bytes30d   int64              `json:"bytes_30d"`
-	Columns    []store.ColumnInfo `json:"columns"`
+	Object     string `json:"object"`
+	Schema     string `json:"schema"`
+	Table      string `json:"table"`
+	Status     string `json:"status"` // "-" when none
+	Reason     string `json:"reason,omitempty"`
+	Loaded     bool   `json:"loaded"`
+	BackfillID int64  `json:"backfill_id,omitempty"`
+	// LoadedBy is, when the latest backfill was stopped, the earlier one
+	// whose load of the whole table still stands (see stream.LoadedBy).
+	LoadedBy int64              `json:"loaded_by,omitempty"`
+	Events7d int64              `json:"events_7d"`
+	Loaded7d int64              `json:"events_loaded_7d"`
+	Bytes30d int64              `json:"bytes_30d"`
+	Columns  []store.ColumnInfo `json:"columns"`
 }
 
 func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -94,6 +97,13 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) e
 			Loaded: o.Loaded, BackfillID: o.BackfillID, Columns: o.Columns}
 		if v.Status == "" {
 			v.Status = "-"
+		}
+		if o.Status == stream.StatusStopped {
+			history, err := s.st.ListBackfills(r.Context(), store.BackfillFilter{Stream: o.Stream, Schema: o.Schema, Table: o.Table})
+			if err != nil {
+				return err
+			}
+			v.LoadedBy = stream.LoadedBy(history)
 		}
 		name := store.ObjectName{Schema: o.Schema, Table: o.Table}
 		v.Events7d, v.Loaded7d, v.Bytes30d = week[name].EventsProcessed, week[name].EventsLoaded, month[name].BytesProcessed

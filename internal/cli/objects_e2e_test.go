@@ -94,3 +94,37 @@ func TestObjectFixedAfterNoKeyShowsColumns(t *testing.T) {
 		t.Errorf("objects s shows public.nk as %q, want 3 columns", f)
 	}
 }
+
+// An object whose latest backfill was stopped after an earlier one loaded
+// the whole table names that one in its LOADED cell.
+func TestObjectStoppedAfterLoadedSaysWhichLoaded(t *testing.T) {
+	t.Parallel()
+	_, dsn := shopSource(t, `CREATE TABLE t (id int PRIMARY KEY, v text);
+		INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 30) g`)
+	d, _, addr := sqliteDaemon(t, dsn, "{mode: manual, chunk_size: 5}")
+	poll(t, d, "public.t discovered", func() bool {
+		r := tidemark(t, append(addr, "objects", "s", "--json")...)
+		return r.code == 0 && strings.Contains(r.stdout, "public.t")
+	})
+	expect(t, 0, []string{"backfill 1 of public.t: pending"}, append(addr, "backfill", "initiate", "s", "public.t")...)
+	poll(t, d, "backfill 1 loaded", func() bool {
+		o := objectsOf(t, addr, "s")["public.t"]
+		if o.Status == stream.StatusFailed {
+			t.Fatalf("backfill 1 failed: %+v", o)
+		}
+		return o.Status == stream.StatusCompleted && o.Loaded
+	})
+	if f := strings.Fields(objectLine(t, addr, "s", "public.t")); len(f) < 3 || f[2] != "yes" {
+		t.Errorf("objects s after backfill 1: %q, want LOADED yes", f)
+	}
+	// At a row a second, backfill 2 is still under way when it is stopped.
+	expect(t, 0, []string{"backfill 2 of public.t"}, append(addr, "backfill", "initiate", "s", "public.t", "--rows-per-second", "1")...)
+	expect(t, 0, nil, append(addr, "backfill", "stop", "s", "public.t")...)
+	o := objectsOf(t, addr, "s")["public.t"]
+	if o.Status != stream.StatusStopped || o.Loaded || o.BackfillID != 2 || o.LoadedBy != 1 {
+		t.Errorf("public.t after backfill 2 was stopped: %+v, want stopped, loaded_by 1", o)
+	}
+	if line := objectLine(t, addr, "s", "public.t"); !strings.Contains(line, "stopped  by backfill 1 ") {
+		t.Errorf("objects s after backfill 2 was stopped: %q, want LOADED \"by backfill 1\"", line)
+	}
+}

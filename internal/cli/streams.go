@@ -62,7 +62,10 @@ func objectsCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "OBJECT\tSTATUS\tLOADED\tEVENTS 7D\tBYTES 30D\tCOLUMNS\tREASON")
 			for _, o := range out {
 				loaded := "-"
-				if o.BackfillID != 0 {
+				switch {
+				case o.LoadedBy != 0 && !o.Loaded:
+					loaded = fmt.Sprintf("by backfill %d", o.LoadedBy)
+				case o.BackfillID != 0:
 					loaded = yesNo(o.Loaded)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(o.Object), o.Status, loaded, thousands(o.Events7d), bytesText(o.Bytes30d), len(o.Columns), cell(o.Reason))

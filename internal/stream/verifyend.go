@@ -97,6 +97,9 @@ func (m *backfills) setReason(r *run, reason string) {
 	}
 }
 
+// StartedByRepair marks the backfills Repair starts.
+const StartedByRepair = "repair"
+
 // Repair starts, for each checked object whose ranges differ, one backfill
 // of just those ranges (adjacent ones joined), started by "repair", and
 // names it in the object's result. An object that may not be backfilled
@@ -108,7 +111,7 @@ func (s *Stream) Repair(ctx context.Context, checks []ObjectCheck) ([]ObjectChec
 		if oc.Error != "" || len(ranges) == 0 {
 			continue
 		}
-		recs, err := s.bf.initiate(ctx, []change.TableID{oc.id}, "repair", BackfillOptions{ranges: ranges}.record(nil), false)
+		recs, err := s.bf.initiate(ctx, []change.TableID{oc.id}, StartedByRepair, BackfillOptions{ranges: ranges}.record(nil), false)
 		var refused *RefusedError
 		switch {
 		case errors.As(err, &refused):

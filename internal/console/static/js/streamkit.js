@@ -456,9 +456,13 @@ export function speedLine(r, now = Date.now()) {
     (left !== null ? " · ETA " + duration(left) : r.rows_estimate > 0 ? " · finishing" : ""));
 }
 
-// loadedCell says whether the latest backfill's last chunk is committed.
+// loadedCell says whether the latest backfill's last chunk is committed, or
+// which earlier backfill loaded the table when the latest was stopped.
 export function loadedCell(o) {
   if (o.status === "-") return h("span", { class: "muted" }, "no");
+  if (!o.loaded && o.loaded_by) {
+    return h("span", { class: "sk-yes", title: "The latest backfill was stopped; backfill " + o.loaded_by + " loaded the whole table" }, "by backfill " + o.loaded_by);
+  }
   return o.loaded ? h("span", { class: "sk-yes", title: "The destination committed the last chunk" }, "yes") :
     h("span", { class: "muted", title: o.status === "completed" ? "Completed: the last chunk goes through the next commit" : "The latest backfill is not loaded yet" }, "no");
 }
