@@ -3,6 +3,8 @@ package api_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestConsoleErrorPages: an unknown object and an unknown stream show
@@ -32,4 +34,56 @@ func TestConsoleErrorPages(t *testing.T) {
 		}
 		b.shot("console-error-" + strings.NewReplacer("#/", "", "/", "-").Replace(c.route))
 	}
+}
+
+// TestConsoleTokenFlow: a wrong token then the right one recovers the page
+// without a reload (the second prompt says the first token was refused);
+// a Cancel sticks (the next page shows the 401 without prompting again),
+// and the page's Enter a token button brings the page back.
+func TestConsoleTokenFlow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", setup: `CREATE TABLE t (id int PRIMARY KEY)`,
+		api: "{tokens: [{name: ann, token: tok-right, role: operator}]}"})
+	b := newBrowser(t, e)
+	prompt := `document.querySelector('dialog[data-dialog="token"][open]')`
+	answer := func(token string) {
+		t.Helper()
+		b.run(chromedp.SendKeys(chromedp.CSS(`dialog[data-dialog="token"][open] input[name="token"]`), token),
+			chromedp.Click(chromedp.CSS(`dialog[data-dialog="token"][open] button[data-action="ok"]`)))
+	}
+	live := `document.getElementById("live").dataset.state`
+	row := `document.querySelector('tr[data-stream=` + jsString(e.name) + `]')`
+
+	b.waitJS(prompt + ` !== null && !` + prompt + `.querySelector("[data-refused]")`)
+	answer("tok-wrong")
+	b.waitJS(prompt + `?.querySelector("[data-refused]") != null`)
+	if msg := textOf(b, `dialog[data-dialog="token"] [data-refused]`); !strings.Contains(msg, "refused") {
+		t.Errorf("the second prompt says %q, want that the token was refused", msg)
+	}
+	answer("tok-right")
+	b.waitJS(row + ` !== null && ` + live + ` === "live" && ` + prompt + ` === null`)
+	b.shot("console-token-recovered")
+
+	// Cancel sticks: the page says a token is needed, and the next page
+	// too, without asking again.
+	jsValue[bool](b, `sessionStorage.clear(), true`)
+	b.run(chromedp.Navigate(e.base+"/ui/#/streams/"+e.name), chromedp.Reload())
+	b.waitJS(prompt + ` !== null`)
+	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="token"][open] button[data-action="cancel"]`)))
+	b.waitJS(`document.querySelector("main [data-error-page]")?.textContent === "Token needed" && ` + live + ` === "locked"`)
+	jsValue[bool](b, `document.getElementById("main").replaceChildren(), true`)
+	b.run(chromedp.Navigate(e.base + "/ui/#/streams"))
+	b.waitJS(`document.querySelector("main [data-error-page]") !== null || ` + prompt + ` !== null`)
+	if jsValue[bool](b, prompt+` !== null`) {
+		t.Fatal("after a Cancel the next page asked for a token again")
+	}
+	if msg := textOf(b, `main .error-box`); !strings.Contains(msg, "unauthorized") {
+		t.Errorf("the page without a token says %q, want the daemon's 401", msg)
+	}
+	b.shot("console-token-cancelled")
+
+	b.run(chromedp.Click(chromedp.CSS(`main button[data-action="token"]`)))
+	b.waitJS(prompt + ` !== null`)
+	answer("tok-right")
+	b.waitJS(row + ` !== null && ` + live + ` === "live"`)
 }

@@ -20,14 +20,50 @@ function headers(extra = {}) {
   return h;
 }
 
-// askToken is set by the app: it asks the user for a token and resolves
-// to it, or to null when they cancel.
-export const auth = { askToken: async () => null };
+// auth is the token flow. askToken is set by the app: it asks the user for
+// a token (saying the last one was refused when refused is true) and
+// resolves to it, or to null when they cancel. A cancel sticks: nothing
+// asks again until the user does (useToken), and the requests that need a
+// token fail with the daemon's 401. onToken is called with each new token.
+export const auth = {
+  askToken: async (_refused) => null,
+  declined: false,
+  onToken: () => {},
+  waiting: [],
+};
+
+// useToken keeps token for this tab and wakes whatever waits for one.
+export function useToken(token) {
+  sessionStorage.setItem(tokenKey, token);
+  auth.declined = false;
+  for (const wake of auth.waiting.splice(0)) wake();
+  auth.onToken(token);
+}
+
+// newToken is called on a 401 to a request that carried sent (null for
+// none); it resolves true when there is another token to try.
+async function newToken(sent) {
+  const now = sessionStorage.getItem(tokenKey);
+  if (now && now !== sent) return true; // another request got one meanwhile
+  if (auth.declined) return false;
+  const token = await auth.askToken(!!sent);
+  if (sessionStorage.getItem(tokenKey) !== now) return true; // asked and answered elsewhere
+  if (!token) {
+    auth.declined = true;
+    if (sent) sessionStorage.removeItem(tokenKey); // it was refused
+    return false;
+  }
+  useToken(token);
+  return true;
+}
+
+// tokenChanged resolves when useToken is next called.
+const tokenChanged = () => new Promise((r) => auth.waiting.push(r));
 
 // api sends one request and returns the decoded JSON body (or text for
 // non-JSON answers). Errors become APIError with the API's code and message.
 export async function api(method, path, body) {
-  for (let attempt = 0; ; attempt++) {
+  for (;;) {
     const init = { method, headers: headers() };
     if (body !== undefined) {
       init.body = JSON.stringify(body);
@@ -39,13 +75,8 @@ export async function api(method, path, body) {
     } catch (e) {
       throw new APIError(0, "unreachable", "the daemon did not answer: is it running? (" + e.message + ")");
     }
-    if (res.status === 401 && attempt === 0) {
-      const token = await auth.askToken();
-      if (token) {
-        sessionStorage.setItem(tokenKey, token);
-        continue;
-      }
-    }
+    // Asked again after a refused token until the user gives one that works, or cancels.
+    if (res.status === 401 && await newToken(sentToken(init))) continue;
     const type = res.headers.get("Content-Type") || "";
     const data = type.includes("json") ? await res.json() : await res.text();
     if (!res.ok) {
@@ -106,12 +137,11 @@ export async function runEvents() {
   let delay = 500;
   for (;;) {
     try {
-      const res = await fetch("/api/v1/events", { headers: headers({ Accept: "text/event-stream" }) });
+      const init = { headers: headers({ Accept: "text/event-stream" }) };
+      const res = await fetch("/api/v1/events", init);
       if (res.status === 401) {
         bus.setState("locked");
-        const token = await auth.askToken();
-        if (token) sessionStorage.setItem(tokenKey, token);
-        else await sleep(5000);
+        if (!(await newToken(sentToken(init)))) await tokenChanged();
         continue;
       }
       if (!res.ok || !res.body) throw new Error("HTTP " + res.status);
@@ -145,5 +175,8 @@ async function readEvents(body) {
     }
   }
 }
+
+// sentToken is the token a request's init carried, or null.
+const sentToken = (init) => (init.headers.Authorization || "").replace(/^Bearer /, "") || null;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -2,7 +2,7 @@
 // the token prompt. Each page is render(main, params, ctx); ctx.onEvent
 // subscribes to pushed events until the user leaves the page, and
 // ctx.every runs a refresh on an interval until then.
-import { auth, bus, get, runEvents } from "./api.js";
+import { auth, bus, get, runEvents, useToken } from "./api.js";
 import { dialog, field, h, replace, userZone, errorBox } from "./ui.js";
 import { streamsPage, streamPage, objectPage } from "./streams.js";
 import { tasksPage, taskPage } from "./tasks.js";
@@ -62,32 +62,52 @@ async function show() {
 // errorPage shows err alone, with a link back to where the user can go on
 // (back is [label, href]; a page sets err.back for a nearer place).
 function errorPage(main, err, [label, href]) {
-  const title = err.status === 404 ? "Not found" : "Something went wrong";
-  replace(main, h("h1", {}, title), errorBox(err),
+  const title = err.status === 404 ? "Not found" : err.status === 401 ? "Token needed" : "Something went wrong";
+  replace(main, h("h1", { dataset: { errorPage: "" } }, title), errorBox(err),
+    err.status === 401 ? h("p", {}, h("button", { type: "button", class: "btn primary", dataset: { action: "token" }, onclick: askAgain }, "Enter a token")) : null,
     h("p", { class: "error-back" }, h("a", { href, dataset: { back: "" } }, "← Back to " + label)));
   document.title = title + " · tidemark";
 }
 
-// The token prompt, shown when the daemon answers 401.
+// The token prompt, shown when the daemon answers 401; every request
+// waiting for a token shares the one prompt.
 let asking = null;
-auth.askToken = () => {
+auth.askToken = (refused) => {
   if (!asking) {
     const input = h("input", { type: "password", name: "token", autocomplete: "off", required: true });
+    const why = refused
+      ? h("p", { class: "error-box", dataset: { refused: "" } }, "The daemon refused that token: it is not one of the api.tokens in its config. Enter another.")
+      : h("p", {}, "This daemon requires an API token (api.tokens in its config). It is kept in this tab only.");
     asking = dialog({
       title: "API token",
       name: "token",
-      body: [h("p", {}, "This daemon requires an API token (api.tokens in its config). It is kept in this tab only."), field("Token", input)],
+      body: [why, field("Token", input)],
       buttons: [{ label: "Cancel" }, { label: "Use token", value: "ok", kind: "primary" }],
     }).then((v) => { asking = null; return v === "ok" && input.value ? input.value : null; });
   }
   return asking;
 };
 
+// askAgain is the user asking for the prompt after a cancel.
+async function askAgain() {
+  const token = await auth.askToken(false);
+  if (token) useToken(token);
+}
+
+// A new token shows again the page that failed without one (or with a
+// refused one), and reads the caller's role anew.
+auth.onToken = () => {
+  loadRole();
+  if (document.querySelector("main [data-error-page]")) show();
+};
+
 const live = document.getElementById("live");
 bus.onState = (s) => {
   live.dataset.state = s;
   live.textContent = { live: "live", reconnecting: "reconnecting…", locked: "token needed", connecting: "connecting" }[s] || s;
+  live.title = s === "locked" ? "The daemon needs an API token: click to enter one" : "Live updates pushed by the daemon";
 };
+live.addEventListener("click", () => { if (live.dataset.state === "locked") askAgain(); });
 document.getElementById("tz").textContent = userZone;
 
 // Tests and the curious read the pushed events here.
