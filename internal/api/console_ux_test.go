@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,4 +87,45 @@ func TestConsoleTokenFlow(t *testing.T) {
 	b.waitJS(prompt + ` !== null`)
 	answer("tok-right")
 	b.waitJS(row + ` !== null && ` + live + ` === "live"`)
+}
+
+// TestConsoleBatchDatesISO: the backfill dialog's dates are typed and
+// shown as YYYY-MM-DD whatever the browser's locale (en-US here, whose
+// date inputs read 01/11/2025), and another form is refused naming it.
+func TestConsoleBatchDatesISO(t *testing.T) {
+	t.Parallel()
+	e := newBatchEnv(t, consoleTasks)
+	b := newBrowser(t, e)
+	b.open("#/tasks/sales.extract", `.page-head button[data-action="backfill"]`)
+	b.run(chromedp.Click(chromedp.CSS(`.page-head button[data-action="backfill"]`)))
+	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"][open]') !== null`)
+	typeDate := func(name, text string) {
+		t.Helper()
+		sel := bfDialog + `input[name="` + name + `"]`
+		jsValue[bool](b, `(() => { const i = document.querySelector(`+jsString(sel)+`); i.value = ""; i.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`)
+		b.run(chromedp.SendKeys(chromedp.CSS(sel), text))
+	}
+	if v := jsValue[string](b, `document.querySelector('`+bfDialog+`input[name="dates.from"]').value`); !regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`).MatchString(v) {
+		t.Errorf("the first date starts as %q, want YYYY-MM-DD", v)
+	}
+	typeDate("dates.from", "2025-01-11")
+	typeDate("dates.to", "2025-01-13")
+	for name, want := range map[string]string{"dates.from": "2025-01-11", "dates.to": "2025-01-13"} {
+		if got := jsValue[string](b, `document.querySelector('`+bfDialog+`input[name="`+name+`"]').value`); got != want {
+			t.Errorf("%s typed as %s reads %q", name, want, got)
+		}
+	}
+	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .bf-preview[data-count]') !== null`)
+	if n := jsValue[string](b, `document.querySelector('dialog[data-dialog="backfill"] .bf-preview').dataset.count`); n != "3" {
+		t.Errorf("preview of 2025-01-11..13 counts %s instances, want 3", n)
+	}
+	b.shot("console-batch-dates-iso")
+
+	typeDate("dates.from", "01/11/2025")
+	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .bf-errors .error-box') !== null`)
+	if msg := textOf(b, bfDialog+`.bf-errors .error-box`); !strings.Contains(msg, "dates.from") || !strings.Contains(msg, "YYYY-MM-DD") {
+		t.Errorf("01/11/2025 is refused with %q, want the field and the form YYYY-MM-DD", msg)
+	}
 }

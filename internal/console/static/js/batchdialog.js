@@ -21,6 +21,10 @@ const coverages = [
 const weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 const dayBased = (t) => /^(daily|weekly|monthly)/.test(t.schedule || "");
 
+// isoInput makes a text input for a date written YYYY-MM-DD.
+const isoInput = { type: "text", inputmode: "numeric", placeholder: "YYYY-MM-DD", pattern: "\\d{4}-\\d{2}-\\d{2}", maxlength: "10", size: "10", autocomplete: "off", required: true };
+const isoDay = /^\d{4}-\d{2}-\d{2}$/;
+
 // isoDate is the user's local date daysAgo days back, YYYY-MM-DD.
 function isoDate(daysAgo) {
   const d = new Date(Date.now() - daysAgo * 86400000);
@@ -84,8 +88,10 @@ export async function openBackfillDialog(taskID, tasks) {
     runAt: inp("run_at", { type: "datetime-local", disabled: true }),
     runAtHint: h("span", { class: "hint" }),
     datesMode: radios("dates.mode", [["range", "Range"], ["cycle", "By cycle"], ["custom", "Custom"]], "range"),
-    from: inp("dates.from", { type: "date", value: isoDate(1), min: "1900-01-01", required: true }),
-    to: inp("dates.to", { type: "date", value: isoDate(1), min: "1900-01-01", required: true }),
+    // Text, not type=date: a date input shows the browser locale's form
+    // (01/11/2025 or 11.01.2025); these are YYYY-MM-DD like the CLI and the API.
+    from: inp("dates.from", { ...isoInput, value: isoDate(1) }),
+    to: inp("dates.to", { ...isoInput, value: isoDate(1) }),
     weekdays: h("div", { class: "chips" }, weekdays.map((d, i) => h("label", {}, h("input", { type: "checkbox", name: "dates.weekdays", value: i }), h("span", {}, d)))),
     monthDays: h("div", { class: "chips days" }, [...Array.from({ length: 31 }, (_, i) => [i + 1, String(i + 1)]), [-1, "Last"]].map(([v, l]) =>
       h("label", { title: v === -1 ? "The last day of the month" : null }, h("input", { type: "checkbox", name: "dates.month_days", value: v }), h("span", {}, l)))),
@@ -212,10 +218,13 @@ export async function openBackfillDialog(taskID, tasks) {
       r.dates.list = [...new Set(lines(f.list.value))];
       if (!r.dates.list.length) bad("dates.list", "enter at least one date");
     } else {
-      if (!f.from.value) bad("dates.from", "pick the first date");
-      if (!f.to.value) bad("dates.to", "pick the last date (the same as the first for one day)");
-      r.dates.from = f.from.value;
-      r.dates.to = f.to.value;
+      if (!f.from.value.trim()) bad("dates.from", "enter the first date, as YYYY-MM-DD");
+      if (!f.to.value.trim()) bad("dates.to", "enter the last date, as YYYY-MM-DD (the same as the first for one day)");
+      for (const [path, input] of [["dates.from", f.from], ["dates.to", f.to]]) {
+        if (!isoDay.test(input.value.trim())) bad(path, JSON.stringify(input.value.trim()) + " is not a date as YYYY-MM-DD: write it like " + isoDate(1));
+      }
+      r.dates.from = f.from.value.trim();
+      r.dates.to = f.to.value.trim();
     }
     if (dm === "cycle") {
       r.dates.weekdays = [...f.weekdays.querySelectorAll("input:checked")].map((i) => +i.value);
