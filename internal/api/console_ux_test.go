@@ -1,9 +1,11 @@
 package api_test
 
 import (
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -128,4 +130,43 @@ func TestConsoleBatchDatesISO(t *testing.T) {
 	if msg := textOf(b, bfDialog+`.bf-errors .error-box`); !strings.Contains(msg, "dates.from") || !strings.Contains(msg, "YYYY-MM-DD") {
 		t.Errorf("01/11/2025 is refused with %q, want the field and the form YYYY-MM-DD", msg)
 	}
+}
+
+// TestConsoleObjectsEnded: the Objects tab says when each object's latest
+// backfill ended, and sorts by it.
+func TestConsoleObjectsEnded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", setup: `
+		CREATE TABLE a (id int PRIMARY KEY); INSERT INTO a VALUES (1);
+		CREATE TABLE b (id int PRIMARY KEY);
+		CREATE TABLE c (id int PRIMARY KEY); INSERT INTO c VALUES (1)`})
+	e.initiate(http.StatusCreated, `{"objects": ["public.c"]}`)
+	e.waitLoaded("public.c")
+	e.initiate(http.StatusCreated, `{"objects": ["public.a"]}`)
+	e.waitLoaded("public.a")
+	b := newBrowser(t, e)
+	b.open("#/streams/"+e.name, `tr[data-object="public.a"]`)
+	ended := func(object string) string {
+		return objectRow(object) + `?.querySelector('.sk-endcell [data-ended]')?.dataset.ended`
+	}
+	b.waitJS(ended("public.a") + ` && ` + ended("public.c"))
+	for _, r := range e.backfills("stream=" + e.name) {
+		object := r.Schema + "." + r.Table
+		got := jsValue[string](b, ended(object))
+		if at, err := time.Parse(time.RFC3339Nano, got); err != nil || !at.Equal(*r.FinishedAt) {
+			t.Errorf("%s: Ended %q, want the backfill's finish %v", object, got, r.FinishedAt)
+		}
+		if text := textOf(b, `tr[data-object="`+object+`"] .sk-endcell`); !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`).MatchString(text) {
+			t.Errorf("%s: Ended reads %q, want a local time", object, text)
+		}
+	}
+	if text := textOf(b, `tr[data-object="public.b"] .sk-endcell`); text != "–" {
+		t.Errorf("public.b, never backfilled: Ended reads %q", text)
+	}
+	order := `[...document.querySelectorAll('tbody tr[data-object]')].map((tr) => tr.dataset.object).join(" ")`
+	b.run(chromedp.Click(chromedp.CSS(`th[data-sort="ended"] button`)))
+	b.waitJS(order + ` === "public.b public.c public.a"`)
+	b.run(chromedp.Click(chromedp.CSS(`th[data-sort="ended"] button`)))
+	b.waitJS(order + ` === "public.a public.c public.b"`)
+	b.shot("console-objects-ended")
 }

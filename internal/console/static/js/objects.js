@@ -70,7 +70,7 @@ export async function streamPage(main, [name], ctx) {
     return cell;
   };
   const tbody = h("tbody");
-  const widths = ["check", "object", "status", "loaded", "n", "n", "n", "cols", "run"];
+  const widths = ["check", "object", "status", "loaded", "n", "n", "n", "cols", "ended", "run"];
   const grid = h("table", { class: "grid sk-objtable" },
     h("colgroup", {}, widths.map((w) => h("col", { class: "w-" + w }))),
     h("thead", {}, h("tr", {},
@@ -82,6 +82,7 @@ export async function streamPage(main, [name], ctx) {
       th("Loaded 7d", "The same count, as committed in the destination", "num", "loaded7"),
       th("Bytes 30d", "Bytes of changes written for the object today and the 29 days before", "num", "bytes"),
       th("Columns", "Columns as last described, in table order; key columns are marked", "", "columns"),
+      th("Ended", "When the latest backfill ended (completed, stopped or failed), in your time zone", "", "ended"),
       th("Latest backfill", "", "", "run"))),
     tbody);
   const pageInfo = h("span", { class: "sk-pageinfo", "aria-live": "polite" });
@@ -233,7 +234,7 @@ export async function streamPage(main, [name], ctx) {
   // the chosen column with the API's order breaking ties.
   function orderedNames() {
     if (!s.sort.key) return s.order;
-    const by = sorters[s.sort.key];
+    const by = s.sort.key === "ended" ? (a, b) => (Date.parse(endedAt(a)) || 0) - (Date.parse(endedAt(b)) || 0) : sorters[s.sort.key];
     const at = new Map(s.order.map((n, i) => [n, i]));
     return [...s.order].sort((a, b) => s.sort.dir * by(s.objects.get(a), s.objects.get(b)) || at.get(a) - at.get(b));
   }
@@ -277,7 +278,7 @@ export async function streamPage(main, [name], ctx) {
       updateToolbar();
     });
     const tr = h("tr", { dataset: { object: n } }, h("td", { class: "sk-check" }, check));
-    const classes = ["sk-objcell", "sk-statuscell", "", "num", "num", "num", "sk-colcell", "sk-runcell"];
+    const classes = ["sk-objcell", "sk-statuscell", "", "num", "num", "num", "sk-colcell", "sk-endcell", "sk-runcell"];
     const cells = classes.map((c) => tr.appendChild(h("td", { class: c || null })));
     const o = s.objects.get(n);
     const plain = n === o.schema + "." + o.table; // else the name is quoted: show it as the API writes it
@@ -292,7 +293,7 @@ export async function streamPage(main, [name], ctx) {
     const sig = JSON.stringify([o, r, s.view.state, live ? Math.floor(Date.now() / 1000) : 0]);
     if (sig === row.sig) return;
     row.sig = sig;
-    const [, cStatus, cLoaded, cEvents, cLoaded7, cBytes, cCols, cRun] = row.cells;
+    const [, cStatus, cLoaded, cEvents, cLoaded7, cBytes, cCols, cEnded, cRun] = row.cells;
     row.tr.dataset.status = o.status;
     replace(cStatus, statusCell(o));
     replace(cLoaded, loadedCell(o));
@@ -300,8 +301,17 @@ export async function streamPage(main, [name], ctx) {
     replace(cLoaded7, o.events_loaded_7d === o.events_7d ? num(o.events_loaded_7d) : h("span", { class: "sk-behind", title: num(o.events_7d - o.events_loaded_7d) + " not committed yet" }, num(o.events_loaded_7d)));
     replace(cBytes, o.bytes_30d ? bytes(o.bytes_30d) : h("span", { class: "muted" }, "0"));
     replace(cCols, columnsCell(o.columns));
+    const ended = endedAt(o);
+    replace(cEnded, ended ? h("span", { dataset: { ended }, title: time(ended, undefined, true) }, time(ended)) : h("span", { class: "muted" }, "–"));
     // A run whose record lags behind the object's status shows once re-read.
     replace(cRun, progressCell(o, r && r.status === o.status ? r : null, s.view.state));
+  }
+
+  // endedAt is when the object's latest backfill ended, "" while it runs,
+  // before any, or while its record is not read yet.
+  function endedAt(o) {
+    const r = o.backfill_id ? s.runs.get(o.backfill_id) : null;
+    return r && r.status === o.status && rank(r.status) === 2 ? r.finished_at || "" : "";
   }
 
   function matches(n) {
