@@ -93,7 +93,8 @@ func TestConsoleTokenFlow(t *testing.T) {
 
 // TestConsoleBatchDatesISO: the backfill dialog's dates are typed and
 // shown as YYYY-MM-DD whatever the browser's locale (en-US here, whose
-// date inputs read 01/11/2025), and another form is refused naming it.
+// date inputs read 01/11/2025), its start time as YYYY-MM-DD HH:MM, and
+// another form is refused naming the field.
 func TestConsoleBatchDatesISO(t *testing.T) {
 	t.Parallel()
 	e := newBatchEnv(t, consoleTasks)
@@ -123,6 +124,14 @@ func TestConsoleBatchDatesISO(t *testing.T) {
 		t.Errorf("preview of 2025-01-11..13 counts %s instances, want 3", n)
 	}
 	b.shot("console-batch-dates-iso")
+
+	// The start time too: YYYY-MM-DD HH:MM in the user's zone.
+	b.run(chromedp.Click(chromedp.CSS(bfDialog + `input[name="run_when"][value="at"]`)))
+	b.waitJS(`!document.querySelector('` + bfDialog + `input[name="run_at"]').disabled`)
+	typeDate("run_at", "2030-01-02 03:04")
+	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .plan-meta')?.textContent.includes("Starts 2030-01-02 03:04")`)
+	b.run(chromedp.Click(chromedp.CSS(bfDialog + `input[name="run_when"][value="now"]`)))
 
 	typeDate("dates.from", "01/11/2025")
 	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))

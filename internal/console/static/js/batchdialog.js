@@ -25,6 +25,15 @@ const dayBased = (t) => /^(daily|weekly|monthly)/.test(t.schedule || "");
 const isoInput = { type: "text", inputmode: "numeric", placeholder: "YYYY-MM-DD", pattern: "\\d{4}-\\d{2}-\\d{2}", maxlength: "10", size: "10", autocomplete: "off", required: true };
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
 
+// localTime reads "YYYY-MM-DD HH:MM" (or with a T) as a time of the user's
+// zone; null when it is not one.
+function localTime(text) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)$/.exec((text || "").trim());
+  if (!m) return null;
+  const d = new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5]);
+  return d.getMonth() === +m[2] - 1 && d.getDate() === +m[3] && d.getHours() === +m[4] ? d : null;
+}
+
 // isoDate is the user's local date daysAgo days back, YYYY-MM-DD.
 function isoDate(daysAgo) {
   const d = new Date(Date.now() - daysAgo * 86400000);
@@ -85,7 +94,7 @@ export async function openBackfillDialog(taskID, tasks) {
   const f = {
     name: inp("name", { placeholder: task.name + "_YYYYMMDD_n (automatic)", autocomplete: "off" }),
     when: radios("run_when", [["now", "Now"], ["at", "At a time"]], "now"),
-    runAt: inp("run_at", { type: "datetime-local", disabled: true }),
+    runAt: inp("run_at", { type: "text", placeholder: "YYYY-MM-DD HH:MM", maxlength: "16", size: "16", autocomplete: "off", disabled: true }),
     runAtHint: h("span", { class: "hint" }),
     datesMode: radios("dates.mode", [["range", "Range"], ["cycle", "By cycle"], ["custom", "Custom"]], "range"),
     // Text, not type=date: a date input shows the browser locale's form
@@ -183,8 +192,8 @@ export async function openBackfillDialog(taskID, tasks) {
     tr.disabled = !subDaily;
     f.trFrom.disabled = f.trTo.disabled = f.hourly.disabled = !tr.checked;
     f.runAtHint.textContent = "";
-    if (!f.runAt.disabled && f.runAt.value && task.timezone !== userZone) {
-      f.runAtHint.textContent = "= " + fmtWall(new Date(f.runAt.value).getTime(), task.timezone) + " in the task's zone (" + task.timezone + ")";
+    if (!f.runAt.disabled && localTime(f.runAt.value) && task.timezone !== userZone) {
+      f.runAtHint.textContent = "= " + fmtWall(localTime(f.runAt.value).getTime(), task.timezone) + " in the task's zone (" + task.timezone + ")";
     }
     datesCount.textContent = "";
     if (dm === "range" && f.from.value && f.to.value) {
@@ -209,8 +218,10 @@ export async function openBackfillDialog(taskID, tasks) {
     const r = { task: task.id };
     if (f.name.value.trim()) r.name = f.name.value.trim();
     if (val("run_when") === "at") {
-      if (!f.runAt.value) bad("run_at", "pick the date and time to start at");
-      r.run_at = new Date(f.runAt.value).toISOString();
+      if (!f.runAt.value.trim()) bad("run_at", "enter the date and time to start at, as YYYY-MM-DD HH:MM in your time zone");
+      const at = localTime(f.runAt.value);
+      if (!at) bad("run_at", JSON.stringify(f.runAt.value.trim()) + " is not a time as YYYY-MM-DD HH:MM: write it like " + isoDate(0) + " 18:30");
+      r.run_at = at.toISOString();
     }
     const dm = val("dates.mode");
     r.dates = { mode: dm };
