@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/testutil"
 )
 
 // backfill wait follows a backfill started by another command through a
@@ -100,7 +100,7 @@ streams:
 	// killed only then, not while wait is still starting.
 	wait = exec.Command(bin, append([]string{"backfill", "wait", "s", "public.t", "--reconnect", "1s", "--json"}, addr...)...)
 	wait.Env = environ()
-	var followed lockedBuffer
+	var followed testutil.LockedBuffer
 	stderr.Reset()
 	wait.Stdout, wait.Stderr = &followed, &stderr
 	if err := wait.Start(); err != nil {
@@ -120,22 +120,4 @@ streams:
 		!strings.Contains(stderr.String(), "tidemark backfill wait s public.t") {
 		t.Errorf("backfill wait without a daemon: exit %d\nstderr:\n%s", wait.ProcessState.ExitCode(), &stderr)
 	}
-}
-
-// lockedBuffer is a process's output the test reads while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

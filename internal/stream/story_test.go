@@ -1,34 +1,15 @@
 package stream
 
 import (
-	"bytes"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/testutil"
 )
-
-// lockedBuffer is a log destination goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestBackfillStoryLogged: the daemon log tells a backfill's story at info
 // level — initiated (by whom, with which options), started, completed
@@ -37,7 +18,7 @@ func TestBackfillStoryLogged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{yaml: "backfill: {mode: manual}", setup: `
 		CREATE TABLE orders (id int PRIMARY KEY, v text); INSERT INTO orders SELECT g, 'v' FROM generate_series(1, 20) g;`})
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	recs, err := e.s.Initiate(e.ctx, []change.TableID{{Schema: "public", Name: "orders"}}, store.StartedByCLI, nil)
 	if err != nil {
