@@ -77,7 +77,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sweepStale()
+	throwaway.SweepStale("tidemark-mysql-", "mariadbd.pid")
 	dir, cred, err := throwaway.Dir("tidemark-mysql-", "mysql", "apt-get install mariadb-server")
 	if err != nil {
 		return nil, err
@@ -332,25 +332,6 @@ func (s *Server) Restart(ctx context.Context, crash bool) error {
 	}
 	s.proc = p
 	return s.waitReady(ctx)
-}
-
-// sweepStale removes directories an earlier process left behind when it
-// was killed before it could stop its server: older than an hour, with no
-// live server.
-func sweepStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "tidemark-mysql-*"))
-	for _, d := range dirs {
-		info, err := os.Stat(d)
-		if err != nil || time.Since(info.ModTime()) < time.Hour {
-			continue
-		}
-		if pid, err := os.ReadFile(filepath.Join(d, "mariadbd.pid")); err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && syscall.Kill(n, 0) == nil {
-				continue // still running
-			}
-		}
-		os.RemoveAll(d)
-	}
 }
 
 // cleanEnv keeps the caller's MYSQL_* variables (MYSQL_PWD, MYSQL_HOST,

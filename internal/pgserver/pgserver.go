@@ -66,7 +66,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sweepStale()
+	throwaway.SweepStale("tidemark-pg-", "data/postmaster.pid")
 	dir, cred, err := throwaway.Dir("tidemark-pg-", "postgres", "apt-get install postgresql")
 	if err != nil {
 		return nil, err
@@ -98,27 +98,6 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// sweepStale removes data directories an earlier process left behind when
-// it was killed before it could stop its server (the kernel killed the
-// server): older than an hour, with no live postmaster.
-func sweepStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "tidemark-pg-*"))
-	for _, d := range dirs {
-		info, err := os.Stat(d)
-		if err != nil || time.Since(info.ModTime()) < time.Hour {
-			continue
-		}
-		pidFile, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid"))
-		if err == nil {
-			line, _, _ := strings.Cut(string(pidFile), "\n")
-			if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && syscall.Kill(pid, 0) == nil {
-				continue // still running
-			}
-		}
-		os.RemoveAll(d)
-	}
 }
 
 func initdb(ctx context.Context, bin, data string, cred *syscall.Credential) error {

@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -160,4 +161,25 @@ func Dir(prefix, user, install string) (string, *syscall.Credential, error) {
 		return "", nil, fmt.Errorf("give %s to the %s user: %w", dir, user, err)
 	}
 	return dir, cred, nil
+}
+
+// SweepStale removes the directories os.TempDir()/PREFIX* that a process
+// killed before it could stop its server left behind (the kernel killed the
+// server): older than an hour, and without a live process in the pid file
+// at pidFile (relative to the directory; its first line is the pid).
+func SweepStale(prefix, pidFile string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
+	for _, d := range dirs {
+		info, err := os.Stat(d)
+		if err != nil || time.Since(info.ModTime()) < time.Hour {
+			continue
+		}
+		if pid, err := os.ReadFile(filepath.Join(d, pidFile)); err == nil {
+			line, _, _ := strings.Cut(string(pid), "\n")
+			if n, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && syscall.Kill(n, 0) == nil {
+				continue // still running
+			}
+		}
+		os.RemoveAll(d)
+	}
 }
