@@ -1,9 +1,12 @@
 // Package change holds the types every source, sink and the merger share:
 // log positions, tables, values, row changes and committed transactions.
 //
-// Values travel in PostgreSQL's text representation, so every type the
-// source can hold crosses the pipeline without a Go-side conversion; sinks
-// map them to their own storage (see docs/type-mapping.md).
+// Each column carries a neutral type tag (Tag), and values travel as text
+// in their tag's canonical form (Canonical), which each source's codec
+// writes; sinks map them to their own storage by the tag (see
+// docs/type-mapping.md). The canonical forms are PostgreSQL's output forms
+// under the settings tidemark pins, so a PostgreSQL source's values cross
+// the pipeline without a Go-side conversion.
 package change
 
 import (
@@ -53,8 +56,13 @@ type Column struct {
 	Type string `json:"type"`
 	// Native is the source's own name of the type when the source is not
 	// PostgreSQL (MySQL's COLUMN_TYPE, e.g. "bigint(20) unsigned"), for
-	// people and for the source's own decoding; "" for PostgreSQL.
+	// people and for the source's own decoding; "" for PostgreSQL, whose
+	// own name is Type.
 	Native string `json:"native,omitempty"`
+	// Tag is the neutral type: the canonical form the column's values
+	// travel in (see Canonical), and what sinks choose their storage by.
+	// Read it with TagOf, which fills it for columns described without one.
+	Tag Tag `json:"tag,omitempty"`
 	// TypeOID is the source type's oid; BaseOID is the oid of the domain's
 	// base type (equal to TypeOID when the type is no domain).
 	TypeOID uint32 `json:"type_oid"`
@@ -106,7 +114,7 @@ func (t *Table) ColumnIndex(name string) int {
 	return -1
 }
 
-// Value is one column value in the source's text representation.
+// Value is one column value, as text in its column tag's canonical form.
 type Value struct {
 	Text string
 	Null bool

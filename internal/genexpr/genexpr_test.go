@@ -7,6 +7,15 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 )
 
+// PostgreSQL base type oids of the test table's columns, which TagOf maps
+// to tags.
+const (
+	oidInt8    = 20
+	oidInt4    = 23
+	oidText    = 25
+	oidVarchar = 1043
+)
+
 // table has columns of the kinds the renderers tell apart.
 var table = &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Columns: []change.Column{
 	{Name: "id", Type: "integer", BaseOID: oidInt4},

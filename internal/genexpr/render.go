@@ -194,23 +194,14 @@ func (t sqlType) String() string {
 	return "NULL"
 }
 
-// Base type oids of the source types SQLite computes with.
-const (
-	oidInt8    = 20
-	oidInt2    = 21
-	oidInt4    = 23
-	oidText    = 25
-	oidVarchar = 1043
-)
-
 // kindOf is the SQLite computation type of a source column; false when
 // SQLite would compute with it differently (numeric is text there, floats
 // may be stored as text or blobs, char pads).
 func kindOf(c change.Column) sqlType {
-	switch c.BaseOID {
-	case oidInt2, oidInt4, oidInt8:
+	switch change.TagOf(c) {
+	case change.TagInt16, change.TagInt32, change.TagInt64:
 		return tyInt
-	case oidText, oidVarchar:
+	case change.TagText:
 		return tyText
 	}
 	return tyNull

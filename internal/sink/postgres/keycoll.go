@@ -33,17 +33,11 @@ func sortKeyFunc(collation string) string {
 // sortKeyCollation returns the source collation of a key column compared
 // through a sort key, or nil.
 func sortKeyCollation(c change.Column) *collate.Collation {
-	if c.Native == "" || (c.BaseOID != oidText && c.BaseOID != oidVarchar) {
+	if c.Native == "" || change.TagOf(c) != change.TagText {
 		return nil
 	}
 	return collate.Lookup(c.Collation)
 }
-
-// Text types a sort key applies to.
-const (
-	oidText    = 25
-	oidVarchar = 1043
-)
 
 // sortKeyBody is the function's SQL expression over $1. The source
 // compares weight by weight, the shorter string padded with spaces (a NO

@@ -30,7 +30,7 @@ func TestSortKeyComparesLikeSource(t *testing.T) {
 	for _, name := range []string{"utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_general_nopad_ci", "utf8mb4_bin", "latin1_bin"} {
 		coll := collate.Lookup(name)
 		tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "k_" + name}, Key: []int{0},
-			Columns: []change.Column{{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: oidVarchar, Collation: name}}}
+			Columns: []change.Column{{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: name}}}
 		if err := s.ensureSortKeys(ctx, tbl); err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func collationName(source string) string { return "tidemark_" + source }
 // with, "" when it compares bytewise (or is not text); ok is false when
 // SQLite cannot compare it like the source.
 func sourceCollation(c change.Column) (name string, ok bool) {
-	if c.BaseOID != oidText && c.BaseOID != oidVarchar {
+	if change.TagOf(c) != change.TagText {
 		return "", false
 	}
 	// Only another source's collation names: a PostgreSQL collation is a

@@ -28,7 +28,7 @@ func TestCheckKeyOrderMySQLCollations(t *testing.T) {
 	}
 	for _, c := range cases {
 		tbl := &change.Table{ID: change.TableID{Schema: "db", Name: "t"}, Key: []int{0}, Columns: []change.Column{{
-			Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: oidVarchar,
+			Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043,
 			Collation: c.collation, ByteOrder: c.byteOrder,
 		}}}
 		err := checkKeyOrder(tbl)

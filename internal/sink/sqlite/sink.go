@@ -244,21 +244,15 @@ func (ts *tableSQL) keyArgs(k change.Key) []any {
 	return args
 }
 
-// Type oids whose order SQLite reproduces: integers (stored as INTEGER),
-// uuid (canonical text sorts like its bytes), and text whose collation
-// sorts like bytes.
-const (
-	oidText    = 25
-	oidVarchar = 1043
-	oidUUID    = 2950
-)
-
 // checkKeyOrder refuses keys SQLite would compare in another order than
-// the source: chunk ranges would then delete rows of other chunks.
+// the source: chunk ranges would then delete rows of other chunks. SQLite
+// reproduces the order of integers (stored as INTEGER), uuids (canonical
+// text sorts like their bytes), and text whose collation sorts like bytes
+// or is one of package collate's.
 func checkKeyOrder(t *change.Table) error {
 	for _, c := range t.KeyColumns() {
 		switch {
-		case c.BaseOID == oidInt2 || c.BaseOID == oidInt4 || c.BaseOID == oidInt8 || c.BaseOID == oidUUID:
+		case change.TagOf(c).Integer() || change.TagOf(c) == change.TagUUID:
 		default:
 			if _, ok := sourceCollation(c); ok {
 				continue

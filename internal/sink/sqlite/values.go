@@ -15,7 +15,7 @@ import (
 type kind uint8
 
 const (
-	kindText   kind = iota // TEXT holding PostgreSQL's text form
+	kindText   kind = iota // TEXT holding the canonical text form
 	kindInt                // smallint, integer, bigint: INTEGER
 	kindBool               // boolean: INTEGER 0/1
 	kindFloat4             // real: REAL, non-finite as TEXT
@@ -23,50 +23,30 @@ const (
 	kindBytes              // bytea: BLOB
 )
 
-// Built-in type oids, the same on every PostgreSQL server.
-const (
-	oidBool   = 16
-	oidBytea  = 17
-	oidInt8   = 20
-	oidInt2   = 21
-	oidInt4   = 23
-	oidFloat4 = 700
-	oidFloat8 = 701
-)
-
-// kindOf maps a column by its base type (so a domain over integer is stored
-// as INTEGER), falling back to the type name when no oid is known.
+// kindOf maps a column by its neutral type tag (so a PostgreSQL domain
+// over integer, or a MySQL INT, is stored as INTEGER).
 func kindOf(c change.Column) kind {
-	oid := c.BaseOID
-	if oid == 0 {
-		oid = c.TypeOID
-	}
-	switch oid {
-	case oidInt2, oidInt4, oidInt8:
+	switch change.TagOf(c) {
+	case change.TagInt16, change.TagInt32, change.TagInt64:
 		return kindInt
-	case oidBool:
+	case change.TagBool:
 		return kindBool
-	case oidBytea:
+	case change.TagBytes:
 		return kindBytes
-	case oidFloat4:
+	case change.TagFloat32:
 		return kindFloat4
-	case oidFloat8:
+	case change.TagFloat64:
 		return kindFloat8
-	case 0:
-		switch c.Type {
-		case "smallint", "integer", "bigint":
-			return kindInt
-		case "boolean":
-			return kindBool
-		case "bytea":
-			return kindBytes
-		case "real":
-			return kindFloat4
-		case "double precision":
-			return kindFloat8
-		}
 	}
 	return kindText
+}
+
+// floatTag is the tag whose canonical form a float kind prints.
+func (k kind) floatTag() change.Tag {
+	if k == kindFloat4 {
+		return change.TagFloat32
+	}
+	return change.TagFloat64
 }
 
 // declType is the column's declared SQLite type, which sets its affinity.
@@ -127,7 +107,7 @@ func encode(k kind, v change.Value) any {
 	return s
 }
 
-// decode renders a stored value as PostgreSQL's text form.
+// decode renders a stored value in its canonical text form.
 func decode(k kind, raw any) change.Value {
 	switch v := raw.(type) {
 	case nil:
@@ -169,30 +149,8 @@ func decodeHex(s string) ([]byte, bool) {
 	return b, true
 }
 
-// formatFloat prints f the way PostgreSQL does with extra_float_digits > 0:
-// the shortest digits that read back exactly, in exponent form when the
-// decimal exponent is below -4 or at least 15 (double precision) or 6 (real),
-// with at least two exponent digits ("1e+100", "1.5e-07").
-func formatFloat(f float64, k kind) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	}
-	limit := 15
-	if k == kindFloat4 {
-		limit = 6
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
-	if exp < -4 || exp >= limit {
-		return e
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
+// formatFloat prints f in its float kind's canonical form.
+func formatFloat(f float64, k kind) string { return change.FormatFloat(f, k.floatTag()) }
 
 // looksNumeric approximates when SQLite's numeric affinity would convert a
 // text: digits, signs, a point and an exponent, around a parseable number.

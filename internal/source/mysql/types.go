@@ -55,7 +55,7 @@ func (n nativeColumn) column() (change.Column, error) {
 		return change.Column{}, fmt.Errorf("column %s: %w", quoteIdent(n.name), err)
 	}
 	c := change.Column{
-		Name: n.name, Type: t.name(), Native: n.columnType, TypeOID: t.oid, BaseOID: t.oid, TypeMod: t.mod,
+		Name: n.name, Type: t.name(), Native: n.columnType, Tag: n.tag(), TypeOID: t.oid, BaseOID: t.oid, TypeMod: t.mod,
 		NotNull: n.notNull, Num: int16(n.num),
 	}
 	// Generated stays empty: it marks columns the log leaves out, and
@@ -121,6 +121,58 @@ func (n nativeColumn) pgType() (pgType, error) {
 		return pgType{oidBytea, -1}, nil
 	}
 	return pgType{}, fmt.Errorf("type %s is not supported by the MySQL source (see docs/type-mapping.md for the types it maps)", n.columnType)
+}
+
+// tag is the column's neutral type: the canonical form the codec writes
+// its values in (docs/type-mapping.md).
+func (n nativeColumn) tag() change.Tag {
+	unsigned := strings.Contains(n.columnType, "unsigned")
+	switch n.dataType {
+	case "tinyint", "year":
+		return change.TagInt16
+	case "smallint":
+		return pickTag(unsigned, change.TagInt32, change.TagInt16)
+	case "mediumint":
+		return change.TagInt32
+	case "int":
+		return pickTag(unsigned, change.TagInt64, change.TagInt32)
+	case "bigint":
+		return pickTag(unsigned, change.TagDecimal, change.TagInt64)
+	case "decimal":
+		return change.TagDecimal
+	case "float":
+		return change.TagFloat32
+	case "double":
+		return change.TagFloat64
+	case "bit":
+		return change.TagBits
+	case "date":
+		return change.TagDate
+	case "datetime":
+		return change.TagTimestamp
+	case "timestamp":
+		return change.TagTimestampTZ
+	case "time":
+		return change.TagInterval
+	case "json":
+		return change.TagJSON
+	case "tinytext", "text", "mediumtext", "longtext":
+		if n.json {
+			return change.TagJSON
+		}
+		return change.TagText
+	case "char", "varchar", "enum", "set":
+		return change.TagText
+	}
+	// binary strings, blobs and geometries (as WKB)
+	return change.TagBytes
+}
+
+func pickTag(cond bool, yes, no change.Tag) change.Tag {
+	if cond {
+		return yes
+	}
+	return no
 }
 
 func pick(cond bool, yes, no uint32) uint32 {

@@ -71,12 +71,24 @@ func TestTypeValues(t *testing.T) {
 			}
 		}
 	}
+	// Every value is in its tag's canonical form, which is what sinks read.
+	for _, row := range rows {
+		for i, v := range row {
+			if c := tbl.Columns[i]; !v.Null {
+				if err := change.Canonical(change.TagOf(c), v.Text); err != nil {
+					t.Errorf("column %s (%s): %v", c.Name, c.Native, clipErr(err))
+				}
+			}
+		}
+	}
 	for i, v := range rows[2][1:] {
 		if !v.Null {
 			t.Errorf("row 3 column %s: got %q, want NULL", tbl.Columns[i+1].Name, v.Text)
 		}
 	}
 }
+
+func clipErr(err error) string { return clip(err.Error()) }
 
 func clip(s string) string {
 	if len(s) > 80 {
@@ -126,6 +138,13 @@ func TestColumnTypes(t *testing.T) {
 		w, ok := want[c.Name]
 		if ok && (c.TypeOID != w.oid || c.BaseOID != w.oid || c.TypeMod != w.mod) {
 			t.Errorf("column %s (%s): oid %d mod %d, want %d %d", c.Name, c.Type, c.TypeOID, c.TypeMod, w.oid, w.mod)
+		}
+	}
+	// The neutral tag agrees with the PostgreSQL type the values are
+	// written as, so both destinations store them alike.
+	for _, c := range tbl.Columns {
+		if c.Tag == change.TagOther || c.Tag != change.PostgresTag(c.TypeOID) {
+			t.Errorf("column %s (%s): tag %s, written as %s (tag %s)", c.Name, c.Native, c.Tag, c.Type, change.PostgresTag(c.TypeOID))
 		}
 	}
 	if c := tbl.Columns[tbl.ColumnIndex("biu")]; c.Native != "bigint(20) unsigned" || c.Type != "numeric(20,0)" {

@@ -74,6 +74,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 			rows.Close()
 			return nil, fmt.Errorf("describe %s: %w", id, err)
 		}
+		c.Tag = change.PostgresTag(c.BaseOID)
 		t.Columns = append(t.Columns, c)
 	}
 	if err := rows.Err(); err != nil {

@@ -46,6 +46,7 @@ func attributes(ctx context.Context, q queryer, relid uint32) ([]Attribute, erro
 		if err != nil {
 			return a, err
 		}
+		a.Tag = change.PostgresTag(a.BaseOID)
 		if hasMissing && missing != nil {
 			if v, ok := parseMissing(*missing); ok {
 				a.Missing = &v
@@ -208,7 +209,7 @@ func (s *Source) resolveRelation(ctx context.Context, prev *change.Table, m *pgl
 			if err != nil {
 				return nil, err
 			}
-			col.Type, col.BaseOID = ti.name, ti.base
+			col.Type, col.BaseOID, col.Tag = ti.name, ti.base, change.PostgresTag(ti.base)
 			if known && !a.Dropped {
 				col.Collation, col.ByteOrder, col.NotNull = a.Collation, a.ByteOrder, a.NotNull
 			}
