@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/event"
 )
 
 // Type is one kind of source database: everything tidemark knows of it
@@ -32,6 +33,9 @@ type Type struct {
 	// FormatPosition writes a position in the source's own notation
 	// (PostgreSQL: 0/16B3748).
 	FormatPosition func(change.LSN) string
+	// Events says how the source appears in events (package event): its
+	// connector name and the source block's own fields.
+	Events Events
 	// FormatResume writes a checkpoint's resume token for a person (MySQL:
 	// "GTID 0-1-42"); nil for a source whose checkpoints carry none.
 	FormatResume func(token string) string
@@ -39,6 +43,25 @@ type Type struct {
 	// privileges, tables, keys, log retention), every problem with its
 	// fix; it never returns an error: what goes wrong is a failed check.
 	Doctor func(ctx context.Context, in DoctorInput) []check.Check
+}
+
+// Events describes a source type in events, as Debezium's connector for
+// it does.
+type Events struct {
+	// Connector is the source block's connector: "postgresql", "mysql".
+	Connector string
+	// SchemaField is set when the source block names the table's schema
+	// in "schema" (PostgreSQL); otherwise "db" is the schema (MySQL).
+	SchemaField bool
+	// Fields gives the source's own fields of an origin.
+	Fields func(event.Origin) []event.Field
+}
+
+// Encoder is the event encoder of a stream reading a source of this type
+// from database db.
+func (t Type) Encoder(stream, db string, tombstones bool, version string) *event.Encoder {
+	return &event.Encoder{Connector: t.Events.Connector, Name: stream, DB: db, SchemaField: t.Events.SchemaField,
+		Fields: t.Events.Fields, Tombstones: tombstones, Version: version}
 }
 
 // DoctorInput is what a source type's checks get.
@@ -79,7 +102,8 @@ var (
 func Register(t Type) {
 	mu.Lock()
 	defer mu.Unlock()
-	if t.Name == "" || t.Open == nil || t.OpenEstimator == nil || t.FormatPosition == nil || t.Doctor == nil || t.Config.Validate == nil {
+	if t.Name == "" || t.Open == nil || t.OpenEstimator == nil || t.FormatPosition == nil || t.Doctor == nil || t.Config.Validate == nil ||
+		t.Events.Connector == "" || t.Events.Fields == nil {
 		panic(fmt.Sprintf("source: incomplete registration of type %q", t.Name))
 	}
 	if _, dup := types[t.Name]; dup {

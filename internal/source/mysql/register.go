@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -46,6 +47,7 @@ func init() {
 			return estimator{src}, nil
 		},
 		FormatPosition: formatPosition,
+		Events:         source.Events{Connector: "mysql", Fields: eventFields},
 		FormatResume:   formatResume,
 		Doctor:         doctor,
 	})
@@ -117,4 +119,16 @@ func tableKeys(ctx context.Context, src *Source, in source.DoctorInput, name str
 	}
 	return check.Passed(name, fmt.Sprintf("all %d included %s a usable row key", len(included),
 		check.Plural(len(included), "table has", "tables have")))
+}
+
+// eventFields are the source block's MySQL fields: the binlog file (its
+// number, as positions carry it), the offset, and the GTID state after the
+// transaction (docs/events.md).
+func eventFields(o event.Origin) []event.Field {
+	var gtid any
+	if o.Resume != "" {
+		gtid = o.Resume
+	}
+	return []event.Field{{Name: "gtid", Value: gtid}, {Name: "file", Value: strings.TrimPrefix(FileName("", o.Position), ".")},
+		{Name: "pos", Value: uint32(o.Position)}}
 }

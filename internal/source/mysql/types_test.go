@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/mysqlserver"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // typesTable and typesRows hold every supported type at its edges (shared
@@ -79,6 +82,18 @@ func TestTypeValues(t *testing.T) {
 					t.Errorf("column %s (%s): %v", c.Name, c.Native, clipErr(err))
 				}
 			}
+		}
+	}
+	// And every row makes a valid event (docs/events.md).
+	typ, err := source.Lookup("mysql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := typ.Encoder("s", "db", false, "test")
+	for r, row := range rows {
+		m, err := enc.Row(tbl, row, event.Origin{})
+		if err != nil || !json.Valid(m.Value) || !json.Valid(m.Key) {
+			t.Errorf("row %d: event %v: %s", r+1, err, clip(string(m.Value)))
 		}
 	}
 	for i, v := range rows[2][1:] {

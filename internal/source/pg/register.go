@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -30,6 +31,7 @@ func init() {
 			return ConnectForCatalog(ctx, cfg.DSN, timeouts(cfg))
 		},
 		FormatPosition: func(pos change.LSN) string { return pos.String() },
+		Events:         source.Events{Connector: "postgresql", SchemaField: true, Fields: eventFields},
 		Doctor:         doctor,
 	})
 }
@@ -42,3 +44,10 @@ func timeouts(cfg config.Source) ReadTimeouts {
 
 // Source fills the contract.
 var _ source.Source = (*Source)(nil)
+
+// eventFields are the source block's PostgreSQL fields, as Debezium's
+// connector writes them: the transaction id and the change's LSN as a
+// number.
+func eventFields(o event.Origin) []event.Field {
+	return []event.Field{{Name: "txId", Value: o.Xid}, {Name: "lsn", Value: uint64(o.Position)}}
+}
