@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fanout"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -400,12 +401,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 		}
 		ch, cancel := s.streams[n].Subscribe()
 		defer cancel()
-		go forward(r.Context(), ch, merged)
+		go fanout.Forward(r.Context(), ch, merged)
 	}
 	if s.batch != nil && filter == "" {
 		ch, cancel := s.batch.Subscribe()
 		defer cancel()
-		go forward(r.Context(), ch, merged)
+		go fanout.Forward(r.Context(), ch, merged)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -424,22 +425,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 			}
 			fmt.Fprintf(w, "data: %s\n\n", data)
 			flusher.Flush()
-		}
-	}
-}
-
-// forward copies events from ch to out until ctx ends.
-func forward[E any](ctx context.Context, ch <-chan E, out chan<- any) {
-	for {
-		select {
-		case ev := <-ch:
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		case <-ctx.Done():
-			return
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fanout"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -70,10 +71,11 @@ type Stream struct {
 	reset     bool          // a reset was requested: re-create a lost slot and backfill everything
 	wake      chan struct{} // signalled by Resume
 	runCancel context.CancelFunc
-	listeners map[chan Event]struct{}
+
+	subs fanout.Hub[Event] // backfill, state and lag events
 }
 
-// Event is pushed to listeners when a backfill record or the stream state
+// Event is pushed to subscribers when a backfill record or the stream state
 // changes, or the lag crosses lag_warn: one of Backfill, State and Lag is
 // set.
 type Event struct {
@@ -90,7 +92,7 @@ func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *St
 	opts.SlotCheckInterval = cmpOr(opts.SlotCheckInterval, 30*time.Second)
 	opts.LagCheckInterval = cmpOr(opts.LagCheckInterval, time.Second)
 	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With("stream", cfg.Name), lag: &lagClock{},
-		wake: make(chan struct{}, 1), listeners: map[chan Event]struct{}{}}
+		wake: make(chan struct{}, 1)}
 	s.state = store.StreamState{Name: cfg.Name, State: store.StateNotStarted}
 	s.bf = newBackfills(cfg.Name, st, s.log, BackfillConfig{
 		MaxConcurrent: cfg.Backfill.MaxConcurrent,
@@ -142,30 +144,13 @@ func (s *Stream) setState(ctx context.Context, state, reason string) {
 	s.publish(Event{Stream: s.cfg.Name, State: &st})
 }
 
-// Subscribe returns a channel of events; cancel stops them. Slow listeners
-// miss events rather than slow the stream.
+// Subscribe returns a channel of events; cancel stops them and closes it.
+// Slow subscribers miss events rather than slow the stream (see fanout).
 func (s *Stream) Subscribe() (<-chan Event, func()) {
-	ch := make(chan Event, 256)
-	s.mu.Lock()
-	s.listeners[ch] = struct{}{}
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		delete(s.listeners, ch)
-		s.mu.Unlock()
-	}
+	return s.subs.Subscribe(256)
 }
 
-func (s *Stream) publish(ev Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.listeners {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
-}
+func (s *Stream) publish(ev Event) { s.subs.Publish(ev) }
 
 func (s *Stream) publishBackfill(b store.Backfill) {
 	s.publish(Event{Stream: s.cfg.Name, Backfill: &b})

@@ -18,11 +18,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/fanout"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -68,8 +68,7 @@ type Engine struct {
 	ready  chan struct{} // closed when recovery is done and the loop runs
 	exited chan struct{} // closed when Run returns
 
-	mu   sync.Mutex
-	subs map[chan Event]struct{}
+	subs fanout.Hub[Event]
 
 	// Owned by the loop goroutine.
 	s *state
@@ -130,7 +129,6 @@ func New(opts Options) (*Engine, error) {
 		ends:   make(chan ending, 1024),
 		ready:  make(chan struct{}),
 		exited: make(chan struct{}),
-		subs:   map[chan Event]struct{}{},
 
 		fakeClock: fake,
 	}, nil
@@ -144,27 +142,13 @@ func (e *Engine) Ready() <-chan struct{} { return e.ready }
 func (e *Engine) Graph() *dag.Graph { return e.graph }
 
 // Subscribe returns a channel of events and a function that ends the
-// subscription. A subscriber that falls behind misses events.
+// subscription and closes it. A subscriber that falls behind misses events
+// (see fanout).
 func (e *Engine) Subscribe() (<-chan Event, func()) {
-	ch := make(chan Event, 256)
-	e.mu.Lock()
-	e.subs[ch] = struct{}{}
-	e.mu.Unlock()
-	return ch, func() {
-		e.mu.Lock()
-		delete(e.subs, ch)
-		e.mu.Unlock()
-	}
+	return e.subs.Subscribe(256)
 }
 
 func (e *Engine) publish(ev Event) {
 	ev.Time = e.now().UTC()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for ch := range e.subs {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
+	e.subs.Publish(ev)
 }
