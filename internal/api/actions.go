@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -48,6 +49,6 @@ func (s *Server) recordAction(r *http.Request, pattern, who string, rec *actionR
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if err := s.st.RecordAction(ctx, a); err != nil {
-		s.log.Error("record the action in the audit trail", "action", pattern, "who", who, "err", err)
+		s.log.Error("record the action in the audit trail", "action", pattern, "who", who, logkey.Err(err))
 	}
 }

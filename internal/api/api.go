@@ -22,6 +22,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/console"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
@@ -193,7 +194,7 @@ func (s *Server) handle(pattern string, need config.Role, h handlerFunc) {
 				apiErr = classify(err)
 			}
 			if apiErr.Status >= 500 {
-				s.log.Error("api request failed", "path", r.URL.Path, "err", err)
+				s.log.Error("api request failed", "path", r.URL.Path, logkey.Err(err))
 			}
 			writeError(w, apiErr)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/metrics"
 	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
 	_ "github.com/tidemark/tidemark/internal/source/all" // the source types streams open
@@ -111,7 +112,7 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 func (d *Daemon) close() {
 	if d.claim != nil {
 		if err := d.claim.Release(); err != nil {
-			d.log.Warn("release the metadata store's claim", "err", err)
+			d.log.Warn("release the metadata store's claim", logkey.Err(err))
 		}
 	}
 	d.st.Close()

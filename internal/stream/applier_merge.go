@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -76,13 +77,13 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	inRange, err := a.classify(ctx, t, window, pc.low, high)
 	if err != nil {
 		// The source was unreachable for a moment: read the chunk again.
-		a.log.Warn("classifying window keys failed; the chunk is read again", "object", t.ID.String(), "err", err)
+		a.log.Warn("classifying window keys failed; the chunk is read again", logkey.Object(t.ID.String()), logkey.Err(err))
 		a.finish(pc, ChunkResult{Retry: true, Reason: err.Error()})
 		return nil
 	}
 	rows, conflicts, unresolved := Merge(t, pc.read.Rows, window, inRange)
 	if unresolved {
-		a.log.Debug("chunk row keeps destination value of an unchanged TOAST column", "object", t.ID.String())
+		a.log.Debug("chunk row keeps destination value of an unchanged TOAST column", logkey.Object(t.ID.String()))
 	}
 	if pc.verify {
 		check, err := a.verifyMerged(ctx, pc, high, rows)

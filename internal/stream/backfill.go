@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
@@ -238,12 +239,12 @@ func (m *backfills) finishLocked(ctx context.Context, r *run, status, errMsg str
 // logInitiated tells who initiated a backfill, with its options and run
 // when it has them.
 func (m *backfills) logInitiated(rec store.Backfill) {
-	args := []any{"backfill_id", rec.ID, "object", change.TableID{Schema: rec.Schema, Name: rec.Table}.String(), "started_by", rec.StartedBy}
+	args := []any{logkey.Backfill(rec.ID), logkey.Object(change.TableID{Schema: rec.Schema, Name: rec.Table}.String()), "started_by", rec.StartedBy}
 	if len(rec.Options) > 0 {
 		args = append(args, "options", rec.Options)
 	}
 	if rec.RunID != 0 {
-		args = append(args, "run_id", rec.RunID)
+		args = append(args, logkey.Run(rec.RunID))
 	}
 	m.log.Info("backfill initiated", args...)
 }
@@ -252,7 +253,7 @@ func (m *backfills) logInitiated(rec store.Backfill) {
 // the rows read and the time it took (what was written, and the verify,
 // follow once the destination committed it).
 func (m *backfills) logFinish(rec store.Backfill) {
-	args := []any{"backfill_id", rec.ID, "object", change.TableID{Schema: rec.Schema, Name: rec.Table}.String(),
+	args := []any{logkey.Backfill(rec.ID), logkey.Object(change.TableID{Schema: rec.Schema, Name: rec.Table}.String()),
 		"rows_read", rec.RowsRead}
 	if rec.StartedAt != nil && rec.FinishedAt != nil {
 		args = append(args, "seconds", rec.FinishedAt.Sub(*rec.StartedAt).Round(time.Millisecond).Seconds())
@@ -317,7 +318,7 @@ func (m *backfills) reconcileWrittenLocked(cursors map[change.TableID]sink.Curso
 		if !ok || c.BackfillID != id || c.Rows <= rec.RowsWritten || optionsOf(rec).Columns != nil {
 			continue
 		}
-		m.log.Info("rows written taken from the destination's cursor", "backfill_id", id,
+		m.log.Info("rows written taken from the destination's cursor", logkey.Backfill(id),
 			"recorded", rec.RowsWritten, "committed", c.Rows)
 		m.update(r, func(b *store.Backfill) { b.RowsWritten = c.Rows })
 	}
@@ -467,9 +468,9 @@ func (m *backfills) startLocked(r *run, cur sink.Cursor) {
 		after, rowsBefore = cur.After, cur.Rows
 	}
 	if after != nil {
-		m.log.Info("backfill resumed from its cursor", "backfill_id", r.rec.ID, "object", id.String(), "rows_done", rowsBefore)
+		m.log.Info("backfill resumed from its cursor", logkey.Backfill(r.rec.ID), logkey.Object(id.String()), "rows_done", rowsBefore)
 	} else {
-		m.log.Info("backfill started", "backfill_id", r.rec.ID, "object", id.String(), "started_by", r.rec.StartedBy)
+		m.log.Info("backfill started", logkey.Backfill(r.rec.ID), logkey.Object(id.String()), "started_by", r.rec.StartedBy)
 	}
 	rt := m.rt
 	m.wg.Add(1)

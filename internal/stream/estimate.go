@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -149,7 +150,7 @@ func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run) {
 	}
 	size, err := rt.size(ctx, r.table.ID)
 	if err != nil || size.Rows < 0 {
-		m.log.Debug("no row estimate", "backfill_id", r.rec.ID, "err", err)
+		m.log.Debug("no row estimate", logkey.Backfill(r.rec.ID), logkey.Err(err))
 		return
 	}
 	m.update(r, func(b *store.Backfill) { b.RowsEstimate = size.Rows })

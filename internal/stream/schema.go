@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/genexpr"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -227,7 +228,7 @@ func (a *applier) reshape(ctx context.Context, in *change.Table) (*change.Table,
 			p.dest = in // the same shape: later changes of in take the fast path
 		}
 		s.dest[in.ID] = p.dest
-		a.log.Info("destination table follows a schema change", "object", in.ID.String(), "steps", describeSteps(p.steps))
+		a.log.Info("destination table follows a schema change", logkey.Object(in.ID.String()), "steps", describeSteps(p.steps))
 		if s.hooks.shaped != nil {
 			s.hooks.shaped(in.ID, p.dest)
 		}
@@ -266,7 +267,7 @@ func (a *applier) alterDest(ctx context.Context, t *change.Table, steps []sink.A
 		case errors.Is(err, sink.ErrRejected):
 			return &schemaRefusal{err}
 		}
-		a.log.Warn("altering a destination table failed; retrying", "object", t.ID.String(), "retry_in", delay, "err", err)
+		a.log.Warn("altering a destination table failed; retrying", logkey.Object(t.ID.String()), "retry_in", delay, logkey.Err(err))
 		if !sleep(ctx, delay) {
 			return ctx.Err()
 		}
@@ -279,7 +280,7 @@ func (a *applier) stopTable(id change.TableID, reason string) {
 	s := a.schema
 	s.stopped[id] = reason
 	delete(s.dest, id)
-	a.log.Error("object not streamed any more", "object", id.String(), "reason", reason)
+	a.log.Error("object not streamed any more", logkey.Object(id.String()), "reason", reason)
 	if s.hooks.stopped != nil {
 		s.hooks.stopped(id, reason)
 	}

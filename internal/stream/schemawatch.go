@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -283,7 +284,7 @@ func (s *Stream) watchSchema(ctx context.Context, src source.Source, app *applie
 			}
 		case <-tick.C:
 			if err := s.discoverLive(ctx, src, app); err != nil && ctx.Err() == nil {
-				s.log.Warn("looking for new and dropped tables failed; trying again later", "err", err)
+				s.log.Warn("looking for new and dropped tables failed; trying again later", logkey.Err(err))
 			}
 		}
 	}
@@ -300,7 +301,7 @@ func (s *Stream) schemaEvent(ctx context.Context, ev schemaEvent) {
 		err = s.updateColumns(ctx, ev.id, ev.shaped)
 	}
 	if err != nil && ctx.Err() == nil {
-		s.log.Error("record a schema change", "object", ev.id.String(), "err", err)
+		s.log.Error("record a schema change", logkey.Object(ev.id.String()), logkey.Err(err))
 	}
 }
 
@@ -373,7 +374,7 @@ func (s *Stream) addTable(ctx context.Context, src source.Source, app *applier, 
 		s.parkTable(id, err.Error())
 		return s.recordObject(ctx, id, nil, err, false)
 	}
-	s.log.Info("streaming a new table", "object", id.String())
+	s.log.Info("streaming a new table", logkey.Object(id.String()))
 	if err := s.recordObject(ctx, id, t, nil, false); err != nil {
 		return err
 	}
@@ -491,7 +492,7 @@ func (s *Stream) reconcile(ctx context.Context, src source.Source, snk sink.Sink
 	if err := alt.AlterTable(ctx, t, check.Steps); err != nil {
 		return err
 	}
-	s.log.Info("destination table follows the source's schema", "object", t.ID.String(), "steps", describeSteps(check.Steps))
+	s.log.Info("destination table follows the source's schema", logkey.Object(t.ID.String()), "steps", describeSteps(check.Steps))
 	if refill {
 		s.mu.Lock()
 		s.refills = append(s.refills, t.ID)

@@ -29,6 +29,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fanout"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -91,7 +92,7 @@ func New(cfg config.Stream, st *store.Store, log *slog.Logger, opts Options) *St
 	opts.RaceHorizon = cmpOr(opts.RaceHorizon, time.Minute)
 	opts.SlotCheckInterval = cmpOr(opts.SlotCheckInterval, 30*time.Second)
 	opts.LagCheckInterval = cmpOr(opts.LagCheckInterval, time.Second)
-	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With("stream", cfg.Name), lag: &lagClock{},
+	s := &Stream{cfg: cfg, opts: opts, st: st, log: log.With(logkey.Stream(cfg.Name)), lag: &lagClock{},
 		wake: make(chan struct{}, 1)}
 	s.state = store.StreamState{Name: cfg.Name, State: store.StateNotStarted}
 	s.bf = newBackfills(cfg.Name, st, s.log, BackfillConfig{
@@ -139,7 +140,7 @@ func (s *Stream) setState(ctx context.Context, state, reason string) {
 	st := s.state
 	s.mu.Unlock()
 	if err := s.st.PutStream(context.WithoutCancel(ctx), st); err != nil {
-		s.log.Error("record stream state", "err", err)
+		s.log.Error("record stream state", logkey.Err(err))
 	}
 	s.publish(Event{Stream: s.cfg.Name, State: &st})
 }
@@ -228,7 +229,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			err = errors.New("stream ended unexpectedly")
 		}
 		if source.IsPermanent(err) {
-			s.log.Error("stream failed; it needs attention", "err", err)
+			s.log.Error("stream failed; it needs attention", logkey.Err(err))
 			s.setState(ctx, store.StateFailed, s.failedReason(err))
 			if !s.waitWake(ctx) {
 				return nil
@@ -238,7 +239,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		if time.Since(started) > s.cfg.Retry.Max {
 			delay = s.cfg.Retry.Initial
 		}
-		s.log.Warn("stream interrupted; retrying", "retry_in", delay, "err", err)
+		s.log.Warn("stream interrupted; retrying", "retry_in", delay, logkey.Err(err))
 		s.setState(ctx, store.StateRetrying, fmt.Sprintf("%v (retrying in %s)", err, delay))
 		if !sleep(ctx, delay) {
 			return nil
@@ -502,7 +503,7 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 		err := s.st.AddCounters(context.WithoutCancel(ctx), s.cfg.Name, id.Schema, id.Name, day,
 			store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes})
 		if err != nil {
-			s.log.Error("record object counters", "object", id.String(), "err", err)
+			s.log.Error("record object counters", logkey.Object(id.String()), logkey.Err(err))
 		}
 	}
 }

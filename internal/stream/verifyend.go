@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -53,12 +54,12 @@ func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *cover
 	if sum.Status == VerifyDiffer {
 		reason := fmt.Sprintf("the verify after backfill %d found %d of %d key ranges differing: run tidemark verify --repair %s %s",
 			r.rec.ID, sum.DifferingRanges, sum.Ranges, m.stream, config.FormatTable(r.table.ID))
-		m.log.Warn("backfill verify found differences", "backfill_id", r.rec.ID, "object", r.table.ID.String(),
+		m.log.Warn("backfill verify found differences", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()),
 			"differing_ranges", sum.DifferingRanges, "ranges", sum.Ranges)
 		m.setReason(r, reason)
 	}
 	if sum.Status != VerifyDiffer {
-		m.log.Info("backfill verified", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "verify", sum.Status,
+		m.log.Info("backfill verified", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()), "verify", sum.Status,
 			"source_rows", sum.SourceRows, "destination_rows", sum.DestRows, "error", sum.Error)
 	}
 	m.update(r, func(b *store.Backfill) { b.Verify = sum }) // last: waiting on it sees the reason
@@ -93,7 +94,7 @@ func (m *backfills) setReason(r *run, reason string) {
 		err = m.st.PutObject(ctx, o)
 	}
 	if err != nil {
-		m.log.Error("record object reason", "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+		m.log.Error("record object reason", logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
 	}
 }
 

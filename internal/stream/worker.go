@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -113,7 +114,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			return false, false
 		}
 		if res.Retry {
-			m.log.Debug("chunk read again", "backfill_id", r.rec.ID, "reason", res.Reason)
+			m.log.Debug("chunk read again", logkey.Backfill(r.rec.ID), "reason", res.Reason)
 			m.update(r, func(b *store.Backfill) { b.Retries++ })
 			retries++
 			if retries > 1 && !sleep(ctx, m.cfg.Retry.backoff(retries-1)) {
@@ -154,8 +155,8 @@ func (m *backfills) readFailed(ctx context.Context, r *run, c *coverage, limit i
 	if source.IsStatementTimeout(err) {
 		if floor := timeoutFloor(m.cfg.ChunkSize); limit > floor {
 			c.ceiling = max(floor, limit/2)
-			m.log.Warn("chunk read ran into the statement timeout; reading smaller chunks", "backfill_id", r.rec.ID,
-				"object", r.table.ID.String(), "rows", limit, "next_rows", c.ceiling)
+			m.log.Warn("chunk read ran into the statement timeout; reading smaller chunks", logkey.Backfill(r.rec.ID),
+				logkey.Object(r.table.ID.String()), "rows", limit, "next_rows", c.ceiling)
 			m.update(r, func(b *store.Backfill) { b.Retries++ })
 			return true
 		}
@@ -166,7 +167,7 @@ func (m *backfills) readFailed(ctx context.Context, r *run, c *coverage, limit i
 		m.fail(r, err)
 		return false
 	}
-	m.log.Warn("chunk read failed; retrying", "backfill_id", r.rec.ID, "object", r.table.ID.String(), "err", err)
+	m.log.Warn("chunk read failed; retrying", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()), logkey.Err(err))
 	m.update(r, func(b *store.Backfill) { b.Retries++ })
 	if !sleep(ctx, *delay) {
 		return false
@@ -238,7 +239,7 @@ func (m *backfills) allRead(ctx context.Context, r *run) bool {
 	}
 	delete(m.active, r.table.ID)
 	if err := m.completeLocked(context.WithoutCancel(ctx), r, false); err != nil {
-		m.log.Error("record completed backfill", "backfill_id", r.rec.ID, "err", err)
+		m.log.Error("record completed backfill", logkey.Backfill(r.rec.ID), logkey.Err(err))
 	}
 	m.scheduleLocked()
 	return true
@@ -331,7 +332,7 @@ func (m *backfills) markLoaded(ctx context.Context, rec store.Backfill) error {
 }
 
 func (m *backfills) fail(r *run, err error) {
-	m.log.Error("backfill failed", "backfill_id", r.rec.ID, "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+	m.log.Error("backfill failed", logkey.Backfill(r.rec.ID), logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := change.TableID{Schema: r.rec.Schema, Name: r.rec.Table}
@@ -341,7 +342,7 @@ func (m *backfills) fail(r *run, err error) {
 	delete(m.active, id)
 	delete(m.byID, r.rec.ID)
 	if e := m.finishLocked(context.Background(), r, StatusFailed, err.Error()); e != nil {
-		m.log.Error("record failed backfill", "backfill_id", r.rec.ID, "err", e)
+		m.log.Error("record failed backfill", logkey.Backfill(r.rec.ID), logkey.Err(e))
 	}
 	m.scheduleLocked()
 }
@@ -357,7 +358,7 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 	err := m.st.UpdateBackfill(context.Background(), rec)
 	r.mu.Unlock()
 	if err != nil {
-		m.log.Error("record backfill progress", "backfill_id", rec.ID, "err", err)
+		m.log.Error("record backfill progress", logkey.Backfill(rec.ID), logkey.Err(err))
 		return
 	}
 	m.notify(rec)
@@ -372,7 +373,7 @@ func (m *backfills) setObjectStatus(r *run, status string) {
 		err = m.st.PutObject(ctx, o)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		m.log.Error("record object status", "object", r.rec.Schema+"."+r.rec.Table, "err", err)
+		m.log.Error("record object status", logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
 	}
 }
 
@@ -406,7 +407,7 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 			err := m.markLoaded(ctx, rec)
 			m.mu.Unlock()
 			if err != nil {
-				m.log.Error("record loaded backfill", "backfill_id", rec.ID, "err", err)
+				m.log.Error("record loaded backfill", logkey.Backfill(rec.ID), logkey.Err(err))
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -69,7 +70,7 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 			return &source.PermanentError{Err: err,
 				Hint: "a destination table no longer fits what the stream writes (changed by hand?): make the destination table match the source (see docs/schema-changes.md), or drop it and initiate a backfill, then resume the stream"}
 		}
-		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, logkey.Err(err))
 		w.degraded(fmt.Errorf("destination: %w", err))
 		select {
 		case <-time.After(delay):

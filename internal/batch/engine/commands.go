@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -192,7 +193,7 @@ func (e *Engine) stopBackfill(ctx context.Context, bf *backfill, reason string) 
 		}
 	}
 	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
-		e.log.Error("record stopped instances", "backfill", bf.rec.ID, "err", err)
+		e.log.Error("record stopped instances", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 	}
 	for _, n := range stopped {
 		n.state, n.reason = store.InstanceStopped, reason

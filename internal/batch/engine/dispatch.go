@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -45,7 +46,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 		changes = append(changes, record(n, store.InstanceRunning, "", now))
 	}
 	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
-		e.log.Error("record dispatched instances; retrying in a second", "err", err)
+		e.log.Error("record dispatched instances; retrying in a second", logkey.Err(err))
 		e.undoClaims(dry, claims)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -39,7 +40,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		}
 		text := storable(end.log + fmt.Sprintf("\n[tidemark] attempt %d ended: %s\n", end.attempt, verdict(next[i], end.res)))
 		if err := e.st.PutInstanceLog(ctx, end.n.id, end.attempt, text); err != nil {
-			e.log.Warn("keep instance log", "instance", end.n.id, "err", err)
+			e.log.Warn("keep instance log", logkey.Instance(end.n.id), logkey.Err(err))
 		}
 	}
 	touched := map[*backfill]bool{} // true: an instance failed or was stopped
@@ -63,7 +64,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		case store.InstanceWaiting:
 			e.consider(n)
 		case store.InstanceFailed:
-			e.log.Warn("instance failed", "instance", n.id, "task", n.task.ID, "biz_time", n.biz, "err", end.res.Err)
+			e.log.Warn("instance failed", logkey.Instance(n.id), logkey.Task(n.task.ID), logkey.BusinessTime(n.biz), logkey.Err(end.res.Err))
 			if n.bf != nil && n.bf.req.StopOnFailure && !n.bf.stopped {
 				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz.Format(time.RFC3339)))
 			}
@@ -91,10 +92,10 @@ func (e *Engine) recordEnds(ctx context.Context, changes []store.BatchInstance) 
 			return
 		}
 		if attempt == 30 || ctx.Err() != nil {
-			e.log.Error("could not record ended instances; a restart runs them again", "instances", len(changes), "err", err)
+			e.log.Error("could not record ended instances; a restart runs them again", "instances", len(changes), logkey.Err(err))
 			return
 		}
-		e.log.Error("record ended instances; retrying", "err", err)
+		e.log.Error("record ended instances; retrying", logkey.Err(err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -204,12 +205,12 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 	}
 	finished := e.now().UTC()
 	if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, final, msg, nil, &finished); err != nil {
-		e.log.Error("record the end of a backfill", "backfill", bf.rec.ID, "err", err)
+		e.log.Error("record the end of a backfill", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 		return
 	}
 	bf.rec.State, bf.rec.Error, bf.rec.FinishedAt = final, msg, &finished
 	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: final})
-	e.log.Info("backfill ended", "backfill", bf.rec.ID, "name", bf.rec.Name, "state", final)
+	e.log.Info("backfill ended", logkey.BatchBackfill(bf.rec.ID), "name", bf.rec.Name, "state", final)
 	// Finished backfills leave memory; a re-run loads them again.
 	e.dropIfEnded(bf)
 }

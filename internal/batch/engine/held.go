@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -59,7 +60,7 @@ func (e *Engine) markHeld(ctx context.Context, bf *backfill) {
 		changes = append(changes, record(n, store.InstanceWaiting, why, now))
 	}
 	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
-		e.log.Warn("record why instances are held", "backfill", bf.rec.ID, "err", err)
+		e.log.Warn("record why instances are held", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 	}
 }
 
@@ -134,7 +135,7 @@ func (e *Engine) holdBelow(ctx context.Context, roots ...*node) {
 		}
 	}
 	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
-		e.log.Warn("record why scheduled instances are held", "err", err)
+		e.log.Warn("record why scheduled instances are held", logkey.Err(err))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -159,7 +160,7 @@ func (e *Engine) startDue(ctx context.Context) (next time.Time) {
 		}
 		started := now.UTC()
 		if err := e.st.SetBatchBackfillState(ctx, bf.rec.ID, store.BatchRunning, "", &started, nil); err != nil {
-			e.log.Error("start backfill", "backfill", bf.rec.ID, "err", err)
+			e.log.Error("start backfill", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 			continue
 		}
 		bf.rec.State, bf.rec.StartedAt = store.BatchRunning, &started

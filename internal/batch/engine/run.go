@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -246,7 +247,7 @@ func (e *Engine) recover(ctx context.Context) error {
 				}
 			}
 		}
-		e.log.Warn("re-running an interrupted instance", "instance", n.id, "task", n.task.ID, "detail", msg)
+		e.log.Warn("re-running an interrupted instance", logkey.Instance(n.id), logkey.Task(n.task.ID), "detail", msg)
 		n.run = nil
 		n.state, n.reason = store.InstanceWaiting, msg+"; it runs again"
 		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))

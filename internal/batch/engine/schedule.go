@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -101,11 +102,11 @@ func (sc *scheduler) tick(ctx context.Context) time.Time {
 				break
 			}
 			if _, err := sc.ensure(ctx, t, c); err != nil {
-				sc.e.log.Error("create a scheduled instance; retrying", "task", t.ID, "biz_time", c, "err", err)
+				sc.e.log.Error("create a scheduled instance; retrying", logkey.Task(t.ID), logkey.BusinessTime(c), logkey.Err(err))
 				return now.Add(time.Second)
 			}
 			if err := sc.e.st.PutScheduleCursor(ctx, t.ID, c); err != nil {
-				sc.e.log.Error("record the schedule's progress", "task", t.ID, "err", err)
+				sc.e.log.Error("record the schedule's progress", logkey.Task(t.ID), logkey.Err(err))
 				return now.Add(time.Second)
 			}
 			sc.last[t.ID] = c
@@ -177,7 +178,7 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 		sc.e.link(n, func(id int64) string {
 			in, err := sc.e.st.GetBatchInstance(ctx, id)
 			if err != nil {
-				sc.e.log.Warn("read an upstream instance; treating it as not done", "instance", id, "err", err)
+				sc.e.log.Warn("read an upstream instance; treating it as not done", logkey.Instance(id), logkey.Err(err))
 				return ""
 			}
 			return in.State
@@ -185,7 +186,7 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 		if why := sc.e.upstreamHold(n, scheduledHold); why != "" && n.mode == plan.ModeRun {
 			n.reason = why
 			if err := sc.e.st.UpdateBatchInstances(ctx, []store.BatchInstance{record(n, store.InstanceWaiting, why, sc.e.now().UTC())}); err != nil {
-				sc.e.log.Warn("record why a scheduled instance is held", "instance", id, "err", err)
+				sc.e.log.Warn("record why a scheduled instance is held", logkey.Instance(id), logkey.Err(err))
 			}
 		}
 		sc.e.consider(n)

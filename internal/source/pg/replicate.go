@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -33,7 +34,7 @@ func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLooku
 	if err != nil {
 		return classify(fmt.Errorf("start replication at %s: %w", start, err))
 	}
-	s.log.Info("replication started", "slot", s.cfg.Slot, "lsn", start)
+	s.log.Info("replication started", logkey.Slot(s.cfg.Slot), "lsn", start)
 	r := &receiver{src: s, conn: conn, lookup: lookup, out: out, relations: map[uint32]*relation{}, types: map[typeKey]typeInfo{}}
 	return r.run(ctx)
 }

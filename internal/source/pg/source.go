@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -237,7 +238,7 @@ func (s *Source) EnsureLog(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, classify(fmt.Errorf("create replication slot %s: %w", s.cfg.Slot, err))
 	}
-	s.log.Info("created replication slot", "slot", s.cfg.Slot)
+	s.log.Info("created replication slot", logkey.Slot(s.cfg.Slot))
 	return true, nil
 }
 
