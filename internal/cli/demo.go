@@ -202,7 +202,7 @@ func demoWriter(ctx context.Context, dsn string) int {
 	if err != nil {
 		return 0
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(context.WithoutCancel(ctx))
 	n := 0
 	for i := 1; ctx.Err() == nil; i++ {
 		var err error

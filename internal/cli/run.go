@@ -37,7 +37,9 @@ time, when another holds it. A killed daemon's claim ends with its process.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithCancel(context.Background())
+			// The daemon ends after it logged the signal and freed the
+			// second one, not the moment the signal cancels the command.
+			ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context()))
 			defer cancel()
 			go func() {
 				<-c.Context().Done()

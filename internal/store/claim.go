@@ -122,7 +122,7 @@ func (s *Store) Claim(ctx context.Context) (*Claim, error) {
 		h.Host, h.PID, s.d.timeArg(h.Since)); err != nil {
 		return nil, errors.Join(fmt.Errorf("record the metadata store's claim: %w", err), release(ctx))
 	}
-	watch, stop := context.WithCancel(context.Background())
+	watch, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Claim{lost: make(chan struct{}), stop: stop, done: make(chan struct{}),
 		release: func(ctx context.Context) error {
 			// The holder's whole record: in containers every daemon may be pid 1.
@@ -247,19 +247,19 @@ func (s *Store) lockSession(ctx context.Context) (check, release func(context.Co
 	for {
 		var got bool
 		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, claimKey).Scan(&got); err != nil {
-			conn.Close(context.Background())
+			conn.Close(context.WithoutCancel(ctx))
 			return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
 		}
 		if got {
 			break
 		}
 		if time.Now().After(deadline) {
-			conn.Close(context.Background())
+			conn.Close(context.WithoutCancel(ctx))
 			return nil, nil, s.claimed(ctx)
 		}
 		select {
 		case <-ctx.Done():
-			conn.Close(context.Background())
+			conn.Close(context.WithoutCancel(ctx))
 			return nil, nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}

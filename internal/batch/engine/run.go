@@ -67,7 +67,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		timer.Reset(e.sleepFor(wake))
 		select {
 		case <-ctx.Done():
-			return e.shutdown()
+			return e.shutdown(ctx)
 		case c := <-e.cmds:
 			c.done <- c.fn(ctx)
 		case end := <-e.ends:
@@ -178,9 +178,10 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// shutdown stops every running attempt and records it as waiting.
-func (e *Engine) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// shutdown stops every running attempt and records it as waiting; ctx has
+// ended, so the records are written under a timeout of their own.
+func (e *Engine) shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	n := 0
 	for _, nd := range e.s.nodes {

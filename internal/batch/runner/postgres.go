@@ -82,7 +82,7 @@ func runPostgres(ctx context.Context, spec Spec, log io.Writer) Result {
 		return stopped(fmt.Errorf("connection %s: %w", c.Name, err))
 	}
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), GracePeriod)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GracePeriod)
 		defer cancel()
 		conn.Close(closeCtx)
 		<-conn.CleanupDone() // a connection broken by cancellation closes in the background
@@ -96,7 +96,7 @@ func runPostgres(ctx context.Context, spec Spec, log io.Writer) Result {
 		// gone when the caller retries. A connection broken by cancellation
 		// is closed instead, which rolls back on the server.
 		if !conn.IsClosed() {
-			rbCtx, cancel := context.WithTimeout(context.Background(), GracePeriod)
+			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GracePeriod)
 			_, _ = conn.Exec(rbCtx, "ROLLBACK").ReadAll()
 			cancel()
 		}
@@ -236,7 +236,7 @@ func CancelSQL(ctx context.Context, conn Connection, tag string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("connection %s: %w", conn.Name, err)
 	}
-	defer c.Close(context.Background())
+	defer c.Close(context.WithoutCancel(ctx))
 	var n int
 	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 		FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, tag).Scan(&n)

@@ -25,7 +25,7 @@ func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLooku
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(context.WithoutCancel(ctx))
 	err = pglogrepl.StartReplication(ctx, conn, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
 		// pgoutput reads publication_names as a list of SQL identifiers: an
 		// unquoted name would be folded to lower case and split at commas.

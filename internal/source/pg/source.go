@@ -233,7 +233,7 @@ func (s *Source) EnsureLog(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, s.cfg.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {
 		return false, classify(fmt.Errorf("create replication slot %s: %w", s.cfg.Slot, err))
