@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tidemark/tidemark/internal/logkey"
 )
 
 // Registry is one daemon's metrics. It is safe for concurrent use.
@@ -89,6 +91,6 @@ type errorLog struct{ log *slog.Logger }
 
 func (l errorLog) Println(v ...any) {
 	if l.log != nil {
-		l.log.Warn("serve metrics", "err", fmt.Sprint(v...))
+		l.log.Warn("serve metrics", slog.String(logkey.ErrKey, fmt.Sprint(v...)))
 	}
 }
