@@ -263,12 +263,7 @@ tasks:
 		document.querySelector('button[data-action="rerun-backfill"]:not(:disabled)') !== null`)
 
 	// With the input there, the backfill's re-run ends it.
-	if err := os.WriteFile(ready, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b.run(chromedp.Click(chromedp.CSS(`button[data-action="rerun-backfill"]`)))
-	b.waitJS(`document.querySelector('dialog[data-dialog="confirm"][open]') !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="confirm"] button[data-action="yes"]`)))
+	rerunWith(b, ready)
 	b.waitJS(`document.querySelector('[data-backfill-state="succeeded"]') !== null &&
 		[...document.querySelectorAll(".bf-groups [data-instance] .i-state [data-status]")].every((s) => s.dataset.status === "succeeded")`)
 	var bf store.BatchBackfill
@@ -276,4 +271,16 @@ tasks:
 	if bf.State != store.BatchSucceeded || bf.States[store.InstanceSucceeded] != 4 {
 		t.Errorf("backfill = %s %v, want succeeded with 4 succeeded instances", bf.State, bf.States)
 	}
+}
+
+// rerunWith creates the file ready (the input a failing task lacked) and
+// re-runs the backfill whose page b shows, confirming.
+func rerunWith(b *browser, ready string) {
+	b.t.Helper()
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.run(chromedp.Click(chromedp.CSS(`button[data-action="rerun-backfill"]`)))
+	b.waitJS(`document.querySelector('dialog[data-dialog="confirm"][open]') !== null`)
+	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="confirm"] button[data-action="yes"]`)))
 }

@@ -484,11 +484,13 @@ func (s *Stream) destinationHealth(err error) {
 	s.setState(ctx, store.StateRunning, "")
 }
 
-// committed runs after each destination commit.
+// committed runs after each destination commit. The object counters are
+// recorded before the backfills' progress is, and so before any event tells
+// of the commit: a client that reads the counters on an event finds them
+// counting what the event says was written.
 func (s *Stream) committed(ctx context.Context, b *outBatch) {
 	s.events.Add(int64(b.events))
 	s.lag.committed(b.Position)
-	s.bf.committed(ctx, b)
 	for _, c := range b.chunks {
 		cnt := b.counters[c.table]
 		if cnt == nil {
@@ -506,6 +508,7 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 			s.log.Error("record object counters", logkey.Object(id.String()), logkey.Err(err))
 		}
 	}
+	s.bf.committed(ctx, b)
 }
 
 // watchSlot measures the WAL the slot retains and warns past the threshold.

@@ -2,7 +2,7 @@
 // filters it (the API checks every filter and says what it accepts), and
 // exported as CSV or JSON.
 import { api, APIError, q } from "./api.js";
-import { ago, badge, bytes, errorBox, field, h, num, page, replace, select, table, throttle, time } from "./ui.js";
+import { ago, badge, bytes, errorBox, field, h, localTime, num, page, readTime, replace, select, table, throttle, time, timeInput } from "./ui.js";
 
 const filters = ["kind", "stream", "object", "task", "state", "started_by", "since", "until", "limit"];
 
@@ -15,13 +15,20 @@ export async function auditPage(main, _params, ctx) {
     task: h("input", { name: "task", placeholder: "task id" }),
     state: h("input", { name: "state", placeholder: "e.g. failed" }),
     started_by: h("input", { name: "started_by", placeholder: "cli, api:ci, automatic" }),
-    since: h("input", { name: "since", type: "datetime-local" }),
-    until: h("input", { name: "until", type: "datetime-local" }),
+    // Text, not datetime-local (shown in the browser locale's form).
+    since: timeInput("since"),
+    until: timeInput("until"),
     limit: h("input", { name: "limit", type: "number", min: 1, max: 100000, placeholder: "1000" }),
   };
   for (const k of filters) if (ctx.query.get(k) && k !== "kind") inputs[k].value = ctx.query.get(k);
+  // A link's RFC 3339 time is shown as the inputs write it.
+  for (const k of ["since", "until"]) {
+    const v = inputs[k].value;
+    if (v && !localTime(v) && !isNaN(Date.parse(v))) inputs[k].value = time(v).slice(0, 16);
+  }
+  const hints = { since: "YYYY-MM-DD HH:MM, your time zone", until: "YYYY-MM-DD HH:MM, your time zone" };
   replace(form,
-    h("div", { class: "form-grid" }, filters.map((k) => field(k.replace("_", " "), inputs[k]))),
+    h("div", { class: "form-grid" }, filters.map((k) => field(k.replace("_", " "), inputs[k], hints[k]))),
     h("div", { class: "row" },
       h("button", { class: "btn primary", type: "submit" }, "Apply"),
       h("button", { class: "btn", type: "button", dataset: { action: "export-csv" }, onclick: () => download("csv") }, "Export CSV"),
@@ -33,9 +40,7 @@ export async function auditPage(main, _params, ctx) {
   function params() {
     const p = {};
     for (const k of filters) {
-      let v = inputs[k].value.trim();
-      if (v && (k === "since" || k === "until")) v = new Date(v).toISOString();
-      p[k] = v;
+      p[k] = k === "since" || k === "until" ? readTime(inputs[k], k) : inputs[k].value.trim();
     }
     return p;
   }
@@ -46,7 +51,8 @@ export async function auditPage(main, _params, ctx) {
       if (!ctx.alive()) return;
       replace(out, table(columns, recs, { empty: "No backfill matches these filters.", rowAttrs: (r) => ({ dataset: { kind: r.kind, id: r.id } }) }));
     } catch (e) {
-      replace(out, errorBox(e));
+      // A time in another form is refused here, naming the filter.
+      replace(out, errorBox(e instanceof APIError ? e : new APIError(0, "bad_request", e.message)));
     }
   }
 
@@ -61,7 +67,7 @@ export async function auditPage(main, _params, ctx) {
       a.remove();
       setTimeout(() => URL.revokeObjectURL(url), 1000);
     } catch (e) {
-      replace(out, errorBox(e instanceof APIError ? e : new APIError(0, "export", String(e))));
+      replace(out, errorBox(e instanceof APIError ? e : new APIError(0, "bad_request", e.message)));
     }
   }
 

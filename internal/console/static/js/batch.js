@@ -1,12 +1,28 @@
 // Batch backfills: the list, live from pushed events, and one backfill's
-// page: its request, its instances by concurrency group and date with the
+// page: its request, its tasks' DAG coloured by their latest state, its
+// instances as a task × date grid or by concurrency group and date with the
 // actions their states allow, live as well.
 import { api, enc, get, post, q } from "./api.js";
 import { ago, badge, confirm, errorBox, h, num, page, replace, select, span, table, throttle, time, toast, userZone } from "./ui.js";
 import { actionButtons, instancePage as instPage, openInstance } from "./instance.js";
 import { datesLabel } from "./batchdialog.js";
+import { drawDag } from "./dag.js";
+import { colourDag, instanceGrid } from "./grid.js";
 
 export const instancePage = instPage;
+
+// gridAbove is the number of instances above which a backfill's page
+// starts with the grid rather than the list.
+const gridAbove = 20;
+
+// pointAt brings el into view, focused and highlighted for a moment.
+function pointAt(el) {
+  el.scrollIntoView({ block: "nearest" });
+  el.focus();
+  el.classList.remove("pointed");
+  void el.offsetWidth; // restart the animation
+  el.classList.add("pointed");
+}
 
 const stateOrder = ["succeeded", "dry_run", "running", "waiting", "failed", "stopped", "blocked"];
 const ended = (s) => !["waiting", "running"].includes(s);
@@ -143,10 +159,15 @@ export async function batchPage(main, [id], ctx) {
   const csvBtn = h("button", { type: "button", class: "btn", dataset: { action: "export" }, title: "The backfill's selected tasks as CSV", onclick: () => downloadCSV(id) }, "nodes.csv");
   const content = page(main, { title: b.name, crumbs: [["Batch backfills", "#/batch"], ["#" + id]], actions: [headState, csvBtn, rerunBtn, stopBtn] });
   const summary = h("div", {});
+  const dagBox = h("details", { class: "panel bf-dag", open: true }, h("summary", {}, h("strong", {}, "Tasks"), h("span", { class: "muted" }, " · coloured by each task's latest instance: the one started last")));
   const filterBox = h("div", { class: "inst-filter" });
   const groupsBox = h("div", { class: "groups bf-groups" });
-  content.append(summary, filterBox, groupsBox);
+  content.append(summary, dagBox, filterBox, groupsBox);
   let filter = ctx.query.get("state") || "";
+  // The grid is the compact view, the list the detailed one; a small
+  // backfill starts as the list.
+  let view = ctx.query.get("view") || (b.instances > gridAbove ? "grid" : "list");
+  let dagKey = "", dagWrap = null;
   const taskFilter = h("input", { type: "search", name: "task-filter", placeholder: "filter tasks", oninput: () => paintGroups() });
   const openDates = new Map(); // "group|date" → open, as the user left it
 
@@ -188,15 +209,35 @@ export async function batchPage(main, [id], ctx) {
         card("Started by", b.started_by),
         card("Created", h("span", { title: time(b.created_at) + " " + userZone }, ago(b.created_at))),
         card(b.finished_at ? "Took" : b.started_at ? "Running for" : "Runs at", b.started_at ? took(b) : time(b.run_at))),
-      b.error ? h("div", { class: "notice " + (b.state === "failed" ? "bad" : "") }, b.error) : null,
+      b.error ? h("div", { class: "notice " + (b.state === "failed" ? "bad" : ""), dataset: { banner: "" } }, b.error,
+        n ? h("div", { class: "notice-next", dataset: { need: "operator" } }, "Once the cause is fixed, ",
+          h("a", { href: "#", dataset: { action: "point-rerun" }, onclick: (ev) => { ev.preventDefault(); pointAt(rerunBtn); } }, `Re-run failed (${num(n)})`),
+          " at the top right runs the failed and stopped instances again.") : null) : null,
       h("details", { class: "panel request" }, h("summary", {}, h("strong", {}, "Request"), h("span", { class: "muted" }, " · " + describe(req).map(([k, v]) => v).slice(0, 2).join(" · "))),
         h("dl", { class: "kv" }, describe(req).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
         h("pre", { class: "code" }, JSON.stringify(req, null, 2))));
     // State filter chips, with the backfill's counts.
     const chip = (s, n) => h("button", { type: "button", class: "chip" + (filter === s ? " on" : ""), dataset: { filter: s }, onclick: () => { filter = filter === s ? "" : s; paintHead(); paintGroups(); refresh(); } },
       s ? badge(s) : "All", h("span", { class: "n" }, num(n)));
+    const viewBtn = (v, label) => h("button", { type: "button", class: "btn small" + (view === v ? " on" : ""), dataset: { view: v }, "aria-pressed": String(view === v), onclick: () => { view = v; paintHead(); paintGroups(); } }, label);
     replace(filterBox, chip("", b.instances), stateOrder.filter((s) => b.states[s]).map((s) => chip(s, b.states[s])), h("span", { class: "spacer" }), taskFilter,
-      h("button", { type: "button", class: "btn small", onclick: () => toggleAll(true) }, "Expand all"), h("button", { type: "button", class: "btn small", onclick: () => toggleAll(false) }, "Collapse all"));
+      h("span", { class: "seg-btns" }, viewBtn("grid", "Grid"), viewBtn("list", "List")),
+      view === "list" ? [h("button", { type: "button", class: "btn small", onclick: () => toggleAll(true) }, "Expand all"), h("button", { type: "button", class: "btn small", onclick: () => toggleAll(false) }, "Collapse all")] : null);
+  }
+
+  // paintDag draws the DAG of the backfill's tasks once (again when they
+  // change) and colours its nodes by the instances shown.
+  function paintDag() {
+    const ids = [...new Set(insts.map((i) => i.task))].sort();
+    const key = ids.join("\n");
+    if (key !== dagKey) {
+      dagKey = key;
+      const sub = ids.map((t) => byID.get(t)).filter(Boolean);
+      dagWrap = sub.length ? drawDag(sub, { onOpen: (t) => { location.hash = "#/tasks/" + enc(t); } }) : null;
+      replace(dagBox, dagBox.firstChild, dagWrap);
+      dagBox.hidden = !dagWrap;
+    }
+    if (dagWrap) colourDag(dagWrap, insts);
   }
 
   function toggleAll(open) {
@@ -225,8 +266,20 @@ export async function batchPage(main, [id], ctx) {
   }
 
   function paintGroups() {
+    paintDag();
     const tf = taskFilter.value.trim().toLowerCase();
     const shown = insts.filter((i) => (!filter || i.state === filter) && (!tf || i.task.toLowerCase().includes(tf)));
+    const more = (filter ? b.states[filter] || 0 : b.instances) > insts.length ? h("p", { class: "hint" }, `Showing the first ${num(insts.length)} of ${num(filter ? b.states[filter] : b.instances)} instances${filter ? "" : "; filter by state to see others"}.`) : null;
+    const none = h("p", { class: "empty" }, insts.length ? "No instance matches the filter." : "This backfill has no instances.");
+    if (view === "grid") {
+      // A redraw keeps where the grid was scrolled to.
+      const old = groupsBox.querySelector(".bf-gridwrap");
+      const at = old ? [old.scrollLeft, old.scrollTop] : null;
+      replace(groupsBox, shown.length ? instanceGrid(shown, { zone, open: (i) => openInstance(i, byID.get(i.task), "log", b.state, refresh) }) : none, more);
+      const wrap = groupsBox.querySelector(".bf-gridwrap");
+      if (at && wrap) [wrap.scrollLeft, wrap.scrollTop] = at;
+      return;
+    }
     const groups = new Map();
     for (const i of shown) {
       const date = time(i.biz_time, zone(i.task)).slice(0, 10);
@@ -251,8 +304,7 @@ export async function batchPage(main, [id], ctx) {
           return det;
         }));
     });
-    replace(groupsBox, blocks.length ? blocks : h("p", { class: "empty" }, insts.length ? "No instance matches the filter." : "This backfill has no instances."),
-      (filter ? b.states[filter] || 0 : b.instances) > insts.length ? h("p", { class: "hint" }, `Showing the first ${num(insts.length)} of ${num(filter ? b.states[filter] : b.instances)} instances${filter ? "" : "; filter by state to see others"}.`) : null);
+    replace(groupsBox, blocks.length ? blocks : none, more);
   }
 
   // refresh reads the backfill and its instances again; an answer older

@@ -3,7 +3,7 @@
 // zone and the user's, and the submission (with the confirmation the
 // daemon asks for above batch.confirm_above instances).
 import { api, APIError, enc, get } from "./api.js";
-import { dialog, errorBox, field, h, num, replace, select, toast, userZone } from "./ui.js";
+import { dialog, errorBox, field, h, localTime, num, replace, select, timeInput, toast, userZone } from "./ui.js";
 
 const levels = [["0", "none"], ...Array.from({ length: 10 }, (_, i) => [String(i + 1), String(i + 1) + (i ? " levels" : " level")]), ["-1", "all levels"]];
 const coverages = [
@@ -24,15 +24,6 @@ const dayBased = (t) => /^(daily|weekly|monthly)/.test(t.schedule || "");
 // isoInput makes a text input for a date written YYYY-MM-DD.
 const isoInput = { type: "text", inputmode: "numeric", placeholder: "YYYY-MM-DD", pattern: "\\d{4}-\\d{2}-\\d{2}", maxlength: "10", size: "10", autocomplete: "off", required: true };
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
-
-// localTime reads "YYYY-MM-DD HH:MM" (or with a T) as a time of the user's
-// zone; null when it is not one.
-function localTime(text) {
-  const m = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)$/.exec((text || "").trim());
-  if (!m) return null;
-  const d = new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5]);
-  return d.getMonth() === +m[2] - 1 && d.getDate() === +m[3] && d.getHours() === +m[4] ? d : null;
-}
 
 // isoDate is the user's local date daysAgo days back, YYYY-MM-DD.
 function isoDate(daysAgo) {
@@ -94,7 +85,7 @@ export async function openBackfillDialog(taskID, tasks) {
   const f = {
     name: inp("name", { placeholder: task.name + "_YYYYMMDD_n (automatic)", autocomplete: "off" }),
     when: radios("run_when", [["now", "Now"], ["at", "At a time"]], "now"),
-    runAt: inp("run_at", { type: "text", placeholder: "YYYY-MM-DD HH:MM", maxlength: "16", size: "16", autocomplete: "off", disabled: true }),
+    runAt: timeInput("run_at", { disabled: true }),
     runAtHint: h("span", { class: "hint" }),
     datesMode: radios("dates.mode", [["range", "Range"], ["cycle", "By cycle"], ["custom", "Custom"]], "range"),
     // Text, not type=date: a date input shows the browser locale's form

@@ -1,9 +1,10 @@
 // One object of a stream: its status, its columns and every backfill run
-// of it, newest first, updated live from pushed events.
+// of it, newest first, updated live from pushed events: each brings a
+// re-read of the object, so that its counters change with its runs.
 import { api, APIError, get, q } from "./api.js";
 import { ago, badge, bytes, dialog, errorBox, field, h, num, page, refresher, replace, throttle, time, toast } from "./ui.js";
 import {
-  backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rangesText, rank, statusCell, stopBlock,
+  ahead, backfillAction, fact, duration, elapsed, initiateBlock, loadedCell, objectReason, optionsText, progressBar, rangesText, rank, statusCell, stopBlock,
   streamHref, streamPath, verifyCell,
 } from "./streamkit.js";
 
@@ -12,7 +13,8 @@ export async function objectPage(main, [name, object], ctx) {
     view: null,
     obj: null, // the object view, null when the stream has no such object
     runs: new Map(), // id → run
-    seen: new Map(), // id → when an event last brought it
+    seen: new Map(), // id → when an initiation's answer brought it
+    held: [], // pushed runs shown with the next answer of the API, which has their counters
     touched: -1, // when an event last changed the object
     rows: new Map(), // id → {tr, err, sig}
   };
@@ -40,18 +42,24 @@ export async function objectPage(main, [name, object], ctx) {
   const missing = h("div", { class: "error-box", hidden: true });
   content.append(missing, facts, cols, h("h3", { class: "sk-h" }, "Backfills"), h("div", { class: "sk-scroll" }, grid), empty, notice);
 
+  // An answer older than one already shown is dropped.
+  let asked = 0, shown = 0;
   async function load() {
+    const n = ++asked;
     const askedAt = performance.now();
+    const pushed = s.held.splice(0);
+    // The counters are read after the runs, so that they count at least
+    // what the runs shown have written.
     const [view, objs, runs] = await Promise.all([
       get(streamPath(name)),
-      get(streamPath(name) + "/objects"),
       get("/api/v1/backfills" + q({ stream: name, object, limit: 1000 })),
-    ]).catch((e) => {
+    ]).then(async ([v, rs]) => [v, await get(streamPath(name) + "/objects"), rs]).catch((e) => {
       // The error page of an unknown object leads back to its stream.
       if (!s.view && e.unknown && e.unknown.some((u) => u.kind === "object")) e.back = ["stream " + name, streamHref(name)];
       throw e;
     });
-    if (!ctx.alive()) return;
+    if (!ctx.alive() || n < shown) return;
+    shown = n;
     const o = objs.find((x) => x.object === object) || null;
     // An unknown object is an error page, not an empty object page; one
     // that disappears later (a reset) keeps its page with a notice.
@@ -66,11 +74,13 @@ export async function objectPage(main, [name, object], ctx) {
     for (const r of runs) {
       if ((s.seen.get(r.id) ?? -1) <= askedAt) s.runs.set(r.id, r);
     }
+    for (const r of pushed) if (!s.runs.has(r.id) || ahead(r, s.runs.get(r.id))) s.runs.set(r.id, r);
     render();
   }
 
   const refresh = refresher(ctx, notice, load);
   const refreshSoon = throttle(refresh, 800);
+  const showPushed = throttle(refresh, 250);
 
   function render() {
     renderHead();
@@ -211,21 +221,21 @@ export async function objectPage(main, [name, object], ctx) {
     const answer = await backfillAction(kind, name, [s.obj], s.view.state);
     if (!answer || !ctx.alive()) return;
     if (kind === "initiate" && Array.isArray(answer)) {
-      for (const r of answer) if (!s.runs.has(r.id)) apply(r, false);
+      for (const r of answer) if (!s.runs.has(r.id)) apply(r);
     }
     refreshSoon();
   }
 
-  function apply(b, pushed) {
+  // apply shows at once a run the API answered an initiation with.
+  function apply(b) {
     const now = performance.now();
     s.runs.set(b.id, b);
-    if (pushed) s.seen.set(b.id, now);
+    s.seen.set(b.id, now);
     if (s.obj && !(s.obj.backfill_id && b.id < s.obj.backfill_id)) {
       s.obj = { ...s.obj, backfill_id: b.id, status: b.status, loaded: b.status === "completed" && !!b.loaded_at, reason: objectReason(b, s.obj.object) };
       s.touched = now;
     }
     render();
-    if (rank(b.status) === 2) refreshSoon();
   }
 
   // A run is this object's when its schema and table are the object's
@@ -238,7 +248,10 @@ export async function objectPage(main, [name, object], ctx) {
 
   ctx.onEvent((ev) => {
     if (ev.stream !== name || !s.view) return;
-    if (ev.backfill && mine(ev.backfill)) apply(ev.backfill, true);
+    if (ev.backfill && mine(ev.backfill)) {
+      s.held.push(ev.backfill);
+      showPushed();
+    }
     if (ev.state) {
       s.view = { ...s.view, state: ev.state.state, reason: ev.state.reason, updated_at: ev.state.updated_at };
       renderHead();

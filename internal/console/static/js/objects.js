@@ -1,13 +1,15 @@
 // A stream's Objects tab: every object (source table) of the stream with
 // its backfill status, and the initiate and stop actions on a selection.
-// Pushed backfill events update the rows in place; the list is re-read
-// every few seconds for the 7-day counters and for anything an event missed.
+// A pushed backfill event brings a re-read of the list, and the row shows
+// the event and the counters it changed together (the daemon records the
+// counters of a commit before it tells of it); the list is also re-read
+// every few seconds for anything an event missed.
 // A stream may have thousands of objects: the table is sorted by any
 // column and paged, and only the shown page's rows are in the document.
 import { get, q } from "./api.js";
 import { ago, bytes, h, num, page, refresher, replace, select, throttle, time } from "./ui.js";
 import {
-  backfillAction, fact, columnsCell, initiateBlock, list, loadedCell, objectHref, objectReason, pairKey, progressCell, rank,
+  ahead, backfillAction, fact, columnsCell, initiateBlock, list, loadedCell, objectHref, objectReason, pairKey, progressCell, rank,
   stateCell, statusCell, stopBlock, streamControls, streamPath,
 } from "./streamkit.js";
 
@@ -36,8 +38,9 @@ export async function streamPage(main, [name], ctx) {
     byPair: new Map(), // pairKey(schema, table) → object name
     runs: new Map(), // backfill id → run
     touched: new Map(), // object name → when an event last changed it (performance.now())
-    runSeen: new Map(), // backfill id → when an event last brought it
+    runSeen: new Map(), // backfill id → when an initiation's answer brought it
     stateSeen: -1, // when an event last brought the stream's state
+    held: [], // pushed runs shown with the next answer of the API, which has their counters
     controls: null, // the pause, resume and reset buttons
     selected: new Set(),
     anchor: null, // the row last clicked, for shift-click ranges
@@ -96,7 +99,7 @@ export async function streamPage(main, [name], ctx) {
   content.append(facts, box, empty, nomatch, notice);
 
   // Merging: an answer of the API is as new as the moment it was asked
-  // for, so what an event brought after that moment wins over it.
+  // for, so what an initiation's answer brought after that moment wins.
   function mergeRun(r, askedAt) {
     const old = s.runs.get(r.id);
     if (old && (s.runSeen.get(r.id) ?? -1) > askedAt && !ahead(r, old)) return;
@@ -124,16 +127,20 @@ export async function streamPage(main, [name], ctx) {
     if (loading) { again = true; return loading; }
     loading = (async () => {
       const askedAt = performance.now();
+      const pushed = s.held.splice(0);
       const runs = "/api/v1/backfills";
-      const [view, objs, active, pending, recent] = await Promise.all([
+      const [view, active, pending, recent] = await Promise.all([
         get(streamPath(name)),
-        get(streamPath(name) + "/objects"),
         get(runs + q({ stream: name, status: "active" })),
         get(runs + q({ stream: name, status: "pending" })),
         initial ? get(runs + q({ stream: name, limit: 1000 })) : [],
       ]);
+      // The counters are read after the runs, so that they count at least
+      // what the runs shown have written.
+      const objs = await get(streamPath(name) + "/objects");
       // The latest runs no list brought, or that finished unseen.
       const listed = new Map([...recent, ...pending, ...active].map((r) => [r.id, r]));
+      for (const r of pushed) if (!listed.has(r.id) || ahead(r, listed.get(r.id))) listed.set(r.id, r);
       const known = (id) => listed.get(id) || s.runs.get(id);
       const missing = objs.filter((o) => o.backfill_id && (!known(o.backfill_id) || known(o.backfill_id).status !== o.status)).slice(0, 20);
       const fetched = await Promise.all(missing.map((o) => get(runs + "/" + o.backfill_id).catch(() => null)));
@@ -158,6 +165,7 @@ export async function streamPage(main, [name], ctx) {
 
   const refresh = refresher(ctx, notice, () => load(false));
   const refreshSoon = throttle(refresh, 800);
+  const showPushed = throttle(refresh, 250);
 
   function render() {
     renderHead();
@@ -366,15 +374,15 @@ export async function streamPage(main, [name], ctx) {
     const sel = selection();
     const answer = await backfillAction(kind, name, sel, s.view.state);
     if (!answer || !ctx.alive()) return;
-    if (kind === "initiate" && Array.isArray(answer)) for (const r of answer) applyRun(r, false);
+    if (kind === "initiate" && Array.isArray(answer)) for (const r of answer) applyRun(r);
     refreshSoon();
   }
 
-  // applyRun shows a run on its object's row; pushed events are in order,
-  // so each one is the newest; an API answer only fills in what is unknown.
-  function applyRun(b, pushed) {
+  // applyRun shows at once a run the API answered an initiation with; it
+  // only fills in what is unknown.
+  function applyRun(b) {
     const now = performance.now();
-    if (!pushed && s.runs.has(b.id)) return;
+    if (s.runs.has(b.id)) return;
     s.runs.set(b.id, b);
     s.runSeen.set(b.id, now);
     const key = s.byPair.get(pairKey(b.schema, b.table));
@@ -386,13 +394,14 @@ export async function streamPage(main, [name], ctx) {
     s.touched.set(key, now);
     renderHead();
     syncRows();
-    // A finished run changes the counters: re-read them.
-    if (rank(b.status) === 2) refreshSoon();
   }
 
   ctx.onEvent((ev) => {
     if (ev.stream !== name || !s.view) return;
-    if (ev.backfill) applyRun(ev.backfill, true);
+    if (ev.backfill) {
+      s.held.push(ev.backfill);
+      showPushed();
+    }
     if (ev.state) {
       s.stateSeen = performance.now();
       s.view = { ...s.view, state: ev.state.state, reason: ev.state.reason, updated_at: ev.state.updated_at };
@@ -412,10 +421,3 @@ export async function streamPage(main, [name], ctx) {
   });
 }
 
-// ahead says whether run a is further along than b (the same run).
-function ahead(a, b) {
-  if (rank(a.status) !== rank(b.status)) return rank(a.status) > rank(b.status);
-  if (a.rows_read !== b.rows_read) return a.rows_read > b.rows_read;
-  if (a.chunks !== b.chunks) return a.chunks > b.chunks;
-  return !!a.loaded_at && !b.loaded_at;
-}

@@ -3,7 +3,7 @@
 // stream controls (pause, resume, reset) and a few cells. The rules only
 // pre-empt: the API stays the judge, and a refusal is shown as it says.
 import { enc, get, post } from "./api.js";
-import { ago, badge, bytes, dialog, errorBox, field, h, needs, num, replace, span, time, toast, userZone } from "./ui.js";
+import { ago, badge, bytes, dialog, errorBox, field, h, needs, num, readTime, replace, span, time, timeInput, toast, userZone } from "./ui.js";
 
 // The statuses a backfill may be initiated from, and stopped from.
 const initiable = new Set(["-", "completed", "stopped", "failed"]);
@@ -15,6 +15,14 @@ export const streamPath = (stream) => "/api/v1/streams/" + enc(stream);
 
 // rank orders the statuses a run goes through.
 export const rank = (status) => ({ pending: 0, active: 1 }[status] ?? 2);
+
+// ahead says whether run a is further along than b (the same run).
+export function ahead(a, b) {
+  if (rank(a.status) !== rank(b.status)) return rank(a.status) > rank(b.status);
+  if (a.rows_read !== b.rows_read) return a.rows_read > b.rows_read;
+  if (a.chunks !== b.chunks) return a.chunks > b.chunks;
+  return !!a.loaded_at && !b.loaded_at;
+}
 
 // list joins names: "a", "a and b", "a, b and 2 more".
 export function list(names, max = 3) {
@@ -216,20 +224,21 @@ function rowsText(rows, exact) {
 function careful() {
   const rate = h("input", { type: "number", name: "rows_per_second", min: "0", step: "any", placeholder: "the stream's limit" });
   const sample = h("input", { type: "number", name: "sample_rows", min: "0", step: "1", placeholder: "every row" });
-  const at = h("input", { type: "datetime-local", name: "run_at" });
+  const at = timeInput("run_at");
   const node = h("details", { class: "sk-careful" },
     h("summary", {}, "Options: rate limit, sample, start time"),
     h("div", { class: "sk-careful-grid" },
       field("Rows per second", rate, "This run's read limit, changeable while it runs"),
       field("Sample rows", sample, "Copy only about the first N rows in key order; the rest of the destination is left alone"),
-      field("Start at", at, "Stays pending until then (" + userZone + ")")));
+      field("Start at", at, "YYYY-MM-DD HH:MM in your time zone (" + userZone + "); stays pending until then")));
   return {
     node,
     values() {
       const v = {};
       if (rate.value !== "") v.rows_per_second = Number(rate.value);
       if (sample.value !== "") v.sample_rows = Number(sample.value);
-      if (at.value) v.run_at = new Date(at.value).toISOString();
+      const runAt = readTime(at, "Start at");
+      if (runAt) v.run_at = runAt;
       return v;
     },
   };

@@ -57,6 +57,33 @@ export function time(iso, zone = userZone, withZone = false) {
   return formatter(zone, withZone).format(d);
 }
 
+// localTime reads "YYYY-MM-DD HH:MM" (or with a T) as a time of the user's
+// zone; null when it is not one.
+export function localTime(text) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)$/.exec((text || "").trim());
+  if (!m) return null;
+  const d = new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5]);
+  return d.getMonth() === +m[2] - 1 && d.getDate() === +m[3] && d.getHours() === +m[4] ? d : null;
+}
+
+// timeInput is a text input for a time written YYYY-MM-DD HH:MM in the
+// user's zone: a datetime-local input shows the browser locale's form.
+export function timeInput(name, attrs = {}) {
+  return h("input", { type: "text", name, placeholder: "YYYY-MM-DD HH:MM", maxlength: "16", size: "16", autocomplete: "off", spellcheck: "false", ...attrs });
+}
+
+// readTime is the time a timeInput holds, in RFC 3339 UTC; "" when empty.
+// Another form throws an error that names label and shows the form.
+export function readTime(input, label) {
+  const v = input.value.trim();
+  input.removeAttribute("aria-invalid");
+  if (!v) return "";
+  const d = localTime(v);
+  if (d) return d.toISOString();
+  input.setAttribute("aria-invalid", "true");
+  throw new Error(label + ": " + JSON.stringify(v) + " is not a time as YYYY-MM-DD HH:MM (your time zone, " + userZone + "): write it like " + time(new Date().toISOString()).slice(0, 10) + " 18:30");
+}
+
 // ago says how long ago iso was: "5s ago", "3m ago", "2h ago", "4d ago".
 export function ago(iso, now = Date.now()) {
   if (!iso || iso.startsWith("0001-")) return "";
