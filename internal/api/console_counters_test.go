@@ -11,7 +11,8 @@ import (
 // chunk after chunk, every state of its row on the Objects tab (as a
 // MutationObserver sees each render) shows Events 7d and Loaded 7d
 // counting at least the rows the status says were written; the row never
-// shows "completed, 3,000 rows" beside an older count.
+// shows "completed, 3,000 rows" beside an older count. The same on the
+// object's page for a second backfill.
 func TestConsoleCountersWithStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{backfill: "{mode: manual, chunk_size: 250}", setup: `
@@ -61,4 +62,35 @@ func TestConsoleCountersWithStatus(t *testing.T) {
 		t.Errorf("the row showed only %d distinct figures of rows written (%v): the backfill was not followed live", len(writtens), writtens)
 	}
 	t.Logf("%d renders of the row, %d distinct figures of rows written", len(seen), len(writtens))
+
+	// The object's page: its Events 7d beside the newest run's Written
+	// while a second backfill writes the 3,000 rows again.
+	b.open("#/streams/"+e.name+"/objects/public.t", `tbody tr[data-backfill]`)
+	jsValue[bool](b, `(() => {
+		window.seen = [];
+		const snap = () => {
+			const row = document.querySelector("tbody tr[data-backfill]");
+			const fact = [...document.querySelectorAll(".sk-fact")].find((f) => f.querySelector(".k")?.textContent === "Events 7d");
+			if (!row || !fact || row.dataset.backfill === "`+strconv.FormatInt(e.backfills("stream="+e.name)[0].ID, 10)+`") return;
+			window.seen.push({status: row.dataset.status, events: fact.querySelector(".v").textContent, written: row.cells[10].textContent});
+		};
+		new MutationObserver(snap).observe(document.getElementById("main"), {subtree: true, childList: true, characterData: true});
+		return true;
+	})()`)
+	e.initiate(201, `{"objects": ["public.t"], "rows_per_second": 1000}`)
+	b.waitJS(`document.querySelector("tbody tr[data-backfill]")?.dataset.status === "completed" && window.seen.some((s) => s.events === "6,000")`)
+	var page []struct{ Status, Events, Written string }
+	if err := json.Unmarshal([]byte(jsValue[string](b, `JSON.stringify(window.seen)`)), &page); err != nil {
+		t.Fatal(err)
+	}
+	writtens = map[int]bool{}
+	for _, s := range page {
+		writtens[n(s.Written)] = true
+		if n(s.Events)-3000 < n(s.Written) {
+			t.Errorf("the object's page showed the run %s with %s written beside Events 7d %s (3,000 from the first run)", s.Status, s.Written, s.Events)
+		}
+	}
+	if len(writtens) < 3 {
+		t.Errorf("the object's page showed only %d distinct figures of rows written (%v)", len(writtens), writtens)
+	}
 }
