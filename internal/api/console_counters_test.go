@@ -71,7 +71,7 @@ func TestConsoleCountersWithStatus(t *testing.T) {
 		const snap = () => {
 			const row = document.querySelector("tbody tr[data-backfill]");
 			const fact = [...document.querySelectorAll(".sk-fact")].find((f) => f.querySelector(".k")?.textContent === "Events 7d");
-			if (!row || !fact || row.dataset.backfill === "`+strconv.FormatInt(e.backfills("stream="+e.name)[0].ID, 10)+`") return;
+			if (!row || !fact || row.dataset.backfill === "`+strconv.FormatInt(e.backfills("stream=" + e.name)[0].ID, 10)+`") return;
 			window.seen.push({status: row.dataset.status, events: fact.querySelector(".v").textContent, written: row.cells[10].textContent});
 		};
 		new MutationObserver(snap).observe(document.getElementById("main"), {subtree: true, childList: true, characterData: true});
