@@ -76,6 +76,12 @@ func TestConsoleBatchGrid(t *testing.T) {
 	}
 	b.shot("console-batch-grid-failed")
 
+	// The list says held too.
+	b.run(chromedp.Click(chromedp.CSS(`button[data-view="list"]`)))
+	b.waitJS(`document.querySelector('.bf-groups details[data-date="2025-01-12"] [data-task="ops.flaky"] .i-state [data-status]')?.dataset.status === "held"`)
+	b.run(chromedp.Click(chromedp.CSS(`button[data-view="grid"]`)))
+	b.waitJS(`document.querySelector("table.bf-grid") !== null`)
+
 	// A click on the failed cell opens its log.
 	b.run(chromedp.Click(chromedp.CSS(`table.bf-grid tr[data-task="ops.flaky"] td[data-date="2025-01-11"]`)))
 	b.waitJS(`(document.querySelector('dialog[data-dialog="instance"] pre.log') || {}).textContent?.includes("no input for 20250111")`)

@@ -7,7 +7,7 @@ import { ago, badge, confirm, errorBox, h, num, page, replace, select, span, tab
 import { actionButtons, instancePage as instPage, openInstance } from "./instance.js";
 import { datesLabel } from "./batchdialog.js";
 import { drawDag } from "./dag.js";
-import { colourDag, instanceGrid } from "./grid.js";
+import { colourDag, held, instanceGrid } from "./grid.js";
 
 export const instancePage = instPage;
 
@@ -255,7 +255,7 @@ export async function batchPage(main, [id], ctx) {
     return h("div", { class: "inst", dataset: { instance: i.id, task: i.task, state: i.state } },
       h("div", { class: "i-task" }, h("a", { href: "#/tasks/" + enc(i.task) }, i.task), hourly ? h("span", { class: "mono muted" }, " " + time(i.biz_time, tz).slice(11, 16)) : null,
         h("a", { class: "i-id", href: "#/instances/" + i.id, title: "Open instance #" + i.id }, "#" + i.id)),
-      h("div", { class: "i-state" }, badge(i.state, i.reason), i.mode !== "run" && i.mode !== i.state ? h("span", { class: "hint" }, " " + i.mode.replace("_", "-")) : null),
+      h("div", { class: "i-state" }, badge(held(i) ? "held" : i.state, i.reason), i.mode !== "run" && i.mode !== i.state ? h("span", { class: "hint" }, " " + i.mode.replace("_", "-")) : null),
       h("div", { class: "i-attempt muted", title: "attempt" }, i.attempt ? "×" + i.attempt : ""),
       h("div", { class: "i-times", title: `started ${time(i.started_at)} · finished ${time(i.finished_at)} (${userZone})` }, times),
       h("div", { class: "i-note" }, note),

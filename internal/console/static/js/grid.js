@@ -7,7 +7,9 @@
 import { enc } from "./api.js";
 import { h, num, time } from "./ui.js";
 
-const held = (i) => i.state === "waiting" && (i.reason || "").startsWith("held: ");
+// held says whether instance i waits because a failure holds it back (its
+// reason then says which).
+export const held = (i) => i.state === "waiting" && (i.reason || "").startsWith("held: ");
 
 // stateLabel is an instance's state in words, "held" for a waiting one a
 // failure holds back.
