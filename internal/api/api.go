@@ -84,6 +84,8 @@ func (s *Server) routes() {
 	// A filter or a column subset needs admin; initiate checks.
 	s.handle("POST /api/v1/streams/{stream}/backfills", operator, s.initiate)
 	s.handle("POST /api/v1/streams/{stream}/backfills/stop", operator, s.stop)
+	// A run's id is unique across streams, as a backfill's is; the routes
+	// under a stream are the deprecated aliases of the ones under /runs.
 	s.handle("GET /api/v1/streams/{stream}/runs/{id}", viewer, s.getRun)
 	s.handle("POST /api/v1/streams/{stream}/runs/{id}/stop", operator, s.stopRun)
 	s.handle("POST /api/v1/streams/{stream}/verify", operator, s.verify)
@@ -91,6 +93,8 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/backfills", viewer, s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", viewer, s.getBackfill)
 	s.handle("PATCH /api/v1/backfills/{id}", operator, s.setRate)
+	s.handle("GET /api/v1/runs/{id}", viewer, s.getRun)
+	s.handle("POST /api/v1/runs/{id}/stop", operator, s.stopRun)
 	s.handle("GET /api/v1/events", viewer, s.events)
 	s.handle("GET /api/v1/audit", viewer, s.audit)
 	s.batchRoutes()

@@ -94,7 +94,7 @@ func TestStreamsAndObjects(t *testing.T) {
 	if a.Status != "-" || a.Reason != stream.ReasonManual || a.Loaded || a.BackfillID != 0 || a.Schema != "public" || a.Table != "a" {
 		t.Errorf("public.a: %+v, want status - with the manual-mode reason", a)
 	}
-	if len(a.Columns) != 2 || a.Columns[0] != (store.ColumnInfo{Name: "id", Type: "integer", Key: true}) || a.Columns[1].Name != "v" || a.Columns[1].Key {
+	if len(a.Columns) != 2 || a.Columns[0] != (api.ColumnView{Name: "id", Type: "integer", Key: true}) || a.Columns[1].Name != "v" || a.Columns[1].Key {
 		t.Errorf("public.a columns: %+v", a.Columns)
 	}
 	if nk := objs["public.nokey"]; nk.Status != stream.StatusFailed || !strings.Contains(nk.Reason, "key") {

@@ -62,8 +62,8 @@ type TaskView struct {
 	DryRun        bool        `json:"dry_run,omitempty"`
 	Single        bool        `json:"single_instance,omitempty"`
 	ResourceGroup string      `json:"resource_group"`
-	Params        []dag.Param `json:"params,omitempty"`
-	Outputs       []dag.Param `json:"outputs,omitempty"`
+	Params        []ParamView `json:"params,omitempty"`
+	Outputs       []ParamView `json:"outputs,omitempty"`
 	Code          string      `json:"code,omitempty"`
 }
 
@@ -76,7 +76,7 @@ func taskView(g *dag.Graph, t *dag.Task) TaskView {
 		Schedule: t.Schedule.String(), Timezone: t.Schedule.Location.String(),
 		Upstream: nonNil(g.Upstream(t.ID)), Downstream: nonNil(g.Downstream(t.ID)),
 		SelfDependent: t.SelfDependent, Paused: t.Paused, DryRun: t.DryRun, Single: t.SingleInstance,
-		ResourceGroup: t.ResourceGroup, Params: t.Params, Outputs: t.Outputs, Code: code}
+		ResourceGroup: t.ResourceGroup, Params: paramViews(t.Params), Outputs: paramViews(t.Outputs), Code: code}
 }
 
 func nonNil(s []string) []string {
@@ -243,10 +243,13 @@ func (s *Server) previewBatch(w http.ResponseWriter, r *http.Request, _ string) 
 	return nil
 }
 
-// SubmitResponse is the answer to a submitted backfill.
+// SubmitResponse is the answer to a submitted batch backfill.
 type SubmitResponse struct {
-	Backfill store.BatchBackfill `json:"backfill"`
-	Plan     PlanView            `json:"plan"`
+	BatchBackfill BatchBackfillView `json:"batch_backfill"`
+	// Backfill is BatchBackfill's deprecated alias, which reads like a
+	// table backfill.
+	Backfill BatchBackfillView `json:"backfill"`
+	Plan     PlanView          `json:"plan"`
 }
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, who string) error {
@@ -266,7 +269,8 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return planError(err)
 	}
-	writeJSON(w, http.StatusCreated, SubmitResponse{Backfill: rec, Plan: planView(e.Graph(), p, user, 100)})
+	v := batchBackfillView(rec)
+	writeJSON(w, http.StatusCreated, SubmitResponse{BatchBackfill: v, Backfill: v, Plan: planView(e.Graph(), p, user, 100)})
 	return nil
 }
 
@@ -357,11 +361,11 @@ func (s *Server) listBatch(w http.ResponseWriter, r *http.Request, _ string) err
 	if err != nil {
 		return err
 	}
-	return writeList(w, recs)
+	return writeList(w, convert(recs, batchBackfillView))
 }
 
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request, _ string) error {
-	return writeByID(w, r, "backfill", s.st.GetBatchBackfill)
+	return writeByID(w, r, "batch backfill", s.st.GetBatchBackfill, batchBackfillView)
 }
 
 // writeList answers 200 with a JSON array, [] when empty.
@@ -373,8 +377,8 @@ func writeList[T any](w http.ResponseWriter, list []T) error {
 	return nil
 }
 
-// writeByID answers 200 with the record the path's {id} names.
-func writeByID[T any](w http.ResponseWriter, r *http.Request, what string, get func(context.Context, int64) (T, error)) error {
+// writeByID answers 200 with the view of the record the path's {id} names.
+func writeByID[T, V any](w http.ResponseWriter, r *http.Request, what string, get func(context.Context, int64) (T, error), view func(T) V) error {
 	id, err := pathID(r, what)
 	if err != nil {
 		return err
@@ -383,12 +387,12 @@ func writeByID[T any](w http.ResponseWriter, r *http.Request, what string, get f
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, view(v))
 	return nil
 }
 
 func (s *Server) stopBatch(w http.ResponseWriter, r *http.Request, who string) error {
-	e, id, err := s.engineAndID(r, "backfill")
+	e, id, err := s.engineAndID(r, "batch backfill")
 	if err != nil {
 		return err
 	}
@@ -405,7 +409,7 @@ type RerunRequest struct {
 }
 
 func (s *Server) rerunBatch(w http.ResponseWriter, r *http.Request, who string) error {
-	e, id, err := s.engineAndID(r, "backfill")
+	e, id, err := s.engineAndID(r, "batch backfill")
 	if err != nil {
 		return err
 	}
@@ -426,7 +430,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string)
 		if f.Scheduled {
 			return badRequest("scheduled=true lists the recurring schedule's instances: use GET /api/v1/batch/instances?scheduled=true")
 		}
-		id, err := pathID(r, "backfill")
+		id, err := pathID(r, "batch backfill")
 		if err != nil {
 			return err
 		}
@@ -456,11 +460,11 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, _ string)
 	if err != nil {
 		return err
 	}
-	return writeList(w, out)
+	return writeList(w, convert(out, batchInstanceView))
 }
 
 func (s *Server) getInstance(w http.ResponseWriter, r *http.Request, _ string) error {
-	return writeByID(w, r, "instance", s.st.GetBatchInstance)
+	return writeByID(w, r, "instance", s.st.GetBatchInstance, batchInstanceView)
 }
 
 // LogView is an attempt's log.

@@ -67,11 +67,11 @@ type ObjectView struct {
 	BackfillID int64  `json:"backfill_id,omitempty"`
 	// LoadedBy is, when the latest backfill was stopped, the earlier one
 	// whose load of the whole table still stands (see stream.LoadedBy).
-	LoadedBy int64              `json:"loaded_by,omitempty"`
-	Events7d int64              `json:"events_7d"`
-	Loaded7d int64              `json:"events_loaded_7d"`
-	Bytes30d int64              `json:"bytes_30d"`
-	Columns  []store.ColumnInfo `json:"columns"`
+	LoadedBy int64        `json:"loaded_by,omitempty"`
+	Events7d int64        `json:"events_7d"`
+	Loaded7d int64        `json:"events_loaded_7d"`
+	Bytes30d int64        `json:"bytes_30d"`
+	Columns  []ColumnView `json:"columns"`
 }
 
 func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -95,7 +95,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, _ string) e
 	out := make([]ObjectView, 0, len(objs))
 	for _, o := range objs {
 		v := ObjectView{Object: config.FormatTable(change.TableID{Schema: o.Schema, Name: o.Table}), Schema: o.Schema, Table: o.Table, Status: o.Status, Reason: o.Reason,
-			Loaded: o.Loaded, BackfillID: o.BackfillID, Columns: o.Columns}
+			Loaded: o.Loaded, BackfillID: o.BackfillID, Columns: convert(o.Columns, columnView)}
 		if v.Status == "" {
 			v.Status = "-"
 		}
@@ -119,15 +119,18 @@ type ObjectsRequest struct {
 	Objects []string `json:"objects"`
 }
 
-// InitiateRequest names objects to backfill, with the runs' options.
+// InitiateRequest names objects to backfill, with the backfills' options.
 type InitiateRequest struct {
 	Objects []string `json:"objects"`
 	// SampleRows reads only about the first N rows of each object in key
 	// order and leaves the rest of its destination table alone.
 	SampleRows int64 `json:"sample_rows,omitempty"`
-	// RunAt keeps the runs pending until then.
+	// StartAt keeps the backfills pending until then.
+	StartAt *time.Time `json:"start_at,omitempty"`
+	// RunAt is StartAt's deprecated alias: "run" names several backfills
+	// initiated as one.
 	RunAt *time.Time `json:"run_at,omitempty"`
-	// RowsPerSecond limits each run's reads (0: the stream's limit).
+	// RowsPerSecond limits each backfill's reads (0: the stream's limit).
 	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
 	// Filter backfills only the source rows matching this condition on
 	// the table's columns (the form package rowfilter accepts).
@@ -138,6 +141,20 @@ type InitiateRequest struct {
 	// AsOneRun makes the objects' backfills one run: one id (each
 	// backfill's run_id), completed when every one is.
 	AsOneRun bool `json:"as_one_run,omitempty"`
+}
+
+// startAt is the start time under either name; both must agree.
+func (req InitiateRequest) startAt() (*time.Time, error) {
+	switch {
+	case req.RunAt == nil:
+		return req.StartAt, nil
+	case req.StartAt == nil:
+		return req.RunAt, nil
+	case !req.StartAt.Equal(*req.RunAt):
+		return nil, badRequest("start_at %s and run_at %s differ: send start_at only (run_at is its deprecated alias)",
+			req.StartAt.Format(time.RFC3339), req.RunAt.Format(time.RFC3339))
+	}
+	return req.StartAt, nil
 }
 
 func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) error {
@@ -163,13 +180,17 @@ func (s *Server) initiate(w http.ResponseWriter, r *http.Request, who string) er
 	if err := s.checkObjects(r.Context(), str, ids); err != nil {
 		return err
 	}
-	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: req.RunAt, RowsPerSecond: req.RowsPerSecond,
+	start, err := req.startAt()
+	if err != nil {
+		return err
+	}
+	opts := stream.BackfillOptions{SampleRows: req.SampleRows, RunAt: start, RowsPerSecond: req.RowsPerSecond,
 		Filter: req.Filter, Columns: req.Columns, AsOneRun: req.AsOneRun}
 	recs, err := str.InitiateWith(r.Context(), ids, who, opts)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, recs)
+	writeJSON(w, http.StatusCreated, backfillViews(recs))
 	return nil
 }
 
@@ -221,7 +242,7 @@ func (s *Server) estimate(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return &Error{Status: http.StatusBadGateway, Code: "source_unavailable", Message: err.Error() + ": check that the source is reachable (tidemark doctor)"}
 	}
-	writeJSON(w, http.StatusOK, est)
+	writeJSON(w, http.StatusOK, estimateView(est))
 	return nil
 }
 
@@ -269,7 +290,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request, _ string) error 
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, checks)
+	writeJSON(w, http.StatusOK, convert(checks, checkView))
 	return nil
 }
 
@@ -310,7 +331,7 @@ func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request, _ string)
 		}
 		recs = []store.Backfill{}
 	}
-	writeJSON(w, http.StatusOK, recs)
+	writeJSON(w, http.StatusOK, backfillViews(recs))
 	return nil
 }
 
@@ -335,7 +356,7 @@ func parseTime(name, v string) (time.Time, error) {
 	return t, nil
 }
 
-// RateRequest changes a pending or active run's read limit.
+// RateRequest changes a pending or active backfill's read limit.
 type RateRequest struct {
 	// RowsPerSecond is the new limit; 0 goes back to the stream's.
 	RowsPerSecond *float64 `json:"rows_per_second"`
@@ -365,7 +386,7 @@ func (s *Server) setRate(w http.ResponseWriter, r *http.Request, _ string) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, backfillView(rec))
 	return nil
 }
 
@@ -378,7 +399,7 @@ func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request, _ string) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, backfillView(rec))
 	return nil
 }
 

@@ -21,7 +21,6 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/internal/api"
-	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/config"
@@ -263,7 +262,7 @@ var schemaKeywords = map[string]bool{
 	"example": true, "nullable": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "oneOf": true, "anyOf": true, "allOf": true, "not": true, "minimum": true, "maximum": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true,
-	"readOnly": true, "writeOnly": true, "uniqueItems": true,
+	"readOnly": true, "writeOnly": true, "uniqueItems": true, "deprecated": true,
 }
 
 // TestOpenAPIReferencesResolve checks that every $ref of the document
@@ -410,23 +409,23 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 	}{
 		{"StreamView", api.StreamView{}, true},
 		{"StreamState", store.StreamState{}, true},
-		{"ColumnInfo", store.ColumnInfo{}, true},
+		{"ColumnInfo", api.ColumnView{}, true},
 		{"ObjectView", api.ObjectView{}, true},
 		{"ObjectsRequest", api.ObjectsRequest{}, false},
 		{"InitiateRequest", api.InitiateRequest{}, false},
 		{"RateRequest", api.RateRequest{}, false},
-		{"Backfill", store.Backfill{}, true},
-		{"VerifySummary", store.VerifySummary{}, true},
-		{"RunView", stream.RunView{}, true},
+		{"Backfill", api.BackfillView{}, true},
+		{"VerifySummary", api.VerifyView{}, true},
+		{"RunView", api.RunView{}, true},
 		{"VerifyRequest", api.VerifyRequest{}, false},
-		{"ObjectCheck", stream.ObjectCheck{}, true},
-		{"Estimate", stream.Estimate{}, true},
-		{"ObjectEstimate", stream.ObjectEstimate{}, true},
-		{"RangeCheck", stream.RangeCheck{}, true},
+		{"ObjectCheck", api.CheckView{}, true},
+		{"Estimate", api.EstimateView{}, true},
+		{"ObjectEstimate", api.ObjectEstimateView{}, true},
+		{"RangeCheck", api.RangeView{}, true},
 		{"StreamEvent", stream.Event{}, true},
 		{"LagAlert", fieldType(stream.Event{}, "Lag"), true},
 		{"BatchEvent", engine.Event{}, true},
-		{"Param", dag.Param{}, true},
+		{"Param", api.ParamView{}, true},
 		{"TaskView", api.TaskView{}, true},
 		{"PlanRequest", plan.Request{}, false},
 		{"PlanDates", plan.Dates{}, false},
@@ -435,8 +434,8 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"PlanView", api.PlanView{}, true},
 		{"PlannedInstance", api.PlannedInstance{}, true},
 		{"SubmitResponse", api.SubmitResponse{}, true},
-		{"BatchBackfill", store.BatchBackfill{}, true},
-		{"BatchInstance", store.BatchInstance{}, true},
+		{"BatchBackfill", api.BatchBackfillView{}, true},
+		{"BatchInstance", api.BatchInstanceView{}, true},
 		{"LogView", api.LogView{}, true},
 		{"RerunRequest", api.RerunRequest{}, false},
 		{"AuditRecord", api.AuditRecord{}, true},
@@ -641,12 +640,17 @@ func TestOpenAPIDescribesResponses(t *testing.T) {
 	}
 	first, _ := members[0].(map[string]any)
 	run, _ := first["run_id"].(json.Number)
+	do("GET", "/api/v1/runs/"+run.String(), "")
+	do("GET", "/api/v1/runs/999999", "")
+	do("GET", "/api/v1/runs/x", "")
 	do("GET", "/api/v1/streams/alpha/runs/"+run.String(), "")
 	do("GET", "/api/v1/streams/beta/runs/"+run.String(), "") // 404: alpha's
 	do("GET", "/api/v1/streams/alpha/runs/999999", "")
 	do("GET", "/api/v1/streams/alpha/runs/x", "")
-	do("POST", "/api/v1/streams/alpha/runs/"+run.String()+"/stop", "")
+	do("POST", "/api/v1/runs/"+run.String()+"/stop", "")
+	do("POST", "/api/v1/runs/"+run.String()+"/stop", "")               // 409: ended
 	do("POST", "/api/v1/streams/alpha/runs/"+run.String()+"/stop", "") // 409: ended
+	do("POST", "/api/v1/runs/999999/stop", "")
 }
 
 // matchOperation finds the operation whose path template matches path,
@@ -687,6 +691,13 @@ func matchOperation(ops map[string]map[string]any, method, path string) (string,
 // check returns how v does not fit schema.
 func (d oapi) check(at string, schema map[string]any, v any) []string {
 	s := d.deref(at, schema)
+	if all, ok := s["allOf"].([]any); ok {
+		var errs []string
+		for _, a := range all {
+			errs = append(errs, d.check(at, d.obj(at, a), v)...)
+		}
+		return errs
+	}
 	if alts, ok := s["oneOf"].([]any); ok {
 		var errs []string
 		for i, a := range alts {

@@ -35,6 +35,8 @@ var routeRoles = map[string]config.Role{
 	"POST /api/v1/streams/{stream}/backfills/stop":     config.RoleOperator,
 	"GET /api/v1/streams/{stream}/runs/{id}":           config.RoleViewer,
 	"POST /api/v1/streams/{stream}/runs/{id}/stop":     config.RoleOperator,
+	"GET /api/v1/runs/{id}":                            config.RoleViewer,
+	"POST /api/v1/runs/{id}/stop":                      config.RoleOperator,
 	"POST /api/v1/streams/{stream}/verify":             config.RoleOperator,
 	"GET /api/v1/streams/{stream}/estimate":            config.RoleViewer,
 	"GET /api/v1/backfills":                            config.RoleViewer,

@@ -111,7 +111,7 @@ func auditFigures(r auditRecord) string {
 	case api.AuditBatch:
 		var f api.BatchFigures
 		if json.Unmarshal(r.Figures, &f) == nil {
-			return stateCounts(store.BatchBackfill{Instances: f.Instances, States: f.States})
+			return stateCounts(api.BatchBackfillView{Instances: f.Instances, States: f.States})
 		}
 	case api.AuditAction:
 		var f api.ActionFigures

@@ -17,7 +17,10 @@ import (
 )
 
 func backfillCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "backfill", Short: "Backfills of streams' objects: initiate, wait, stop, estimate, list, set-rate, run, stop-run"}
+	c := &cobra.Command{Use: "backfill", Short: "Backfills (copies of tables) of streams' objects: initiate, wait, stop, estimate, list, set-rate, show-run, stop-run",
+		Long: `Backfills of streams' objects. A backfill is one copy of one table; a run is
+several backfills initiated together (--as-one-run); a batch backfill, of
+recurring tasks, is "tidemark batch" (docs/glossary.md).`}
 	c.AddCommand(backfillInitiateCmd(g), &cobra.Command{
 		Use:   "stop STREAM OBJECT...",
 		Short: "Stop the backfills of objects; refused for Completed, Stopped or Failed objects",
@@ -32,7 +35,7 @@ func backfillCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillRunCmd(g), backfillStopRunCmd(g), backfillWaitCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillShowRunCmd(g, "show-run"), backfillShowRunCmd(g, "run"), backfillStopRunCmd(g), backfillWaitCmd(g))
 	return c
 }
 
@@ -50,7 +53,7 @@ first completed backfill unless rows_per_second is set.`,
 		Args: usageArgs(1, -1),
 		RunE: func(c *cobra.Command, args []string) error {
 			q := url.Values{"object": args[1:]}
-			var est stream.Estimate
+			var est api.EstimateView
 			if err := g.client().do(c.Context(), "GET", "/api/v1/streams/"+url.PathEscape(args[0])+"/estimate?"+q.Encode(), nil, &est); err != nil {
 				return err
 			}
@@ -127,9 +130,9 @@ is refused with exit code 2, naming it. --columns a,b fills only these non-key c
 destination holds, leaving its other columns alone.
 
 --as-one-run makes the backfills one run: one id (printed), completed when
-every backfill is; see it with "tidemark backfill run STREAM ID" and stop it
-with "tidemark backfill stop-run STREAM ID". With --wait, the run is
-followed until it has ended, then its status is printed.`,
+every backfill is; see it with "tidemark backfill show-run ID" and stop it
+with "tidemark backfill stop-run ID". With --wait, the run is followed
+until it has ended, then its status is printed.`,
 		Args: usageArgs(2, -1),
 		RunE: func(c *cobra.Command, args []string) error {
 			// Checked here too: NaN and infinities do not even encode as JSON.
@@ -141,7 +144,7 @@ followed until it has ended, then its status is printed.`,
 				if err != nil {
 					return &exitError{code: ExitUsage, err: fmt.Errorf("--at %q is not a time: use RFC 3339, e.g. 2026-12-01T02:00:00+01:00", at)}
 				}
-				req.RunAt = &t
+				req.StartAt = &t
 			}
 			req.Objects = args[1:]
 			var es *eventStream
@@ -162,7 +165,7 @@ followed until it has ended, then its status is printed.`,
 				fmt.Fprintf(g.stdout, "run %d of %d backfill(s)\n", out[0].RunID, len(out))
 			}
 			if wait {
-				return g.followRun(c.Context(), es, args[0], out)
+				return g.followRun(c.Context(), es, out)
 			}
 			if g.json {
 				return g.printJSON(out)
@@ -187,7 +190,7 @@ followed until it has ended, then its status is printed.`,
 // followRun follows initiated backfills to their end (see
 // followBackfills); for the backfills of one run, the run's status is
 // printed last.
-func (g *globals) followRun(ctx context.Context, es *eventStream, streamName string, out []store.Backfill) error {
+func (g *globals) followRun(ctx context.Context, es *eventStream, out []store.Backfill) error {
 	if len(out) == 0 || out[0].RunID == 0 {
 		return g.followBackfills(ctx, es, out)
 	}
@@ -196,41 +199,68 @@ func (g *globals) followRun(ctx context.Context, es *eventStream, streamName str
 	if g.json {
 		return err
 	}
-	var v stream.RunView
-	if rerr := g.client().do(ctx, "GET", runPath(streamName, strconv.FormatInt(id, 10)), nil, &v); rerr != nil {
+	var v api.RunView
+	if rerr := g.client().do(ctx, "GET", runPath([]string{strconv.FormatInt(id, 10)}), nil, &v); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	fmt.Fprintf(g.stdout, "run %d: %s\n", v.ID, v.Status)
 	return err
 }
 
-func runPath(streamName, id string) string {
-	return "/api/v1/streams/" + url.PathEscape(streamName) + "/runs/" + url.PathEscape(id)
+// runArgs is how show-run and stop-run take a run: "ID", as set-rate
+// takes a backfill, or the deprecated "STREAM ID".
+const runArgs = `ID is the run's id, as "backfill initiate --as-one-run" prints it and
+"backfill list" shows it (RUN). The older form STREAM ID still works: it
+also checks that the run is the stream's.`
+
+// runPath is the API path of the run args name: /api/v1/runs/ID, or the
+// stream's deprecated alias for STREAM ID.
+func runPath(args []string) string {
+	if len(args) == 2 {
+		return "/api/v1/streams/" + url.PathEscape(args[0]) + "/runs/" + url.PathEscape(args[1])
+	}
+	return "/api/v1/runs/" + url.PathEscape(args[0])
 }
 
-func backfillRunCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "run STREAM ID",
-		Short: "Show a run (backfills initiated with --as-one-run): its status, totals and each backfill",
-		Args:  usageArgs(2, 2),
+// backfillShowRunCmd is show-run, or under its deprecated name "run" (a
+// run of backfills reads like running one), which takes STREAM ID only,
+// as it always did.
+func backfillShowRunCmd(g *globals, name string) *cobra.Command {
+	use, args := name+" ID", usageArgs(1, 2)
+	if name != "show-run" {
+		use, args = name+" STREAM ID", usageArgs(2, 2)
+	}
+	c := &cobra.Command{
+		Use:   use,
+		Short: "Show a run (backfills initiated together with --as-one-run): its status, totals and each backfill",
+		Long:  "Show a run (backfills initiated together with --as-one-run): its status, totals\nand each backfill.\n\n" + runArgs,
+		Args:  args,
 		RunE: func(c *cobra.Command, args []string) error {
-			var v stream.RunView
-			if err := g.client().do(c.Context(), "GET", runPath(args[0], args[1]), nil, &v); err != nil {
+			if name != "show-run" {
+				// On stderr, not where cobra's Deprecated prints: stdout
+				// may be JSON a script reads.
+				fmt.Fprintf(g.stderr, "tidemark: \"backfill %s\" is deprecated: use \"tidemark backfill show-run ID\"\n", name)
+			}
+			var v api.RunView
+			if err := g.client().do(c.Context(), "GET", runPath(args), nil, &v); err != nil {
 				return err
 			}
 			return g.printRun(v)
 		},
 	}
+	c.Hidden = name != "show-run"
+	return c
 }
 
 func backfillStopRunCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "stop-run STREAM ID",
+		Use:   "stop-run ID",
 		Short: "Stop the backfills of a run still pending or active; refused for a run that has ended",
-		Args:  usageArgs(2, 2),
+		Long:  "Stop the backfills of a run still pending or active; refused for a run that has\nended.\n\n" + runArgs,
+		Args:  usageArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
-			var v stream.RunView
-			if err := g.client().do(c.Context(), "POST", runPath(args[0], args[1])+"/stop", nil, &v); err != nil {
+			var v api.RunView
+			if err := g.client().do(c.Context(), "POST", runPath(args)+"/stop", nil, &v); err != nil {
 				return err
 			}
 			return g.printRun(v)
@@ -240,7 +270,7 @@ func backfillStopRunCmd(g *globals) *cobra.Command {
 
 // printRun shows a run: a line of its status and totals, then its
 // backfills.
-func (g *globals) printRun(v stream.RunView) error {
+func (g *globals) printRun(v api.RunView) error {
 	if g.json {
 		return g.printJSON(v)
 	}
@@ -262,7 +292,13 @@ func backfillSetRateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-rate ID ROWS_PER_SECOND",
 		Short: "Change a pending or active backfill's rows/s limit (1 to 1000000000) without stopping it (0: the stream's limit)",
-		Args:  usageArgs(2, 2),
+		Long: `Change a pending or active backfill's rows/s limit (1 to 1000000000) without
+stopping it; 0 goes back to the stream's backfill.rows_per_second.
+
+ID is the backfill's id, as "backfill initiate" prints it and "backfill
+list" shows it (ID): a backfill's id, like a run's, is unique across
+streams.`,
+		Args: usageArgs(2, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			rate, err := strconv.ParseFloat(args[1], 64)
 			if err != nil || stream.CheckRate(rate) != nil {
@@ -292,7 +328,7 @@ func backfillListCmd(g *globals) *cobra.Command {
 	var stream, object, status, startedBy, since string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List backfill runs, newest first",
+		Short: "List backfills (one line per copy of a table), newest first, with the run each belongs to",
 		Args:  usageArgs(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			q := url.Values{}
@@ -309,9 +345,9 @@ func backfillListCmd(g *globals) *cobra.Command {
 				return g.printJSON(out)
 			}
 			tw := g.table()
-			fmt.Fprintln(tw, "ID\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tVERIFY\tERROR")
+			fmt.Fprintln(tw, "ID\tRUN\tSTREAM\tOBJECT\tSTATUS\tBY\tREAD\tWRITTEN\tREMOVED\tCHUNKS\tCONFLICTS\tCREATED\tLOADED\tVERIFY\tERROR")
 			for _, b := range out {
-				fmt.Fprintf(tw, "%d\t%s\t%s.%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.Stream, cell(b.Schema), cell(b.Table), b.Status, cell(b.StartedBy),
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s.%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, runText(b.RunID), b.Stream, cell(b.Schema), cell(b.Table), b.Status, cell(b.StartedBy),
 					thousands(b.RowsRead), thousands(b.RowsWritten), thousands(b.RowsRemoved), thousands(b.Chunks), thousands(b.WindowConflicts), ago(&b.CreatedAt), ago(b.LoadedAt), verifyText(b.Verify), cell(b.Error))
 			}
 			return tw.Flush()
@@ -320,9 +356,17 @@ func backfillListCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&stream, "stream", "", "only this stream")
 	c.Flags().StringVar(&object, "object", "", "only this object (schema.table)")
 	c.Flags().StringVar(&status, "status", "", "only this status (pending, active, completed, stopped, failed)")
-	c.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this (automatic, cli, api, api:NAME)")
-	c.Flags().StringVar(&since, "since", "", "only runs created at or after this RFC 3339 time")
+	c.Flags().StringVar(&startedBy, "started-by", "", "only backfills started by this (automatic, cli, api, api:NAME)")
+	c.Flags().StringVar(&since, "since", "", "only backfills created at or after this RFC 3339 time")
 	return c
+}
+
+// runText is the run a backfill belongs to, "-" for none.
+func runText(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(id, 10)
 }
 
 // verifyText is the verify that ended a backfill, in a word or two.

@@ -237,10 +237,10 @@ func batchCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "batch", Short: "Backfill recurring tasks for past business dates: preview, submit, operate"}
 	c.AddCommand(batchSubmitCmd(g, true), batchSubmitCmd(g, false), batchListCmd(g), batchShowCmd(g),
 		batchInstancesCmd(g), batchLogCmd(g), batchExportCmd(g), batchWaitCmd(g),
-		batchActionCmd(g, "stop", "Stop a backfill: running instances are ended, the rest will not run", "/stop"),
+		batchActionCmd(g, "stop", "Stop a batch backfill: running instances are ended, the rest will not run", "/stop"),
 		batchRerunCmd(g),
 		instanceActionCmd(g, "stop-instance", "Stop one instance (its process group ends, its SQL is cancelled)", "stop"),
-		instanceActionCmd(g, "mark-succeeded", "Mark an instance (of a backfill or the recurring schedule) succeeded so what waits for it proceeds", "mark-succeeded"),
+		instanceActionCmd(g, "mark-succeeded", "Mark an instance (of a batch backfill or the recurring schedule) succeeded so what waits for it proceeds", "mark-succeeded"),
 		instanceActionCmd(g, "rerun-instance", "Re-run one failed or stopped instance (or a blocked one of the recurring schedule)", "rerun"))
 	return c
 }
@@ -249,9 +249,9 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 	var f requestFlags
 	var limit int
 	var wait bool
-	use, short := "backfill TASK", "Submit a backfill of TASK (and, with the scope flags, its upstream or downstream)"
+	use, short := "backfill TASK", "Submit a batch backfill of TASK (and, with the scope flags, its upstream or downstream)"
 	if preview {
-		use, short = "preview TASK", "Show the plan of a backfill — every instance, group, order and wait — without running anything"
+		use, short = "preview TASK", "Show the plan of a batch backfill — every instance, group, order and wait — without running anything"
 	}
 	c := &cobra.Command{
 		Use:   use,
@@ -295,7 +295,7 @@ func batchSubmitCmd(g *globals, preview bool) *cobra.Command {
 				return g.printJSON(out)
 			}
 			if !g.json {
-				fmt.Fprintf(g.stdout, "backfill %d %q: %d instance(s) of %d task(s) over %d date(s) in %d group(s); %s\n",
+				fmt.Fprintf(g.stdout, "batch backfill %d %q: %d instance(s) of %d task(s) over %d date(s) in %d group(s); %s\n",
 					out.Backfill.ID, out.Backfill.Name, out.Plan.Count, len(out.Plan.Tasks), len(out.Plan.Dates), len(out.Plan.Groups), out.Backfill.State)
 			}
 			if wait {
@@ -332,7 +332,7 @@ func batchListCmd(g *globals) *cobra.Command {
 	var task, state, startedBy, since string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List backfills of recurring tasks, newest first: who started each, when, with which options",
+		Short: "List batch backfills (of recurring tasks), newest first: who started each, when, with which options",
 		Args:  usageArgs(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			q := url.Values{}
@@ -341,7 +341,7 @@ func batchListCmd(g *globals) *cobra.Command {
 					q.Set(k, v)
 				}
 			}
-			var out []store.BatchBackfill
+			var out []api.BatchBackfillView
 			if err := g.client().do(c.Context(), "GET", "/api/v1/batch/backfills?"+q.Encode(), nil, &out); err != nil {
 				return err
 			}
@@ -363,7 +363,7 @@ func batchListCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func stateCounts(b store.BatchBackfill) string {
+func stateCounts(b api.BatchBackfillView) string {
 	var parts []string
 	for _, st := range []string{store.InstanceSucceeded, store.InstanceDryRun, store.InstanceRunning, store.InstanceWaiting,
 		store.InstanceFailed, store.InstanceStopped, store.InstanceBlocked} {
@@ -377,17 +377,17 @@ func stateCounts(b store.BatchBackfill) string {
 func batchShowCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one backfill with its options and instance counts",
+		Short: "Show one batch backfill with its options and instance counts",
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var b store.BatchBackfill
+			var b api.BatchBackfillView
 			if err := g.client().do(c.Context(), "GET", "/api/v1/batch/backfills/"+url.PathEscape(args[0]), nil, &b); err != nil {
 				return err
 			}
 			if g.json {
 				return g.printJSON(b)
 			}
-			fmt.Fprintf(g.stdout, "backfill %d %q of %s: %s\n  instances: %s\n  started by %s at %s; run at %s; finished %s\n  request: %s\n",
+			fmt.Fprintf(g.stdout, "batch backfill %d %q of %s: %s\n  instances: %s\n  started by %s at %s; run at %s; finished %s\n  request: %s\n",
 				b.ID, b.Name, b.Task, b.State, stateCounts(b), b.StartedBy, ago(&b.CreatedAt), ago(&b.RunAt), ago(b.FinishedAt), b.Request)
 			if b.Error != "" {
 				fmt.Fprintf(g.stdout, "  %s\n", b.Error)
@@ -402,7 +402,7 @@ func batchInstancesCmd(g *globals) *cobra.Command {
 	var limit int
 	c := &cobra.Command{
 		Use:   "instances ID",
-		Short: "List a backfill's instances by date and group with their states",
+		Short: "List a batch backfill's instances by date and group with their states",
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			q := url.Values{"limit": {strconv.Itoa(limit)}}
@@ -412,7 +412,7 @@ func batchInstancesCmd(g *globals) *cobra.Command {
 			if task != "" {
 				q.Set("task", task)
 			}
-			var out []store.BatchInstance
+			var out []api.BatchInstanceView
 			if err := g.client().do(c.Context(), "GET", "/api/v1/batch/backfills/"+url.PathEscape(args[0])+"/instances?"+q.Encode(), nil, &out); err != nil {
 				return err
 			}
@@ -454,7 +454,7 @@ func batchLogCmd(g *globals) *cobra.Command {
 				return usageErr("--attempt %d: use an attempt number from 1 to 1000000, or leave it out for the latest", attempt)
 			}
 			if code {
-				var in store.BatchInstance
+				var in api.BatchInstanceView
 				if err := g.client().do(c.Context(), "GET", "/api/v1/batch/instances/"+url.PathEscape(args[0]), nil, &in); err != nil {
 					return err
 				}
@@ -484,7 +484,7 @@ func batchLogCmd(g *globals) *cobra.Command {
 func batchExportCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "export ID",
-		Short: "Print a backfill's selected node list as CSV",
+		Short: "Print a batch backfill's selected node list as CSV",
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			body, err := g.client().raw(c.Context(), "GET", "/api/v1/batch/backfills/"+url.PathEscape(args[0])+"/nodes.csv")
@@ -503,14 +503,14 @@ func batchActionCmd(g *globals, use, short, suffix string) *cobra.Command {
 		Short: short,
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var b store.BatchBackfill
+			var b api.BatchBackfillView
 			if err := g.client().do(c.Context(), "POST", "/api/v1/batch/backfills/"+url.PathEscape(args[0])+suffix, nil, &b); err != nil {
 				return err
 			}
 			if g.json {
 				return g.printJSON(b)
 			}
-			fmt.Fprintf(g.stdout, "backfill %d: %s\n", b.ID, b.State)
+			fmt.Fprintf(g.stdout, "batch backfill %d: %s\n", b.ID, b.State)
 			return nil
 		},
 	}
@@ -519,7 +519,7 @@ func batchActionCmd(g *globals, use, short, suffix string) *cobra.Command {
 func batchRerunCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rerun ID [INSTANCE...]",
-		Short: "Re-run a backfill's failed and stopped instances (or only those named)",
+		Short: "Re-run a batch backfill's failed and stopped instances (or only those named)",
 		Args:  usageArgs(1, -1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var req api.RerunRequest
@@ -530,14 +530,14 @@ func batchRerunCmd(g *globals) *cobra.Command {
 				}
 				req.Instances = append(req.Instances, id)
 			}
-			var b store.BatchBackfill
+			var b api.BatchBackfillView
 			if err := g.client().do(c.Context(), "POST", "/api/v1/batch/backfills/"+url.PathEscape(args[0])+"/rerun", req, &b); err != nil {
 				return err
 			}
 			if g.json {
 				return g.printJSON(b)
 			}
-			fmt.Fprintf(g.stdout, "backfill %d: %s\n", b.ID, b.State)
+			fmt.Fprintf(g.stdout, "batch backfill %d: %s\n", b.ID, b.State)
 			return nil
 		},
 	}
@@ -549,7 +549,7 @@ func instanceActionCmd(g *globals, use, short, action string) *cobra.Command {
 		Short: short,
 		Args:  usageArgs(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var in store.BatchInstance
+			var in api.BatchInstanceView
 			var err error
 			if action == "stop" {
 				in, err = g.stopInstance(c.Context(), args[0])

@@ -48,6 +48,10 @@ tasks:
 	if r.code != 0 || !strings.Contains(r.stdout, `backfill 1 "january": 6 instance(s)`) {
 		t.Fatalf("backfill: %s", r)
 	}
+	// A batch backfill never prints as a bare "backfill N" (issue 16).
+	if !strings.HasPrefix(r.stdout, `batch backfill 1 "january"`) {
+		t.Errorf("a submitted batch backfill prints as %q, want batch backfill 1", r.stdout)
+	}
 	var b store.BatchBackfill
 	poll(t, d, "backfill 1 to succeed", func() bool {
 		r := cli("batch", "show", "1", "--json")
@@ -66,6 +70,18 @@ tasks:
 	if err := json.Unmarshal([]byte(cli("batch", "instances", "1", "--task", "sales.load", "--json").stdout), &ins); err != nil || len(ins) != 3 {
 		t.Fatalf("instances: %v %+v", err, ins)
 	}
+	// Its instances name it batch_backfill_id, and backfill_id, the
+	// deprecated alias.
+	var named []map[string]any
+	if err := json.Unmarshal([]byte(cli("batch", "instances", "1", "--task", "sales.load", "--json").stdout), &named); err != nil || len(named) != 3 ||
+		named[0]["batch_backfill_id"] != 1.0 || named[0]["backfill_id"] != 1.0 {
+		t.Errorf("instances --json: %v %v", err, named)
+	}
+	for _, args := range [][]string{{"batch", "show", "1"}, {"batch", "stop", "1"}} {
+		if r := cli(args...); !strings.Contains(r.stdout+r.stderr, "batch backfill 1") {
+			t.Errorf("%s: %s, want it named batch backfill 1", strings.Join(args, " "), r)
+		}
+	}
 	if r := cli("batch", "log", fmt.Sprint(ins[0].ID)); !strings.Contains(r.stdout, "loading 20250110") {
 		t.Errorf("log: %s", r)
 	}
@@ -78,7 +94,7 @@ tasks:
 
 	// --wait follows pushed events to the end; the exit code says how it ended.
 	r = cli("batch", "backfill", "load", "--from", "2025-02-01", "--to", "2025-02-03", "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "backfill 2 succeeded") || strings.Count(r.stdout, "sales.load: succeeded") != 3 {
+	if r.code != 0 || !strings.Contains(r.stdout, "batch backfill 2 succeeded") || strings.Count(r.stdout, "sales.load: succeeded") != 3 {
 		t.Errorf("backfill --wait: %s", r)
 	}
 	r = cli("batch", "backfill", "broken", "--from", "2025-02-01", "--wait")

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -19,8 +20,8 @@ var stopWait = runner.GracePeriod + 5*time.Second
 // the answer to the stop still says running: the end is awaited from the
 // daemon's events (subscribed before the stop, so that it cannot be
 // missed), up to stopWait; past that the instance is shown as "stopping".
-func (g *globals) stopInstance(ctx context.Context, id string) (store.BatchInstance, error) {
-	var in store.BatchInstance
+func (g *globals) stopInstance(ctx context.Context, id string) (api.BatchInstanceView, error) {
+	var in api.BatchInstanceView
 	path := "/api/v1/batch/instances/" + url.PathEscape(id)
 	es, err := g.client().subscribe(ctx, "")
 	if err != nil {

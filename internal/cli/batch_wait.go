@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/api"
 )
 
 func batchWaitCmd(g *globals) *cobra.Command {
@@ -30,12 +30,12 @@ blocked, 2 when there is no backfill ID.`,
 				return err
 			}
 			defer es.Close()
-			var b store.BatchBackfill
+			var b api.BatchBackfillView
 			if err := g.client().do(c.Context(), "GET", "/api/v1/batch/backfills/"+url.PathEscape(args[0]), nil, &b); err != nil {
 				return err
 			}
 			if !g.json {
-				fmt.Fprintf(g.stdout, "backfill %d %q of %s: %s\n", b.ID, b.Name, b.Task, stateCounts(b))
+				fmt.Fprintf(g.stdout, "batch backfill %d %q of %s: %s\n", b.ID, b.Name, b.Task, stateCounts(b))
 			}
 			return g.followBatch(c.Context(), es, b)
 		},

@@ -135,7 +135,7 @@ func reportDemo(ctx context.Context, sub *globals, say func(string, ...any)) err
 		return err
 	}
 	say("verify (source against destination, per key range):")
-	var checks []stream.ObjectCheck
+	var checks []api.CheckView
 	if err := sub.client().do(ctx, "POST", "/api/v1/streams/shop/verify", api.VerifyRequest{}, &checks); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -15,7 +16,7 @@ import (
 // group has a bar (instances ended of the group's, running and failed
 // counts, rate, ETA); otherwise each instance end is a line; with --json
 // each event of the backfill is a JSON line.
-func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.BatchBackfill) error {
+func (g *globals) followBatch(ctx context.Context, es *eventStream, rec api.BatchBackfillView) error {
 	f, err := g.newBatchFollower(ctx, rec.ID)
 	if err != nil {
 		return err
@@ -34,7 +35,7 @@ func (g *globals) followBatch(ctx context.Context, es *eventStream, rec store.Ba
 		select {
 		case e, open := <-es.events:
 			if !open {
-				return es.streamEnded(fmt.Sprintf("backfill %d", rec.ID))
+				return es.streamEnded(fmt.Sprintf("batch backfill %d", rec.ID))
 			}
 			ev = e.Event
 		case <-tick.C:
@@ -99,7 +100,7 @@ func (g *globals) newBatchFollower(ctx context.Context, id int64) (*batchFollowe
 // (up to the end state), then its concurrency groups'.
 func (f *batchFollower) bars() []progressItem {
 	groups := groupItems(f.states, f.groups, f.sizes)
-	head := progressItem{Key: "backfill", Label: fmt.Sprintf("backfill %d", f.id), Unit: "ended", Rate: "instances",
+	head := progressItem{Key: "backfill", Label: fmt.Sprintf("batch backfill %d", f.id), Unit: "ended", Rate: "instances",
 		Status: f.state, Ended: batchEnded(f.state)}
 	for _, it := range groups {
 		head.Done += it.Done
@@ -154,7 +155,7 @@ func (f *batchFollower) handle(ctx context.Context, ev engine.Event) (done bool,
 	if !batchEnded(ev.State) {
 		return false, nil
 	}
-	var b store.BatchBackfill
+	var b api.BatchBackfillView
 	if err := f.g.client().do(ctx, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d", f.id), nil, &b); err != nil {
 		return true, err
 	}
@@ -180,7 +181,7 @@ func (f *batchFollower) instanceChanged(ev engine.Event) {
 
 // finish shows how backfill b ended and returns an error unless it
 // succeeded.
-func (f *batchFollower) finish(ctx context.Context, b store.BatchBackfill) error {
+func (f *batchFollower) finish(ctx context.Context, b api.BatchBackfillView) error {
 	f.state = b.State
 	switch {
 	case f.g.json:
@@ -203,22 +204,22 @@ func (f *batchFollower) finish(ctx context.Context, b store.BatchBackfill) error
 		f.pr.final(f.bars())
 		fallthrough
 	default:
-		fmt.Fprintf(f.g.stdout, "backfill %d %s: %s\n", b.ID, b.State, stateCounts(b))
+		fmt.Fprintf(f.g.stdout, "batch backfill %d %s: %s\n", b.ID, b.State, stateCounts(b))
 	}
 	if b.State != store.BatchSucceeded {
-		return fmt.Errorf("backfill %d %s: %s", b.ID, b.State, b.Error)
+		return fmt.Errorf("batch backfill %d %s: %s", b.ID, b.State, b.Error)
 	}
 	return nil
 }
 
 // batchInstances lists every instance of a batch backfill, a page of 1000
 // at a time.
-func (g *globals) batchInstances(ctx context.Context, id int64) ([]store.BatchInstance, error) {
+func (g *globals) batchInstances(ctx context.Context, id int64) ([]api.BatchInstanceView, error) {
 	const page = 1000
-	var all []store.BatchInstance
+	var all []api.BatchInstanceView
 	after := int64(0)
 	for {
-		var ins []store.BatchInstance
+		var ins []api.BatchInstanceView
 		path := fmt.Sprintf("/api/v1/batch/backfills/%d/instances?limit=%d&after=%d", id, page, after)
 		if err := g.client().do(ctx, "GET", path, nil, &ins); err != nil {
 			return nil, err

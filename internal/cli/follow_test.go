@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -166,7 +167,7 @@ func TestFollowBatchJSON(t *testing.T) {
 		ev("instance", 8, 5, "running"), // another backfill's
 		ev("instance", 7, 1, "succeeded"),
 	}
-	rec := store.BatchBackfill{ID: 7, State: store.BatchSucceeded, Instances: 1, FinishedAt: &at, States: map[string]int{"succeeded": 1}}
+	rec := api.BatchBackfillView{ID: 7, State: store.BatchSucceeded, Instances: 1, FinishedAt: &at, States: map[string]int{"succeeded": 1}}
 	g := fakeDaemon(t, events, map[string]any{"/api/v1/batch/backfills/7": rec})
 	var out bytes.Buffer
 	g.stdout, g.json = &out, true
@@ -177,7 +178,7 @@ func TestFollowBatchJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer es.Close()
-	if err := g.followBatch(ctx, es, store.BatchBackfill{ID: 7, State: store.BatchRunning, Instances: 1}); err != nil {
+	if err := g.followBatch(ctx, es, api.BatchBackfillView{ID: 7, State: store.BatchRunning, Instances: 1}); err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Join([]string{events[0], events[1], events[3], ev("backfill", 7, 0, "succeeded")}, "\n") + "\n"

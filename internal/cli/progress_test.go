@@ -326,7 +326,7 @@ func TestGroupItemsHalted(t *testing.T) {
 func TestBatchFollowerHeader(t *testing.T) {
 	f := &batchFollower{g: &globals{}, id: 7, state: store.BatchWaiting,
 		states: map[int64]string{1: "succeeded", 2: "failed", 3: "waiting"}, groups: map[int64]int{1: 1, 2: 1, 3: 2}, sizes: map[int]int64{1: 2, 2: 1}}
-	if head := f.bars()[0]; head.Label != "backfill 7" || head.Status != store.BatchWaiting || head.Done != 2 || head.Total != 3 || head.Ended {
+	if head := f.bars()[0]; head.Label != "batch backfill 7" || head.Status != store.BatchWaiting || head.Done != 2 || head.Total != 3 || head.Ended {
 		t.Errorf("header at the start: %+v", head)
 	}
 	done, err := f.handle(context.Background(), engine.Event{Kind: "backfill", BackfillID: 7, State: store.BatchRunning})

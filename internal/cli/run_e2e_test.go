@@ -3,6 +3,7 @@ package cli_test
 import (
 	"database/sql"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,6 +69,36 @@ func TestBackfillAsOneRun(t *testing.T) {
 		return list[0].ID == 5 && list[0].LoadedAt != nil
 	})
 	expect(t, 0, []string{"public.a", "ok"}, args("verify", "s", "public.a", "--repair")...)
+
+	// The words (issue 16): show-run and stop-run take the run's id as
+	// set-rate takes a backfill's; "run" is show-run's deprecated name,
+	// saying so on stderr; backfill list names each backfill's run.
+	expect(t, 0, []string{"run 1 of s: completed, started by cli, 40 rows read", "public.a", "public.b"}, args("backfill", "show-run", "1")...)
+	r = expect(t, 0, nil, args("backfill", "show-run", "1", "--json")...)
+	var shown api.RunView
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.ID != 1 || shown.Stream != "s" || len(shown.Backfills) != 2 {
+		t.Errorf("backfill show-run --json: %v, %+v", err, shown)
+	}
+	if r := expect(t, 0, []string{"run 1 of s: completed"}, args("backfill", "run", "s", "1")...); !strings.Contains(r.stderr, `"backfill run" is deprecated: use "tidemark backfill show-run ID"`) {
+		t.Errorf("backfill run: %s, want the deprecation on stderr", r)
+	}
+	expect(t, 0, []string{"run 1 of s: completed"}, args("backfill", "show-run", "s", "1")...)
+	expect(t, 2, []string{"no run 9: `tidemark backfill list` names each backfill's run (RUN)"}, args("backfill", "show-run", "9")...)
+	expect(t, 2, []string{`run id "x" is not a positive number`}, args("backfill", "show-run", "x")...)
+	expect(t, 4, []string{"cannot stop run 2: it has ended, stopped"}, args("backfill", "stop-run", "2")...)
+	r = expect(t, 0, []string{"ID  RUN  STREAM  OBJECT"}, args("backfill", "list", "--stream", "s")...)
+	for _, line := range []*regexp.Regexp{regexp.MustCompile(`(?m)^1\s+1\s+s\s+public\.a\s`), regexp.MustCompile(`(?m)^4\s+2\s+s\s+public\.b\s`), regexp.MustCompile(`(?m)^5\s+-\s+s\s+public\.a\s`)} {
+		if !line.MatchString(r.stdout) {
+			t.Errorf("backfill list: no line %s in\n%s", line, r.stdout)
+		}
+	}
+	// --at sends start_at; the backfill's options carry it under both names.
+	r = expect(t, 0, nil, args("backfill", "initiate", "s", "public.b", "--at", "2099-01-01T00:00:00Z", "--json")...)
+	var later []api.BackfillView
+	if err := json.Unmarshal([]byte(r.stdout), &later); err != nil || len(later) != 1 ||
+		later[0].Options["start_at"] != "2099-01-01T00:00:00Z" || later[0].Options["run_at"] != "2099-01-01T00:00:00Z" {
+		t.Errorf("initiate --at --json: %v, %+v", err, later)
+	}
 }
 
 func TestRunHelp(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/internal/api"
-	"github.com/tidemark/tidemark/internal/stream"
 )
 
 func verifyCmd(g *globals) *cobra.Command {
@@ -26,7 +25,7 @@ object (started by "repair"), whose id is printed; it still exits 3, as the
 differences were found (run verify again once the repair has completed).`,
 		Args: usageArgs(1, -1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var out []stream.ObjectCheck
+			var out []api.CheckView
 			req := api.VerifyRequest{Objects: args[1:], ChunkSize: chunk, Repair: repair}
 			if err := g.client().do(c.Context(), "POST", "/api/v1/streams/"+url.PathEscape(args[0])+"/verify", req, &out); err != nil {
 				return err
@@ -53,7 +52,7 @@ differences were found (run verify again once the repair has completed).`,
 	return c
 }
 
-func printChecks(g *globals, out []stream.ObjectCheck) {
+func printChecks(g *globals, out []api.CheckView) {
 	tw := g.table()
 	fmt.Fprintln(tw, "OBJECT\tRESULT\tSOURCE ROWS\tDESTINATION ROWS\tRANGES\tDIFFERING RANGES")
 	for _, o := range out {

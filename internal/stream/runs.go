@@ -38,8 +38,9 @@ func RunStatus(members []store.Backfill) string {
 	return StatusCompleted
 }
 
-// RunView is a run as the API shows it: its record, its status and totals
-// derived from its members, and the members oldest first.
+// RunView is a run: its record, its status and totals derived from its
+// members, and the members oldest first. The API answers it as its own
+// api.RunView.
 type RunView struct {
 	ID        int64     `json:"id"`
 	Stream    string    `json:"stream"`

@@ -145,7 +145,7 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string)
 		return nil
 	})
 	if err != nil {
-		return rec, p, fmt.Errorf("backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
+		return rec, p, fmt.Errorf("batch backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
 	}
 	return rec, p, nil
 }
@@ -166,12 +166,12 @@ func (e *Engine) StopBackfill(ctx context.Context, id int64, by string) error {
 func (e *Engine) notOpen(ctx context.Context, id int64) error {
 	rec, err := e.st.GetBatchBackfill(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("backfill %d: %w", id, ErrNotFound)
+		return fmt.Errorf("batch backfill %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("backfill %d already ended (%s): %w", id, rec.State, ErrConflict)
+	return fmt.Errorf("batch backfill %d already ended (%s): %w", id, rec.State, ErrConflict)
 }
 
 func (e *Engine) stopBackfill(ctx context.Context, bf *backfill, reason string) {

@@ -43,10 +43,10 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 			changes = append(changes, c)
 		}
 		if len(ids) > 0 && len(picked) < len(ids) {
-			return fmt.Errorf("some of instances %v are not in backfill %d: %w", ids, backfillID, ErrNotFound)
+			return fmt.Errorf("some of instances %v are not in batch backfill %d: %w", ids, backfillID, ErrNotFound)
 		}
 		if len(picked) == 0 {
-			return fmt.Errorf("backfill %d has no failed or stopped instance to re-run: %w", backfillID, ErrConflict)
+			return fmt.Errorf("batch backfill %d has no failed or stopped instance to re-run: %w", backfillID, ErrConflict)
 		}
 		if err := e.reopen(ctx, bf, changes); err != nil {
 			return err
@@ -91,7 +91,7 @@ func (e *Engine) MarkSucceeded(ctx context.Context, backfillID, id int64, by str
 			}
 		}
 		if n == nil {
-			return fmt.Errorf("instance %d is not in backfill %d: %w", id, backfillID, ErrNotFound)
+			return fmt.Errorf("instance %d is not in batch backfill %d: %w", id, backfillID, ErrNotFound)
 		}
 		if n.run != nil || ok(n.state) {
 			return fmt.Errorf("instance %d is %s; stop it first or leave it: %w", id, n.state, ErrConflict)
@@ -116,7 +116,7 @@ func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) 
 	}
 	rec, err := e.st.GetBatchBackfill(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("backfill %d: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("batch backfill %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
@@ -229,7 +229,7 @@ func (e *Engine) MarkScheduledSucceeded(ctx context.Context, id int64, by string
 func (e *Engine) scheduledNode(ctx context.Context, id int64) (*node, error) {
 	if n := e.s.nodes[id]; n != nil {
 		if n.bf != nil {
-			return nil, fmt.Errorf("instance %d belongs to backfill %d: %w", id, n.bf.rec.ID, ErrConflict)
+			return nil, fmt.Errorf("instance %d belongs to batch backfill %d: %w", id, n.bf.rec.ID, ErrConflict)
 		}
 		return n, nil
 	}
@@ -241,7 +241,7 @@ func (e *Engine) scheduledNode(ctx context.Context, id int64) (*node, error) {
 		return nil, err
 	}
 	if in.BackfillID != 0 {
-		return nil, fmt.Errorf("instance %d belongs to backfill %d: %w", id, in.BackfillID, ErrConflict)
+		return nil, fmt.Errorf("instance %d belongs to batch backfill %d: %w", id, in.BackfillID, ErrConflict)
 	}
 	n := e.newNode(in, nil)
 	e.s.nodes[id] = n

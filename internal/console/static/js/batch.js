@@ -147,7 +147,7 @@ export async function batchPage(main, [id], ctx) {
   try {
     [b, insts, tasks] = await Promise.all([get("/api/v1/batch/backfills/" + id), loadInstances(id, ctx.query.get("state") || ""), get("/api/v1/tasks").catch(() => [])]);
   } catch (e) {
-    page(main, { title: "Backfill #" + id, crumbs: [["Batch backfills", "#/batch"]] }).append(errorBox(e));
+    page(main, { title: "Batch backfill #" + id, crumbs: [["Batch backfills", "#/batch"]] }).append(errorBox(e));
     return;
   }
   if (!ctx.alive()) return;

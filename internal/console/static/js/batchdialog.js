@@ -370,8 +370,8 @@ export async function openBackfillDialog(taskID, tasks) {
     },
   });
   if (pressed === "submit" && submitted) {
-    const b = submitted.backfill;
-    toast(`Backfill #${b.id} ${b.name} submitted: ${num(submitted.plan.count)} instances`);
+    const b = submitted.batch_backfill;
+    toast(`Batch backfill #${b.id} ${b.name} submitted: ${num(submitted.plan.count)} instances`);
     location.hash = "#/batch/" + b.id;
   }
   return submitted;

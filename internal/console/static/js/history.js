@@ -28,7 +28,7 @@ export async function objectPage(main, [name, object], ctx) {
   const tbody = h("tbody");
   const cols1 = [
     ["ID", "num"], ["Status", "sk-runstatus"],
-    ["Verify", "sk-verifycol", "The verify that ended the run: source and destination compared over what it covered, key range by key range"],
+    ["Verify", "sk-verifycol", "The verify that ended the backfill: source and destination compared over what it covered, key range by key range"],
     ["Started by"], ["Created", "sk-time"], ["Started", "sk-time"], ["Finished", "sk-time"], ["Loaded", "sk-time"], ["Duration", "num"],
     ["Read", "num", "Rows read from the source"], ["Written", "num", "Rows written to the destination after the merge with the live changes"],
     ["Removed", "num", "Destination rows deleted because the source no longer had them"], ["Bytes", "num", "Bytes read from the source"],
@@ -120,7 +120,7 @@ export async function objectPage(main, [name, object], ctx) {
     stopBtn.title = sb || "Stop the backfill of " + object;
     const run = latestRun();
     rateBtn.disabled = !run;
-    rateBtn.title = run ? "Change the read limit of run #" + run.id + " without stopping it" : "Only a pending or active run's limit can be changed";
+    rateBtn.title = run ? "Change the read limit of backfill #" + run.id + " without stopping it" : "Only a pending or active backfill's limit can be changed";
   }
 
   // latestRun is the object's pending or active run, if any.
@@ -137,9 +137,9 @@ export async function objectPage(main, [name, object], ctx) {
     const problem = h("div", { class: "sk-problem" });
     let updated = null;
     const v = await dialog({
-      title: "Rate limit of run #" + run.id,
+      title: "Rate limit of backfill #" + run.id,
       name: "rate",
-      body: [h("p", {}, "The run reads at most this many rows per second from now on, without stopping. Empty or 0: the stream's backfill.rows_per_second."),
+      body: [h("p", {}, "The backfill reads at most this many rows per second from now on, without stopping. Empty or 0: the stream's backfill.rows_per_second."),
         field("Rows per second", input), problem],
       buttons: [{ label: "Cancel" }, { label: "Set limit", value: "yes", kind: "primary" }],
       onPress: async () => {
@@ -154,7 +154,7 @@ export async function objectPage(main, [name, object], ctx) {
       },
     });
     if (v !== "yes" || !updated || !ctx.alive()) return;
-    toast("Run #" + run.id + (updated.options && updated.options.rows_per_second ? " reads at most " + num(updated.options.rows_per_second) + " rows/s" : " reads at the stream's limit"));
+    toast("Backfill #" + run.id + (updated.options && updated.options.rows_per_second ? " reads at most " + num(updated.options.rows_per_second) + " rows/s" : " reads at the stream's limit"));
     s.runs.set(run.id, { ...s.runs.get(run.id), options: updated.options });
     render();
   }
@@ -194,7 +194,7 @@ export async function objectPage(main, [name, object], ctx) {
     // The cells stay; what they hold is redrawn.
     if (!row.tr.cells.length) for (const [, c] of cols1) row.tr.append(h("td", { class: c || null }));
     const cells = [
-      [h("span", { class: "sk-id" }, "#" + r.id), r.run_id ? h("div", { class: "sk-sub sk-runid", dataset: { run: String(r.run_id) }, title: "Initiated with other objects as one run: GET /api/v1/streams/" + name + "/runs/" + r.run_id }, "run " + r.run_id) : null],
+      [h("span", { class: "sk-id" }, "#" + r.id), r.run_id ? h("div", { class: "sk-sub sk-runid", dataset: { run: String(r.run_id) }, title: "Initiated with other objects as one run: GET /api/v1/runs/" + r.run_id }, "run " + r.run_id) : null],
       [badge(r.status), r.status === "active" ? progressBar(r) : null],
       verifyCell(r.verify),
       [r.started_by, optionLines(r)],

@@ -228,7 +228,7 @@ function careful() {
   const node = h("details", { class: "sk-careful" },
     h("summary", {}, "Options: rate limit, sample, start time"),
     h("div", { class: "sk-careful-grid" },
-      field("Rows per second", rate, "This run's read limit, changeable while it runs"),
+      field("Rows per second", rate, "Each backfill's read limit, changeable while it runs"),
       field("Sample rows", sample, "Copy only about the first N rows in key order; the rest of the destination is left alone"),
       field("Start at", at, "YYYY-MM-DD HH:MM in your time zone (" + userZone + "); stays pending until then")));
   return {
@@ -237,21 +237,25 @@ function careful() {
       const v = {};
       if (rate.value !== "") v.rows_per_second = Number(rate.value);
       if (sample.value !== "") v.sample_rows = Number(sample.value);
-      const runAt = readTime(at, "Start at");
-      if (runAt) v.run_at = runAt;
+      const start = readTime(at, "Start at");
+      if (start) v.start_at = start;
       return v;
     },
   };
 }
 
-// optionsText says what a run was asked for beyond the stream's settings.
+// startAt is when a backfill was asked to start: start_at, or run_at, its
+// deprecated alias, the only name events carry.
+const startAt = (r) => r.options && (r.options.start_at || r.options.run_at);
+
+// optionsText says what a backfill was asked for beyond the stream's settings.
 export function optionsText(r) {
   const o = r.options || {};
   const parts = [];
   if (o.reason) parts.push(o.reason);
   if (o.sample_rows > 0) parts.push("sample of " + num(o.sample_rows) + " rows");
   if (o.rows_per_second > 0) parts.push(num(o.rows_per_second) + " rows/s");
-  if (o.run_at) parts.push("at " + time(o.run_at));
+  if (startAt(r)) parts.push("at " + time(startAt(r)));
   if (o.filter) parts.push("where " + o.filter);
   if (Array.isArray(o.columns)) parts.push("columns " + o.columns.join(", "));
   if (Array.isArray(o.ranges)) parts.push(rangesText(o.ranges));
@@ -297,9 +301,9 @@ export function verifyCell(v) {
 }
 
 // pendingReason is the reason a pending object shows, as the daemon words
-// it: when a scheduled run starts.
+// it: when a scheduled backfill starts.
 export function pendingReason(r) {
-  const at = r.options && r.options.run_at;
+  const at = startAt(r);
   return at && new Date(at) > Date.now() ? "scheduled to start at " + new Date(at).toISOString().replace(/\.\d+Z$/, "Z") : "";
 }
 
@@ -429,7 +433,7 @@ export function progressCell(o, r, streamState) {
   const by = r.started_by ? " by " + r.started_by : "";
   switch (r.status) {
     case "pending": {
-      const at = r.options && r.options.run_at;
+      const at = startAt(r);
       const waits = at && new Date(at) > Date.now() ? "scheduled for " + time(at) :
         streamState && streamState !== "running" ? "the stream is " + streamState.replaceAll("_", " ") : "";
       return [h("div", {}, "queued", waits ? h("span", { class: "muted" }, " · " + waits) : null),
