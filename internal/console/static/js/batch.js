@@ -274,7 +274,7 @@ export async function batchPage(main, [id], ctx) {
     if (view === "grid") {
       // A redraw keeps where the grid was scrolled to.
       const old = groupsBox.querySelector(".bf-gridwrap");
-      const at = old ? [old.scrollLeft, old.scrollTop] : null;
+      const at = old && (old.scrollLeft || old.scrollTop) ? [old.scrollLeft, old.scrollTop] : null;
       replace(groupsBox, shown.length ? instanceGrid(shown, { zone, open: (i) => openInstance(i, byID.get(i.task), "log", b.state, refresh) }) : none, more);
       const wrap = groupsBox.querySelector(".bf-gridwrap");
       if (at && wrap) [wrap.scrollLeft, wrap.scrollTop] = at;

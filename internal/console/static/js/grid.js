@@ -19,14 +19,13 @@ export const stateLabel = (i) => (held(i) ? "held" : i.state.replaceAll("_", " "
 const legend = ["succeeded", "dry_run", "running", "waiting", "held", "failed", "stopped", "blocked"];
 
 // cellAttrs makes el show instance i.
-function cellAttrs(el, i, title) {
+function cellAttrs(el, i) {
   el.className = "gc st-" + i.state + (held(i) ? " held" : "");
   el.dataset.instance = i.id;
   el.dataset.state = i.state;
   if (held(i)) el.dataset.held = "";
   el.tabIndex = 0;
   el.setAttribute("role", "button");
-  el.title = title;
 }
 
 // instanceGrid draws insts (instance views) as a grid. zone(task) is a
@@ -36,8 +35,10 @@ export function instanceGrid(insts, { zone, open }) {
   const byKey = new Map(); // task → date → [instances]
   const dates = new Set();
   const first = new Map(); // task → its earliest planned order
+  const bizOf = new Map(); // instance → its business time in its task's zone
   for (const i of insts) {
     const biz = time(i.biz_time, zone(i.task));
+    bizOf.set(i, biz);
     const d = biz.slice(0, 10);
     dates.add(d);
     if (!byKey.has(i.task)) byKey.set(i.task, new Map());
@@ -50,7 +51,7 @@ export function instanceGrid(insts, { zone, open }) {
   const tasks = [...byKey.keys()].sort((a, b) => first.get(a) - first.get(b) || a.localeCompare(b));
   const byID = new Map(insts.map((i) => [String(i.id), i]));
   const titleOf = (i) => {
-    const biz = time(i.biz_time, zone(i.task));
+    const biz = bizOf.get(i);
     return `${i.task} · ${biz.slice(0, 16)} (${zone(i.task)}) · #${i.id}\n${stateLabel(i)}${i.attempt ? " · attempt " + i.attempt : ""}` +
       (i.error ? "\n" + i.error : i.reason ? "\n" + i.reason : "") + "\nClick for its log and actions";
   };
@@ -76,7 +77,7 @@ export function instanceGrid(insts, { zone, open }) {
       if (!ins) {
         td.className = "g-none";
       } else if (ins.length === 1) {
-        cellAttrs(td, ins[0], titleOf(ins[0]));
+        cellAttrs(td, ins[0]);
       } else {
         // Several instances of a date (a sub-daily task): a slice each.
         td.className = "g-multi";
@@ -84,7 +85,7 @@ export function instanceGrid(insts, { zone, open }) {
         ins.sort((a, b) => a.biz_time.localeCompare(b.biz_time));
         for (const i of ins) {
           const s = document.createElement("span");
-          cellAttrs(s, i, titleOf(i));
+          cellAttrs(s, i);
           split.append(s);
         }
       }
@@ -100,6 +101,15 @@ export function instanceGrid(insts, { zone, open }) {
     if (i) open(i);
   };
   table.addEventListener("click", pick);
+  // A cell's tooltip is written when the pointer or the focus reaches it:
+  // thousands of them are not built for nothing.
+  const tip = (ev) => {
+    const cell = ev.target.closest?.("[data-instance]");
+    const i = cell && byID.get(cell.dataset.instance);
+    if (i && !cell.title) cell.title = titleOf(i);
+  };
+  table.addEventListener("mouseover", tip);
+  table.addEventListener("focusin", tip);
   table.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(ev); } });
   const counts = {};
   for (const i of insts) { const s = held(i) ? "held" : i.state; counts[s] = (counts[s] || 0) + 1; }
