@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +20,7 @@ var (
 		{"InitiateRequest", "start_at", "run_at"},
 		{"SubmitResponse", "batch_backfill", "backfill"},
 		{"BatchInstance", "batch_backfill_id", "backfill_id"},
+		{"BatchEvent", "batch_backfill_id", "backfill_id"},
 	}
 	routeAliases = [][2]string{ // the route, its deprecated alias
 		{"GET /api/v1/runs/{id}", "GET /api/v1/streams/{stream}/runs/{id}"},
@@ -142,5 +145,73 @@ func TestDeprecatedAliasesAnswer(t *testing.T) {
 		if in.BatchBackfillID != bf.ID || in.BackfillID != bf.ID {
 			t.Errorf("an instance of batch backfill %d: batch_backfill_id %d, backfill_id %d", bf.ID, in.BatchBackfillID, in.BackfillID)
 		}
+	}
+}
+
+// TestEventsSendBothNames: the event stream sends a backfill's start time
+// and a batch event's batch backfill under both names too.
+func TestEventsSendBothNames(t *testing.T) {
+	srv := httptest.NewServer(idleServer(t, nil))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	post := func(path, body string) {
+		t.Helper()
+		r, err := srv.Client().Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: HTTP %d", path, r.StatusCode)
+		}
+	}
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	post("/api/v1/streams/alpha/backfills", `{"objects": ["public.a"], "start_at": "`+at+`"}`)
+	post("/api/v1/batch/backfills", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-01"}}`)
+
+	var sawBackfill, sawBatch bool
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 1<<20)
+	for !(sawBackfill && sawBatch) && lines.Scan() {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Backfill *struct {
+				Options map[string]any `json:"options"`
+			} `json:"backfill"`
+			Kind            string `json:"kind"`
+			BatchBackfillID int64  `json:"batch_backfill_id"`
+			BackfillID      int64  `json:"backfill_id"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		switch {
+		case ev.Backfill != nil:
+			if ev.Backfill.Options["start_at"] != at || ev.Backfill.Options["run_at"] != at {
+				t.Errorf("a backfill event's options: %v, want start_at and run_at %s", ev.Backfill.Options, at)
+			}
+			sawBackfill = true
+		case ev.Kind != "":
+			if ev.BatchBackfillID == 0 || ev.BackfillID != ev.BatchBackfillID {
+				t.Errorf("a batch event: %s, want batch_backfill_id and backfill_id the same", data)
+			}
+			sawBatch = true
+		}
+	}
+	if !sawBackfill || !sawBatch {
+		t.Fatalf("the event stream ended (%v) before a backfill event (%v) and a batch event (%v)", lines.Err(), sawBackfill, sawBatch)
 	}
 }

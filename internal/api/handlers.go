@@ -440,7 +440,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 		case <-r.Context().Done():
 			return nil
 		case ev := <-merged:
-			data, _ := json.Marshal(ev)
+			data, _ := json.Marshal(eventView(ev))
 			if s.timeouts.Write > 0 {
 				_ = rc.SetWriteDeadline(time.Now().Add(s.timeouts.Write))
 			}

@@ -21,11 +21,8 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/internal/api"
-	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/config"
-	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // openRoutes are the operations that never ask for a token.
@@ -408,7 +405,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		response bool
 	}{
 		{"StreamView", api.StreamView{}, true},
-		{"StreamState", store.StreamState{}, true},
+		{"StreamState", api.StreamStateView{}, true},
 		{"ColumnInfo", api.ColumnView{}, true},
 		{"ObjectView", api.ObjectView{}, true},
 		{"ObjectsRequest", api.ObjectsRequest{}, false},
@@ -422,9 +419,9 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		{"Estimate", api.EstimateView{}, true},
 		{"ObjectEstimate", api.ObjectEstimateView{}, true},
 		{"RangeCheck", api.RangeView{}, true},
-		{"StreamEvent", stream.Event{}, true},
-		{"LagAlert", fieldType(stream.Event{}, "Lag"), true},
-		{"BatchEvent", engine.Event{}, true},
+		{"StreamEvent", api.StreamEventView{}, true},
+		{"LagAlert", fieldType(api.StreamEventView{}, "Lag"), true},
+		{"BatchEvent", api.BatchEventView{}, true},
 		{"Param", api.ParamView{}, true},
 		{"TaskView", api.TaskView{}, true},
 		{"PlanRequest", plan.Request{}, false},

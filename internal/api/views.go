@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
@@ -271,4 +272,68 @@ type ParamView struct {
 
 func paramViews(ps []dag.Param) []ParamView {
 	return convert(ps, func(p dag.Param) ParamView { return ParamView(p) })
+}
+
+// StreamEventView is a stream's event: exactly one of Backfill, State and
+// Lag.
+type StreamEventView struct {
+	Stream   string           `json:"stream"`
+	Backfill *BackfillView    `json:"backfill,omitempty"`
+	State    *StreamStateView `json:"state,omitempty"`
+	Lag      *LagView         `json:"lag,omitempty"`
+}
+
+// StreamStateView is a stream's lifecycle state, as events send it.
+type StreamStateView struct {
+	Name      string    `json:"name"`
+	State     string    `json:"state"`
+	Reason    string    `json:"reason,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// LagView says that a stream's lag crossed its lag_warn, either way.
+type LagView struct {
+	Over             bool    `json:"over"`
+	LagSeconds       float64 `json:"lag_seconds"`
+	ThresholdSeconds float64 `json:"threshold_seconds"`
+	Reason           string  `json:"reason"`
+}
+
+// BatchEventView is an instance's or a batch backfill's state change.
+type BatchEventView struct {
+	Kind string `json:"kind"` // "instance" or "backfill" (a batch backfill)
+	// BatchBackfillID is the batch backfill's id (left out for instances
+	// of the recurring schedule); BackfillID its deprecated alias.
+	BatchBackfillID int64     `json:"batch_backfill_id,omitempty"`
+	BackfillID      int64     `json:"backfill_id,omitempty"`
+	InstanceID      int64     `json:"instance_id,omitempty"`
+	Task            string    `json:"task,omitempty"`
+	State           string    `json:"state"`
+	Time            time.Time `json:"time"`
+}
+
+// eventView is an event of a stream or of the batch engine as the event
+// stream sends it.
+func eventView(ev any) any {
+	switch e := ev.(type) {
+	case stream.Event:
+		v := StreamEventView{Stream: e.Stream}
+		if e.Backfill != nil {
+			b := backfillView(*e.Backfill)
+			v.Backfill = &b
+		}
+		if e.State != nil {
+			st := StreamStateView(*e.State)
+			v.State = &st
+		}
+		if e.Lag != nil {
+			l := LagView(*e.Lag)
+			v.Lag = &l
+		}
+		return v
+	case engine.Event:
+		return BatchEventView{Kind: e.Kind, BatchBackfillID: e.BackfillID, BackfillID: e.BackfillID, InstanceID: e.InstanceID,
+			Task: e.Task, State: e.State, Time: e.Time}
+	}
+	return ev
 }
