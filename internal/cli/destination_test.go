@@ -48,3 +48,38 @@ streams:
 		t.Error("run created the metadata store of a configuration it refused")
 	}
 }
+
+// TestFilesDestinationConfig: the files destination's own keys are
+// checked through the CLI, every problem at once, exit 2: an unknown
+// format, a size out of range, a dsn it does not read, and a backfill
+// verify it cannot do (the files cannot be read back).
+func TestFilesDestinationConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tidemark.yaml")
+	yaml := `metadata: "sqlite://` + filepath.Join(dir, "meta.db") + `"
+streams:
+  - name: s
+    source: {dsn: "postgres://tidemark@127.0.0.1:1/shop"}
+    destination: {type: files, path: "` + filepath.Join(dir, "out") + `", format: parquet, max_file_bytes: 10, dsn: "postgres://x@127.0.0.1/y"}
+    include: [public.*]
+    backfill: {verify: true}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Execute(t.Context(), func() {}, []string{"doctor", "-c", cfg}, &stdout, &stderr)
+	for _, want := range []string{
+		`streams[0].destination.format: "parquet" is not a format the files destination writes: use jsonl`,
+		"streams[0].destination.max_file_bytes: 10 is out of range: give a size from 65536 (64 KiB) to 4294967296 (4 GiB)",
+		"streams[0].destination.dsn: only postgres destinations have a dsn: remove it, or use path, format or max_file_bytes",
+		"streams[0].backfill.verify: a files destination cannot be read back",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if code != ExitUsage {
+		t.Errorf("exit %d, want %d", code, ExitUsage)
+	}
+}

@@ -206,9 +206,14 @@ type ReadTimeouts struct {
 // destination kind (see kinds.go), which says which of the other keys it
 // reads.
 type Destination struct {
-	Type string // TypePostgres or TypeSQLite today
+	Type string // a registered destination type (postgres, sqlite, files)
 	DSN  string // postgres:// URL, for TypePostgres
-	Path string // database file, for TypeSQLite
+	Path string // database file (sqlite), directory (files)
+	// Format is the files destination's file format (jsonl).
+	Format string
+	// MaxFileBytes is the size at which a files destination starts a
+	// table's next file within a batch (0: the type's default).
+	MaxFileBytes int64
 }
 
 // Backfill configures copying the rows tables held before replication began.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -179,7 +180,11 @@ func (b *builder) sourceKeys(p string, r *rawSource) {
 // destinationKeys refuses the keys of a destination that only other types
 // read, pointing to the keys its own type reads.
 func (v *Checker) destinationKeys(p string, k DestinationKind, d *Destination) {
-	for _, key := range []struct{ name, value string }{{"dsn", d.DSN}, {"path", d.Path}} {
+	for _, key := range []struct{ name, value string }{{"dsn", d.DSN}, {"path", d.Path}, {"format", d.Format},
+		{"max_file_bytes", strconv.FormatInt(d.MaxFileBytes, 10)}} {
+		if key.value == "0" {
+			key.value = ""
+		}
 		owners := destinationKeyOwners(key.name)
 		if key.value == "" || slices.Contains(k.Keys, key.name) || len(owners) == 0 {
 			continue

@@ -82,9 +82,11 @@ type rawReadTimeouts struct {
 }
 
 type rawDestination struct {
-	Type scalar `yaml:"type"`
-	DSN  scalar `yaml:"dsn"`
-	Path scalar `yaml:"path"`
+	Type         scalar `yaml:"type"`
+	DSN          scalar `yaml:"dsn"`
+	Path         scalar `yaml:"path"`
+	Format       scalar `yaml:"format"`
+	MaxFileBytes scalar `yaml:"max_file_bytes"`
 }
 
 type rawBackfill struct {

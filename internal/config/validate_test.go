@@ -183,12 +183,12 @@ var validationCases = []problemCase{
 
 	// Destination.
 	{"destination type missing", streams(kv{"destination": "{path: x.db}"}), []Problem{{"streams[0].destination.type",
-		"missing: use postgres or sqlite"}}},
+		"missing: use files, postgres or sqlite"}}},
 	{"destination type", streams(kv{"destination": "{type: mysql}"}), []Problem{{"streams[0].destination.type",
-		`"mysql" is not supported: use postgres or sqlite`}}},
+		`"mysql" is not supported: use files, postgres or sqlite`}}},
 	{"postgres destination", streams(kv{"destination": "{type: postgres, path: x.db}"}), []Problem{
 		{"streams[0].destination.dsn", "missing: give the destination database as a postgres:// URL"},
-		{"streams[0].destination.path", "only sqlite destinations have a path: remove it, or use dsn"}}},
+		{"streams[0].destination.path", "only files and sqlite destinations have a path: remove it, or use dsn"}}},
 	{"postgres destination dsn", streams(kv{"destination": "{type: postgres, dsn: 'mysql://u:secret@h'}"}), []Problem{
 		{"streams[0].destination.dsn", "not a postgres:// URL: " + postgresURLFix}}},
 	{"postgres destination port", streams(kv{"destination": "{type: postgres, dsn: 'postgres://u:secret@h:99999999999999999999/x'}"}), []Problem{
@@ -325,7 +325,7 @@ streams:
 	{"null element keeps indexes", "streams:\n  -\n  - " + stream(kv{"name": "Bad"}), []Problem{
 		{"streams[0].name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"},
 		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
 	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a, role: viewer}\n    - {name: ci, token: b, role: viewer}\n" + one, []Problem{
@@ -336,7 +336,7 @@ streams:
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
 		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, publication_mode, slot, status_interval, wal_warn_bytes, read_timeouts, server_id"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},
 	{"dsn as a pattern", streams(kv{"include": "['postgres://u:secret@db.example.com/shop']"}), []Problem{
 		{"streams[0].include[0]", `"postgres://u:xxxxx@db.example.com/shop" is not a table pattern: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`}}},

@@ -275,8 +275,6 @@ func object(cols []change.Column, vals []change.Value) ([]byte, error) {
 // control event.
 type ChunkMark struct {
 	BackfillID int64
-	// Seq numbers the backfill's chunks from 1.
-	Seq int64
 	// Low and High bound the chunk's key range (Low, High]; nil is
 	// unbounded.
 	Low, High change.Key
@@ -292,19 +290,25 @@ type ChunkMark struct {
 
 // Chunk writes the control event after a chunk's rows: op
 // "tidemark.chunk", with a "chunk" object naming the backfill, the key
-// range and the row count; its key names the backfill and chunk, so a
-// compacted topic keeps each mark until the next backfill's.
+// range and the row count; its key names the backfill and the range's
+// high bound, one key per chunk.
 func (e *Encoder) Chunk(t *change.Table, m ChunkMark, o Origin) (Message, error) {
 	o.Backfill = true
-	key := []byte(`{"tidemark.backfill":` + strconv.FormatInt(m.BackfillID, 10) + `,"chunk":` + strconv.FormatInt(m.Seq, 10) + `}`)
+	high := []byte("null")
+	if m.High != nil {
+		var err error
+		if high, err = keyJSON(t, m.High); err != nil {
+			return Message{}, fmt.Errorf("chunk high bound: %w", err)
+		}
+	}
+	key := append([]byte(`{"tidemark.backfill":`+strconv.FormatInt(m.BackfillID, 10)+`,"high":`), high...)
+	key = append(key, '}')
 	v, err := e.envelope(t, OpChunk, nil, nil, o)
 	if err != nil {
 		return Message{}, err
 	}
 	b := append(v[:len(v)-1:len(v)-1], `,"chunk":{"backfill":`...)
 	b = strconv.AppendInt(b, m.BackfillID, 10)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, m.Seq, 10)
 	for _, bound := range []struct {
 		name string
 		k    change.Key

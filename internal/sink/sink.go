@@ -13,6 +13,7 @@ import (
 	"errors"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/event"
 )
 
 // ErrKeyOrder means a destination cannot compare a table's key in the
@@ -58,6 +59,13 @@ type TableCreator interface {
 // only declares the capability; Apply does the work in its transaction.
 type RangeReplacer interface {
 	ReplacesRanges()
+}
+
+// EventWriter is a destination that writes changes as events
+// (internal/event, docs/events.md): the stream gives it the encoder of its
+// source type before the first Apply.
+type EventWriter interface {
+	UseEncoder(*event.Encoder)
 }
 
 // Reader is a destination that can be read back, which verify needs.
@@ -143,7 +151,11 @@ type Batch struct {
 // Op is one step of a batch: a row change or a chunk.
 type Op struct {
 	Change *change.Change
-	Chunk  *Chunk
+	// Txn is the source transaction Change belongs to (its id, commit
+	// position and time): what an event destination writes in the
+	// event's source block. Database destinations ignore it.
+	Txn   *change.Txn
+	Chunk *Chunk
 }
 
 // Chunk replaces the destination rows of a table whose key lies in
@@ -162,6 +174,10 @@ type Chunk struct {
 	// their Unchanged columns alone; a row it lacks is skipped (a column
 	// subset cannot write a whole row).
 	UpdateOnly bool
+	// BackfillID is the backfill the chunk belongs to, and Last marks its
+	// final chunk: an event destination names both in the chunk's mark.
+	BackfillID int64
+	Last       bool
 	// Removed is set by Apply: how many destination rows of the range were
 	// deleted because the source no longer has them.
 	Removed int64

@@ -55,6 +55,9 @@ type Events struct {
 	SchemaField bool
 	// Fields gives the source's own fields of an origin.
 	Fields func(event.Origin) []event.Field
+	// Database names the database a DSN connects to, for the source
+	// block's db (nil: the table's schema is its database, as in MySQL).
+	Database func(dsn string) string
 }
 
 // Encoder is the event encoder of a stream reading a source of this type

@@ -319,7 +319,7 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		}
 		for i := range txn.Changes {
 			c := &txn.Changes[i]
-			a.batch.Ops = append(a.batch.Ops, sink.Op{Change: c})
+			a.batch.Ops = append(a.batch.Ops, sink.Op{Change: c, Txn: txn})
 			cnt := a.counter(c.Table.ID)
 			cnt.events++
 			cnt.bytes += int64(c.Bytes)

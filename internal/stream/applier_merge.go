@@ -94,7 +94,8 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.flush() // the live changes so far go first, in a batch of their own
 	}
 	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows,
-		Keep: pc.scope.Filter != nil || pc.scope.Columns != nil, UpdateOnly: pc.scope.Columns != nil}
+		Keep: pc.scope.Filter != nil || pc.scope.Columns != nil, UpdateOnly: pc.scope.Columns != nil,
+		BackfillID: pc.backfillID, Last: pc.last}
 	a.batch.Ops = append(a.batch.Ops, sink.Op{Chunk: chunk})
 	a.batch.changes += len(rows)
 	after := high

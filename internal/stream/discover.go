@@ -12,9 +12,26 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 )
 
-// openSink opens the configured destination through its registered type.
-func openSink(ctx context.Context, d config.Destination) (sink.Sink, error) {
-	return sink.Open(ctx, d)
+// openSink opens the configured destination through its registered type;
+// one that writes events gets the encoder of the stream's source type.
+func openSink(ctx context.Context, cfg *config.Stream) (sink.Sink, error) {
+	snk, err := sink.Open(ctx, cfg.Destination)
+	if err != nil {
+		return nil, err
+	}
+	if ew, ok := snk.(sink.EventWriter); ok {
+		typ, err := source.Lookup(cfg.Source.Type)
+		if err != nil {
+			snk.Close()
+			return nil, err
+		}
+		db := ""
+		if typ.Events.Database != nil {
+			db = typ.Events.Database(cfg.Source.DSN)
+		}
+		ew.UseEncoder(typ.Encoder(cfg.Name, db, true, "tidemark"))
+	}
+	return snk, nil
 }
 
 // discover finds the source tables the stream includes, describes them,

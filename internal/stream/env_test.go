@@ -57,7 +57,7 @@ type env struct {
 }
 
 type envOptions struct {
-	dest  string // "sqlite" (default) or "postgres"
+	dest  string // "sqlite" (default), "postgres" or "files"
 	setup string // SQL run on the source before the stream starts
 	yaml  string // extra stream keys
 }
@@ -99,6 +99,9 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 			t.Fatal(err)
 		}
 		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
+	}
+	if o.dest == "files" {
+		destYAML = fmt.Sprintf(`{type: files, path: "%s"}`, filepath.Join(dir, "files"))
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
@@ -289,7 +292,7 @@ type readableSink interface {
 // openDest opens the destination the way the stream does.
 func (e *env) openDest() readableSink {
 	e.t.Helper()
-	snk, err := openSink(e.ctx, e.cfg.Destination)
+	snk, err := openSink(e.ctx, &e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -318,7 +318,7 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return err
 	}
 	defer src.Close()
-	snk, err := openSink(ctx, s.cfg.Destination)
+	snk, err := openSink(ctx, &s.cfg)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 package all
 
 import (
+	_ "github.com/tidemark/tidemark/internal/sink/files"    // JSONL event files
 	_ "github.com/tidemark/tidemark/internal/sink/postgres" // PostgreSQL
 	_ "github.com/tidemark/tidemark/internal/sink/sqlite"   // SQLite
 )

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/event"
@@ -31,7 +33,7 @@ func init() {
 			return ConnectForCatalog(ctx, cfg.DSN, timeouts(cfg))
 		},
 		FormatPosition: func(pos change.LSN) string { return pos.String() },
-		Events:         source.Events{Connector: "postgresql", SchemaField: true, Fields: eventFields},
+		Events:         source.Events{Connector: "postgresql", SchemaField: true, Fields: eventFields, Database: databaseOf},
 		Doctor:         doctor,
 	})
 }
@@ -50,4 +52,13 @@ var _ source.Source = (*Source)(nil)
 // number.
 func eventFields(o event.Origin) []event.Field {
 	return []event.Field{{Name: "txId", Value: o.Xid}, {Name: "lsn", Value: uint64(o.Position)}}
+}
+
+// databaseOf is the database a DSN connects to, "" when it cannot be read.
+func databaseOf(dsn string) string {
+	c, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return ""
+	}
+	return c.Database
 }

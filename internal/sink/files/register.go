@@ -1,0 +1,75 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/doctor/check"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// TypeFiles is the destination type's name in a stream's config.
+const TypeFiles = "files"
+
+// FormatJSONL is the one file format written today.
+const FormatJSONL = "jsonl"
+
+// The smallest and largest max_file_bytes accepted.
+const (
+	minFileBytes = 64 << 10
+	maxFileBytes = 4 << 30
+)
+
+func init() {
+	sink.Register(sink.Type{
+		Name:  TypeFiles,
+		Title: "files",
+		Keys:  []string{"path", "format", "max_file_bytes"},
+		Validate: func(v *config.Checker, p string, d *config.Destination) {
+			if d.Path == "" {
+				v.Add(p+".path", "missing: give the directory the files go to, e.g. path: /data/tidemark-files")
+			}
+			if d.Format != "" && d.Format != FormatJSONL {
+				v.Add(p+".format", "%s", fmt.Sprintf("%q is not a format the files destination writes: use jsonl (Parquet is not written yet)", d.Format))
+			}
+			if d.MaxFileBytes != 0 && (d.MaxFileBytes < minFileBytes || d.MaxFileBytes > maxFileBytes) {
+				v.Add(p+".max_file_bytes", "%s", fmt.Sprintf("%d is out of range: give a size from %d (64 KiB) to %d (4 GiB)", d.MaxFileBytes, minFileBytes, maxFileBytes))
+			}
+		},
+		Open: func(_ context.Context, d config.Destination) (sink.Sink, error) {
+			return Open(d.Path, d.MaxFileBytes)
+		},
+		Doctor:  doctor,
+		Example: (*Sink)(nil),
+	})
+}
+
+// A files destination has none of the capabilities: it appends events.
+var _ sink.EventWriter = (*Sink)(nil)
+
+// doctor checks that the directory is, or can become, writable with room
+// on its disk, and reads the stream's checkpoint.
+func doctor(_ context.Context, in sink.DoctorInput) sink.DoctorReport {
+	name := "stream " + in.Stream + ": destination"
+	dir := in.Destination.Path
+	target := dir
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		target = filepath.Dir(dir) // created at start
+	}
+	if c, good := check.WritableDir(name, in.Key+".path", target); !good {
+		return sink.DoctorReport{Checks: []check.Check{c}}
+	}
+	disk := check.DiskSpace("stream "+in.Stream+": destination disk", target)
+	c, err := readCheckpoint(filepath.Join(dir, escapeName(in.Stream)))
+	if err != nil {
+		return sink.DoctorReport{Checks: []check.Check{check.Failed(name, check.ErrText(err), "")}}
+	}
+	detail := fmt.Sprintf("%s is a writable directory for JSONL event files; %s", dir, in.Position(change.LSN(c.Position), c.Resume))
+	return sink.DoctorReport{Checks: []check.Check{check.Passed(name, detail), disk}, Known: true,
+		Position: change.LSN(c.Position), Resume: c.Resume}
+}
