@@ -10,10 +10,12 @@
 // _nopad_ twins, and utf8mb4_bin, utf8mb3_bin and latin1_bin are of that
 // kind; their tables
 // are generated from a MariaDB server's WEIGHT_STRING (see gen/main.go), and
-// the tests compare against a real server. Collations whose weights depend
-// on neighbouring characters (the UCA ones: expansions such as ß = ss,
-// contractions, ignorable characters) are not here, so a destination
-// refuses keys under them.
+// the tests compare against a real server. MariaDB's UCA collations
+// (utf8mb4_unicode_ci, utf8mb4_uca1400_ai_ci and their twins), whose
+// characters weigh nothing, one weight or several, are here too (uca.go).
+// Others (the language-specific UCA ones such as utf8mb4_german2_ci, the
+// accent- or case-sensitive uca1400 ones, MySQL 8's utf8mb4_0900_ai_ci:
+// see docs/mysql.md) are not, so a destination refuses keys under them.
 package collate
 
 import (
@@ -34,6 +36,10 @@ type Collation struct {
 	supplementary rune
 	// noPad compares the rest of the longer string as it is: "a" < "a ".
 	noPad bool
+
+	// uca, when set, makes this a UCA collation (uca.go): mapped and
+	// supplementary are unused.
+	uca *ucaData
 
 	once sync.Once
 	bmp  []rune // weight of every BMP character
@@ -70,6 +76,17 @@ func init() {
 	register(&Collation{Name: "utf8mb4_bin"})
 	register(&Collation{Name: "utf8mb3_bin"}, "utf8_bin")
 	register(&Collation{Name: "latin1_bin", mapped: widen(latin1Bin)})
+	// The UCA ones: each utf8mb3 and nopad twin weighs the BMP like its
+	// utf8mb4 collation (the generator checks). MariaDB also names the
+	// uca1400 ones without their character set.
+	unicode, uca1400 := &ucaData{enc: unicode400}, &ucaData{enc: uca1400}
+	for _, infix := range []string{"", "nopad_"} {
+		noPad := infix != ""
+		register(&Collation{Name: "utf8mb4_unicode_" + infix + "ci", uca: unicode, noPad: noPad})
+		register(&Collation{Name: "utf8mb3_unicode_" + infix + "ci", uca: unicode, noPad: noPad}, "utf8_unicode_"+infix+"ci")
+		register(&Collation{Name: "utf8mb4_uca1400_" + infix + "ai_ci", uca: uca1400, noPad: noPad}, "uca1400_"+infix+"ai_ci")
+		register(&Collation{Name: "utf8mb3_uca1400_" + infix + "ai_ci", uca: uca1400, noPad: noPad})
+	}
 }
 
 func widen(t [][2]uint16) [][2]rune {
@@ -138,6 +155,9 @@ func (c *Collation) fill() {
 // spaces (PAD SPACE, so "a" = "a " and "a\t" < "a") or, NO PAD, the longer
 // string after its prefix. Invalid UTF-8 weighs as U+FFFD.
 func (c *Collation) Compare(a, b string) int {
+	if c.uca != nil {
+		return c.compareUCA(a, b)
+	}
 	for a != "" && b != "" {
 		ra, na := utf8.DecodeRuneInString(a)
 		rb, nb := utf8.DecodeRuneInString(b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -28,14 +29,30 @@ var collatedVariants = map[rune][]string{
 	'z': {"z", "Z"}, 'ÿ': {"ÿ", "Ÿ"}, 'k': {"k", "K"},
 }
 
+// ucaVariants adds the spellings the UCA collations (unicode_ci,
+// uca1400_ai_ci) fold too: ß as ss, accents as combining characters, and
+// an ignorable character (U+200B) inside the key.
+var ucaVariants = map[rune][]string{
+	'a': {"a", "A", "á", "Á", "a\u0301", "A\u0300"}, 'B': {"b", "B", "b\u200B"}, 'é': {"e", "E", "é", "É", "è", "e\u0301", "E\u0300"},
+	'z': {"z", "Z"}, 'ÿ': {"ÿ", "Ÿ", "y\u0308"}, 'k': {"k", "K", "\u200Bk"}, 'ß': {"ß", "ss", "SS", "sS", "ẞ"},
+}
+
+// variantsOf are the spellings a table's keys take.
+func variantsOf(table string) map[rune][]string {
+	if strings.HasPrefix(table, "k_uca") || strings.HasPrefix(table, "k_unicode") {
+		return ucaVariants
+	}
+	return collatedVariants
+}
+
 // collatedKey is the i-th key in one spelling: a prefix, "k", a number,
 // each letter in a random variant, and up to two trailing spaces (the same
 // key under PAD SPACE, another under NO PAD).
-func collatedKey(r *rand.Rand, i int) string {
+func collatedKey(r *rand.Rand, i int, variants map[rune][]string) string {
 	base := collatedPrefixes[i%len(collatedPrefixes)] + "k" + fmt.Sprintf("%03d", i/len(collatedPrefixes))
 	var b strings.Builder
 	for _, c := range base {
-		if vs, ok := collatedVariants[c]; ok && r != nil {
+		if vs, ok := variants[c]; ok && r != nil {
 			b.WriteString(vs[r.IntN(len(vs))])
 		} else {
 			b.WriteRune(c)
@@ -58,27 +75,49 @@ func collatedKey(r *rand.Rand, i int) string {
 // holds exactly the source's rows in the source's spelling (one row per
 // key the source calls equal), and verify in ranges other than the
 // backfill's chunks finds every range equal. A key under a collation
-// tidemark cannot reproduce (uca1400_ai_ci) still fails its object alone,
-// with the fix.
+// tidemark cannot reproduce (utf8mb4_german2_ci) still fails its object
+// alone, with the fix.
 func TestMySQLCollatedKeys(t *testing.T) {
-	ctx := context.Background()
-	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	tables := map[string]string{
+	runCollatedKeys(t, "ci", 1500, map[string]string{
 		"k_general": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
 		"k_latin1":  "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_swedish_ci",
 		// NO PAD: trailing spaces make another key.
 		"k_nopad": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_nopad_ci",
 		// Binary, PAD SPACE, in latin1's byte order.
 		"k_latin1bin": "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_bin",
+	})
+}
+
+// TestMySQLUCAKeys is TestMySQLCollatedKeys for MariaDB's UCA collations
+// (utf8mb4_uca1400_ai_ci, utf8mb4_unicode_ci: expansions, ignorables,
+// contractions), where the writer also respells ß as ss, accents as
+// combining characters, and adds an ignorable character (U+200B).
+func TestMySQLUCAKeys(t *testing.T) {
+	runCollatedKeys(t, "uca", 1000, map[string]string{
+		"k_uca1400": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_uca1400_ai_ci",
+		"k_unicode": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+	})
+}
+
+// runCollatedKeys backfills the tables (name → key column type), seeded
+// with rows keys, into SQLite and PostgreSQL under a writer per table, and
+// checks the destination, verify, and that a table keyed under
+// utf8mb4_german2_ci fails alone.
+func runCollatedKeys(t *testing.T, dbPrefix string, rows int, tables map[string]string) {
+	ctx := context.Background()
+	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	const rows = 1500
+	t.Cleanup(srv.Stop)
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	for i, dest := range []string{"sqlite", "postgres"} {
 		t.Run(dest, func(t *testing.T) {
-			db := fmt.Sprintf("ci%d", i)
+			db := fmt.Sprintf("%s%d", dbPrefix, i)
 			dsn, err := srv.CreateDatabase(ctx, db)
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +126,7 @@ func TestMySQLCollatedKeys(t *testing.T) {
 			for name, typ := range tables {
 				setup = append(setup, fmt.Sprintf("CREATE TABLE %s (k %s PRIMARY KEY, n INT NOT NULL)", name, typ))
 			}
-			setup = append(setup, "CREATE TABLE k_uca (k VARCHAR(24) COLLATE utf8mb4_uca1400_ai_ci PRIMARY KEY)", "INSERT INTO k_uca VALUES ('a'), ('B')")
+			setup = append(setup, "CREATE TABLE k_german2 (k VARCHAR(24) COLLATE utf8mb4_german2_ci PRIMARY KEY)", "INSERT INTO k_german2 VALUES ('a'), ('B')")
 			if err := srv.Exec(ctx, db, setup...); err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +136,7 @@ func TestMySQLCollatedKeys(t *testing.T) {
 				var args []any
 				for k := 0; k < rows; k++ {
 					vals = append(vals, "(?, ?)")
-					args = append(args, collatedKey(seed, k), k)
+					args = append(args, collatedKey(seed, k, variantsOf(name)), k)
 				}
 				execArgs(t, srv, db, "INSERT INTO "+name+" VALUES "+strings.Join(vals, ", "), args...)
 			}
@@ -106,7 +145,7 @@ func TestMySQLCollatedKeys(t *testing.T) {
 
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			for w, name := range []string{"k_general", "k_latin1", "k_nopad", "k_latin1bin"} {
+			for w, name := range names {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -149,9 +188,9 @@ func TestMySQLCollatedKeys(t *testing.T) {
 					t.Errorf("verify of %s: match=%v rows %d/%d, %d ranges, error %q", c.Object, c.Match, c.SourceRows, c.DestRows, len(c.Ranges), c.Error)
 				}
 			}
-			uca := e.objectOf(change.TableID{Schema: db, Name: "k_uca"})
-			if uca.Status != StatusFailed || !strings.Contains(uca.Reason, "uca1400_ai_ci") || !strings.Contains(uca.Reason, "keys:") {
-				t.Fatalf("k_uca: status %s (%s), want failed naming the collation and the fix", uca.Status, uca.Reason)
+			refused := e.objectOf(change.TableID{Schema: db, Name: "k_german2"})
+			if refused.Status != StatusFailed || !strings.Contains(refused.Reason, "utf8mb4_german2_ci") || !strings.Contains(refused.Reason, "keys:") {
+				t.Fatalf("k_german2: status %s (%s), want failed naming the collation and the fix", refused.Status, refused.Reason)
 			}
 		})
 	}
@@ -172,7 +211,7 @@ func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *
 			return
 		}
 	}
-	name := mysqlserver.QuoteIdent(table)
+	name, variants := mysqlserver.QuoteIdent(table), variantsOf(table)
 	// Paced, so that the stream keeps up on a loaded machine: a backfill's
 	// chunk waits until the stream has applied past its read.
 	pace := time.NewTicker(5 * time.Millisecond)
@@ -188,13 +227,13 @@ func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *
 		var args []any
 		switch r.IntN(4) {
 		case 0:
-			q, args = "UPDATE IGNORE "+name+" SET k = ?, n = n + 1 WHERE k = ?", []any{collatedKey(r, k), collatedKey(r, k)}
+			q, args = "UPDATE IGNORE "+name+" SET k = ?, n = n + 1 WHERE k = ?", []any{collatedKey(r, k, variants), collatedKey(r, k, variants)}
 		case 1:
-			q, args = "DELETE FROM "+name+" WHERE k = ?", []any{collatedKey(r, k)}
+			q, args = "DELETE FROM "+name+" WHERE k = ?", []any{collatedKey(r, k, variants)}
 		case 2:
-			q, args = "REPLACE INTO "+name+" VALUES (?, ?)", []any{collatedKey(r, k), n}
+			q, args = "REPLACE INTO "+name+" VALUES (?, ?)", []any{collatedKey(r, k, variants), n}
 		default:
-			q, args = "UPDATE IGNORE "+name+" SET k = ? WHERE k = ?", []any{collatedKey(r, r.IntN(rows+rows/4)), collatedKey(r, k)}
+			q, args = "UPDATE IGNORE "+name+" SET k = ? WHERE k = ?", []any{collatedKey(r, r.IntN(rows+rows/4), variants), collatedKey(r, k, variants)}
 		}
 		if _, err := w.Execute(q, args...); err != nil {
 			t.Errorf("%s %q: %v", q, args, err)

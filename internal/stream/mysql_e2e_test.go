@@ -62,7 +62,7 @@ func TestMySQLBackfillWhileWriting(t *testing.T) {
 			// TestMySQLCollatedKeys).
 			exec("CREATE TABLE codes (code VARCHAR(20) COLLATE utf8mb4_bin PRIMARY KEY, n INT)")
 			exec("INSERT INTO codes VALUES ('a', 1), ('B', 2), ('b', 3), ('é', 4), ('😀', 5)")
-			exec("CREATE TABLE tags (name VARCHAR(20) COLLATE utf8mb4_unicode_ci PRIMARY KEY)")
+			exec("CREATE TABLE tags (name VARCHAR(20) COLLATE utf8mb4_german2_ci PRIMARY KEY)")
 			exec("INSERT INTO tags VALUES ('x'), ('Y')")
 			e := mysqlEnv(t, dsn, db, dest)
 			e.start()

@@ -14,7 +14,8 @@ import (
 )
 
 // A text key under another source's folding collation (MariaDB's
-// utf8mb4_general_ci, latin1_swedish_ci: see package collate) has no
+// utf8mb4_general_ci, latin1_swedish_ci, utf8mb4_uca1400_ai_ci: see package
+// collate) has no
 // PostgreSQL collation of the same equality and order: ICU's differ in
 // where punctuation sorts, in ß, and in trailing spaces. Such a key is
 // compared through a sort key instead: a SQL function in schema _tidemark,
@@ -94,6 +95,12 @@ func (s *Sink) ensureSortKeys(ctx context.Context, t *change.Table) error {
 			return fmt.Errorf("look up %s: %w", name, err)
 		}
 		if ok {
+			continue
+		}
+		if coll.Expands() {
+			if err := s.createUCASortKey(ctx, coll); err != nil {
+				return fmt.Errorf("create the sort key function of collation %s: %w", coll.Name, err)
+			}
 			continue
 		}
 		ddl := "CREATE FUNCTION " + name + "(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE RETURN " + sortKeyBody(coll)

@@ -26,7 +26,10 @@ func TestKeyCollation(t *testing.T) {
 		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_general_ci"}, typ: "character varying(20)", want: ""},
 		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_nopad_bin", ByteOrder: true}, typ: "character varying(20)", want: ` COLLATE "C"`},
 		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_0900_ai_ci"}, typ: "character varying(20)", refused: true},
-		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "uca1400_ai_ci"}, typ: "character varying(20)", refused: true},
+		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "uca1400_ai_ci"}, typ: "character varying(20)", want: ""},
+		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_unicode_ci"}, typ: "character varying(20)", want: ""},
+		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_german2_ci"}, typ: "character varying(20)", refused: true},
+		{col: change.Column{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_uca1400_ai_cs"}, typ: "character varying(20)", refused: true},
 	}
 	for _, c := range cases {
 		got, err := keyCollation(tbl, c.col, c.typ)

@@ -22,9 +22,11 @@ func TestCheckKeyOrderMySQLCollations(t *testing.T) {
 		{"latin1_swedish_nopad_ci", false, "tidemark_latin1_swedish_nopad_ci"},
 		{"utf8mb4_bin", true, "tidemark_utf8mb4_bin"},
 		{"utf8mb4_nopad_bin", true, ""},
+		{"utf8mb4_uca1400_ai_ci", false, "tidemark_utf8mb4_uca1400_ai_ci"},
+		{"utf8mb4_unicode_nopad_ci", false, "tidemark_utf8mb4_unicode_nopad_ci"},
 		{"utf8mb4_0900_ai_ci", false, "-"},
-		{"uca1400_ai_ci", false, "-"},
-		{"utf8mb4_unicode_ci", false, "-"},
+		{"utf8mb4_german2_ci", false, "-"},
+		{"utf8mb4_uca1400_as_ci", false, "-"},
 	}
 	for _, c := range cases {
 		tbl := &change.Table{ID: change.TableID{Schema: "db", Name: "t"}, Key: []int{0}, Columns: []change.Column{{
