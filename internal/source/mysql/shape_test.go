@@ -140,3 +140,31 @@ func TestStreamReplayAcrossRename(t *testing.T) {
 		t.Errorf("the row after the rename: shape %s, want the described table", columnsOf(got))
 	}
 }
+
+// TestStreamShapeUCA1400: MariaDB lists its uca1400 collations without an
+// id in COLLATIONS, so a table map's collation id for them is looked up in
+// COLLATION_CHARACTER_SET_APPLICABILITY: an unchanged table keyed under
+// one keeps the described table (not a key "widened" to its bytes), and
+// after a DDL the table map's shape names the collation and length.
+func TestStreamShapeUCA1400(t *testing.T) {
+	src, root := testDB(t, "CREATE TABLE u (k varchar(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_uca1400_ai_ci PRIMARY KEY, g varchar(10) COLLATE utf8mb4_general_ci)")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "u"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, done := streamFromNow(ctx, t, src, tbl)
+	exec(t, root, `INSERT INTO u VALUES ('aß', 'x')`, "ALTER TABLE u ADD COLUMN n int", `INSERT INTO u VALUES ('b', 'y', 1)`)
+	txns := receiveTxns(t, out, done, 2)
+	if got := txns[0].Changes[0].Table; got != tbl {
+		t.Errorf("an unchanged table's change carries %s, want the described %s", columnsOf(got), columnsOf(tbl))
+	}
+	after := txns[1].Changes[0].Table
+	if got, want := columnsOf(after), "1:k character varying(24), 2:g character varying(10), 3:n integer"; got != want {
+		t.Errorf("after the DDL: %s, want %s", got, want)
+	}
+	if k := after.Columns[0]; k.Collation != "utf8mb4_uca1400_ai_ci" {
+		t.Errorf("after the DDL the key's collation is %q", k.Collation)
+	}
+}

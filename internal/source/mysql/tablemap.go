@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,11 +45,30 @@ func (s *Source) collations(ctx context.Context) (map[uint64]collation, error) {
 		if err != nil {
 			return err
 		}
-		for i := range r.RowNumber() {
-			id, _ := r.GetUint(i, 0)
-			n, _ := r.GetInt(i, 2)
-			colls[id] = collation{name: getString(r, i, 1), maxLen: int(max(n, 1))}
+		add := func(r *gomysql.Result) {
+			for i := range r.RowNumber() {
+				id, _ := r.GetUint(i, 0)
+				n, _ := r.GetInt(i, 2)
+				colls[id] = collation{name: getString(r, i, 1), maxLen: int(max(n, 1))}
+			}
 		}
+		add(r)
+		// MariaDB 10.10+ lists its uca1400 collations in COLLATIONS without
+		// an id (they serve several character sets); their full names and
+		// ids are in COLLATION_CHARACTER_SET_APPLICABILITY, whose columns
+		// MySQL and older MariaDB lack (unknown column: nothing to add).
+		r, err = query(c, `SELECT a.ID, a.FULL_COLLATION_NAME, cs.MAXLEN
+			FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY a
+			JOIN information_schema.CHARACTER_SETS cs ON cs.CHARACTER_SET_NAME = a.CHARACTER_SET_NAME
+			WHERE a.ID IS NOT NULL`)
+		var myErr *gomysql.MyError
+		if errors.As(err, &myErr) && myErr.Code == gomysql.ER_BAD_FIELD_ERROR {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		add(r)
 		return nil
 	})
 	if err != nil {
