@@ -78,7 +78,7 @@ func collatedKey(r *rand.Rand, i int, variants map[rune][]string) string {
 // tidemark cannot reproduce (utf8mb4_german2_ci) still fails its object
 // alone, with the fix.
 func TestMySQLCollatedKeys(t *testing.T) {
-	runCollatedKeys(t, "ci", 1500, map[string]string{
+	runCollatedKeys(t, "ci", 1500, 5*time.Millisecond, map[string]string{
 		"k_general": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
 		"k_latin1":  "VARCHAR(24) CHARACTER SET latin1 COLLATE latin1_swedish_ci",
 		// NO PAD: trailing spaces make another key.
@@ -93,17 +93,18 @@ func TestMySQLCollatedKeys(t *testing.T) {
 // contractions), where the writer also respells ß as ss, accents as
 // combining characters, and adds an ignorable character (U+200B).
 func TestMySQLUCAKeys(t *testing.T) {
-	runCollatedKeys(t, "uca", 1000, map[string]string{
+	runCollatedKeys(t, "uca", 600, 10*time.Millisecond, map[string]string{
 		"k_uca1400": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_uca1400_ai_ci",
 		"k_unicode": "VARCHAR(24) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
 	})
 }
 
 // runCollatedKeys backfills the tables (name → key column type), seeded
-// with rows keys, into SQLite and PostgreSQL under a writer per table, and
+// with rows keys, into SQLite and PostgreSQL under a writer per table (a
+// statement every pace: a UCA sort key costs PostgreSQL more), and
 // checks the destination, verify, and that a table keyed under
 // utf8mb4_german2_ci fails alone.
-func runCollatedKeys(t *testing.T, dbPrefix string, rows int, tables map[string]string) {
+func runCollatedKeys(t *testing.T, dbPrefix string, rows int, pace time.Duration, tables map[string]string) {
 	ctx := context.Background()
 	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
 	if err != nil {
@@ -149,7 +150,7 @@ func runCollatedKeys(t *testing.T, dbPrefix string, rows int, tables map[string]
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					collatedWriter(t, srv, db, name, rand.New(rand.NewPCG(uint64(w), uint64(i))), rows, stop)
+					collatedWriter(t, srv, db, name, rand.New(rand.NewPCG(uint64(w), uint64(i))), rows, pace, stop)
 				}()
 			}
 			// Stopped before the checks, and whichever way the test ends.
@@ -198,7 +199,7 @@ func runCollatedKeys(t *testing.T, dbPrefix string, rows int, tables map[string]
 
 // collatedWriter changes table's keys until stop: respellings, deletes,
 // re-inserts in another spelling (REPLACE), and moves to another key.
-func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *rand.Rand, rows int, stop <-chan struct{}) {
+func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *rand.Rand, rows int, every time.Duration, stop <-chan struct{}) {
 	w, err := srv.Root(context.Background())
 	if err != nil {
 		t.Error(err)
@@ -214,7 +215,7 @@ func collatedWriter(t *testing.T, srv *mysqlserver.Server, db, table string, r *
 	name, variants := mysqlserver.QuoteIdent(table), variantsOf(table)
 	// Paced, so that the stream keeps up on a loaded machine: a backfill's
 	// chunk waits until the stream has applied past its read.
-	pace := time.NewTicker(5 * time.Millisecond)
+	pace := time.NewTicker(every)
 	defer pace.Stop()
 	for n := 0; ; n++ {
 		select {
