@@ -4,7 +4,8 @@
 # servers from them, as the postgres user), the MariaDB server and client
 # (the MySQL source's tests start throwaway mariadbd servers the same way,
 # as the mysql user), Chromium (the console's
-# browser tests drive it headless) and a C compiler (the row filter parser,
+# browser tests drive it headless), nats-server (the NATS destination's tests
+# start throwaway servers with JetStream) and a C compiler (the row filter parser,
 # pg_query_go, is PostgreSQL's own parser built with cgo).
 set -euo pipefail
 
@@ -12,12 +13,14 @@ need_pg() { ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || ! id p
 need_mariadb() { ! command -v mariadb-install-db >/dev/null || ! { command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ]; } || ! id mysql >/dev/null 2>&1; }
 need_chromium() { [ ! -x /usr/bin/chromium ]; }
 need_cc() { ! command -v gcc >/dev/null; }
+need_nats() { ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; }
 
 packages=()
 need_pg && packages+=(postgresql)
 need_mariadb && packages+=(mariadb-server mariadb-client)
 need_chromium && packages+=(chromium)
 need_cc && packages+=(gcc)
+need_nats && packages+=(nats-server)
 if [ ${#packages[@]} -gt 0 ]; then
 	SUDO=""
 	[ "$(id -u)" -ne 0 ] && SUDO="sudo"

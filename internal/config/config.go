@@ -214,6 +214,22 @@ type Destination struct {
 	// MaxFileBytes is the size at which a files destination starts a
 	// table's next file within a batch (0: the type's default).
 	MaxFileBytes int64
+	// URL is the server a nats destination connects to (nats://host:port,
+	// user and password allowed; several comma-separated).
+	URL string
+	// NATSStream is the nats destination's JetStream stream, and
+	// SubjectPrefix the start of its subjects ("" each: derived from the
+	// stream's name).
+	NATSStream    string
+	SubjectPrefix string
+	// Credentials is a NATS credentials (.creds) file.
+	Credentials string
+	// TLSCA, TLSCert and TLSKey are PEM files: the CA that signed the
+	// server's certificate, and a client certificate and its key.
+	TLSCA, TLSCert, TLSKey string
+	// MaxMessageBytes is the largest message an event destination sends
+	// (0: the type's default); an event over it fails its object.
+	MaxMessageBytes int64
 }
 
 // Backfill configures copying the rows tables held before replication began.

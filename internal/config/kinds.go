@@ -181,7 +181,9 @@ func (b *builder) sourceKeys(p string, r *rawSource) {
 // read, pointing to the keys its own type reads.
 func (v *Checker) destinationKeys(p string, k DestinationKind, d *Destination) {
 	for _, key := range []struct{ name, value string }{{"dsn", d.DSN}, {"path", d.Path}, {"format", d.Format},
-		{"max_file_bytes", strconv.FormatInt(d.MaxFileBytes, 10)}} {
+		{"max_file_bytes", strconv.FormatInt(d.MaxFileBytes, 10)}, {"url", d.URL}, {"stream", d.NATSStream},
+		{"subject_prefix", d.SubjectPrefix}, {"credentials", d.Credentials}, {"tls_ca", d.TLSCA}, {"tls_cert", d.TLSCert},
+		{"tls_key", d.TLSKey}, {"max_message_bytes", strconv.FormatInt(d.MaxMessageBytes, 10)}} {
 		if key.value == "0" {
 			key.value = ""
 		}

@@ -87,6 +87,15 @@ type rawDestination struct {
 	Path         scalar `yaml:"path"`
 	Format       scalar `yaml:"format"`
 	MaxFileBytes scalar `yaml:"max_file_bytes"`
+	// NATS JetStream.
+	URL             scalar `yaml:"url"`
+	NATSStream      scalar `yaml:"stream"`
+	SubjectPrefix   scalar `yaml:"subject_prefix"`
+	Credentials     scalar `yaml:"credentials"`
+	TLSCA           scalar `yaml:"tls_ca"`
+	TLSCert         scalar `yaml:"tls_cert"`
+	TLSKey          scalar `yaml:"tls_key"`
+	MaxMessageBytes scalar `yaml:"max_message_bytes"`
 }
 
 type rawBackfill struct {

@@ -183,9 +183,9 @@ var validationCases = []problemCase{
 
 	// Destination.
 	{"destination type missing", streams(kv{"destination": "{path: x.db}"}), []Problem{{"streams[0].destination.type",
-		"missing: use files, postgres or sqlite"}}},
+		"missing: use files, nats, postgres or sqlite"}}},
 	{"destination type", streams(kv{"destination": "{type: mysql}"}), []Problem{{"streams[0].destination.type",
-		`"mysql" is not supported: use files, postgres or sqlite`}}},
+		`"mysql" is not supported: use files, nats, postgres or sqlite`}}},
 	{"postgres destination", streams(kv{"destination": "{type: postgres, path: x.db}"}), []Problem{
 		{"streams[0].destination.dsn", "missing: give the destination database as a postgres:// URL"},
 		{"streams[0].destination.path", "only files and sqlite destinations have a path: remove it, or use dsn"}}},
@@ -196,6 +196,17 @@ var validationCases = []problemCase{
 	{"sqlite destination", streams(kv{"destination": "{type: sqlite, dsn: 'postgres://u:secret@db/x'}"}), []Problem{
 		{"streams[0].destination.path", "missing: give the database file, e.g. path: replica.db"},
 		{"streams[0].destination.dsn", "only postgres destinations have a dsn: remove it, or use path"}}},
+	{"nats destination", streams(kv{"destination": "{type: nats, path: x.db}"}), []Problem{
+		{"streams[0].destination.url", "missing: give the NATS server's URL, e.g. url: nats://nats.example.com:4222"},
+		{"streams[0].destination.path", "only files and sqlite destinations have a path: remove it, or use url, stream, subject_prefix, credentials, tls_ca, tls_cert, tls_key or max_message_bytes"}}},
+	{"nats destination keys", streams(kv{"destination": "{type: nats, url: 'http://u:secret@h:4222', stream: a.b, subject_prefix: 'x.*', tls_key: k.pem, max_message_bytes: 10}"}), []Problem{
+		{"streams[0].destination.url", `"http://u:xxxxx@h:4222" is not a NATS URL: use the scheme nats://, tls://, ws:// or wss://`},
+		{"streams[0].destination.stream", `"a.b" is not a JetStream stream name: use letters, digits, _ and -`},
+		{"streams[0].destination.subject_prefix", `"x.*" is not a subject prefix: use dot-separated tokens without spaces or wildcards, e.g. cdc.shop`},
+		{"streams[0].destination.tls_key", "a client key needs its certificate: add tls_cert"},
+		{"streams[0].destination.max_message_bytes", "10 is out of range: give a size from 1024 (1 KiB) to 67108864 (64 MiB), at most the server's max_payload"}}},
+	{"url on postgres", streams(kv{"destination": "{type: postgres, dsn: 'postgres://db/x', url: 'nats://h'}"}), []Problem{
+		{"streams[0].destination.url", "only nats destinations have a url: remove it, or use dsn"}}},
 
 	// Tables.
 	{"include missing", streams(kv{"include": ""}), []Problem{{"streams[0].include",
@@ -325,7 +336,7 @@ streams:
 	{"null element keeps indexes", "streams:\n  -\n  - " + stream(kv{"name": "Bad"}), []Problem{
 		{"streams[0].name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use files, postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, nats, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"},
 		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
 	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a, role: viewer}\n    - {name: ci, token: b, role: viewer}\n" + one, []Problem{
@@ -336,7 +347,7 @@ streams:
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
 		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, publication_mode, slot, status_interval, wal_warn_bytes, read_timeouts, server_id"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use files, postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, nats, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},
 	{"dsn as a pattern", streams(kv{"include": "['postgres://u:secret@db.example.com/shop']"}), []Problem{
 		{"streams[0].include[0]", `"postgres://u:xxxxx@db.example.com/shop" is not a table pattern: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`}}},
