@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -96,6 +97,8 @@ type backfills struct {
 	// wake looks at the queue again at wakeAt, for runs with a start time.
 	wake   *time.Timer
 	wakeAt time.Time
+	// hook holds chunks for tests (failpoint.go); nil outside them.
+	hook atomic.Pointer[chunkHook]
 }
 
 func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg BackfillConfig, notify func(store.Backfill)) *backfills {

@@ -1,10 +1,13 @@
 package stream
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/tidemark/tidemark/internal/change"
 )
 
 // killAfterChunkCommitsEnv is a test-only failpoint. Set to N, it makes the
@@ -28,5 +31,25 @@ func chunkCommitted(b *outBatch) {
 	if chunkCommits.Add(int64(len(b.chunks))) >= killAfterChunkCommits {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal ends the process
+	}
+}
+
+// chunkStage is a point on a backfill chunk's way a test can hold it at.
+type chunkStage int
+
+const (
+	chunkRegistered chunkStage = iota // its window is open; not read yet
+	chunkRead                         // read; not merged yet
+)
+
+// chunkHook is a test-only hold: the worker calls it at each stage of each
+// chunk and waits for it to return. Nil (as always outside tests) it does
+// nothing.
+type chunkHook func(ctx context.Context, id change.TableID, at chunkStage)
+
+// atChunkStage calls the run's stream's chunk hook, if a test set one.
+func (m *backfills) atChunkStage(ctx context.Context, id change.TableID, at chunkStage) {
+	if h := m.hook.Load(); h != nil {
+		(*h)(ctx, id, at)
 	}
 }

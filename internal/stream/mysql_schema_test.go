@@ -22,13 +22,19 @@ import (
 // destination, a database made by setup and a stream env on it (not
 // started).
 func mysqlSchemaEnv(t *testing.T) func(t *testing.T, i int, dest string, setup ...string) (*env, func(...string), string) {
+	_, newDB := mysqlSchemaServer(t)
+	return newDB
+}
+
+// mysqlSchemaServer is mysqlSchemaEnv that also returns the server.
+func mysqlSchemaServer(t *testing.T) (*mysqlserver.Server, func(t *testing.T, i int, dest string, setup ...string) (*env, func(...string), string)) {
 	ctx := context.Background()
 	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	return func(t *testing.T, i int, dest string, setup ...string) (*env, func(...string), string) {
+	return srv, func(t *testing.T, i int, dest string, setup ...string) (*env, func(...string), string) {
 		db := fmt.Sprintf("ddl%d", i)
 		dsn, err := srv.CreateDatabase(ctx, db)
 		if err != nil {

@@ -80,6 +80,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		if err := rt.applier.register(ctx, pc); err != nil {
 			return false, false
 		}
+		m.atChunkStage(ctx, r.table.ID, chunkRegistered)
 		spec := pc.scope
 		size := rt.applier.pace.limit(m.cfg.ChunkSize, time.Now())
 		if c.ceiling > 0 {
@@ -98,6 +99,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		if read.Table != nil {
 			r.table = read.Table // the shape it was read in: the next read starts from it
 		}
+		m.atChunkStage(ctx, r.table.ID, chunkRead)
 		pc.read, pc.upto = read, rg.High
 		pc.ends = len(read.Rows) < spec.Limit
 		pc.last = pc.ends && final

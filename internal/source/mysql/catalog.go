@@ -2,10 +2,13 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/source"
@@ -17,8 +20,15 @@ var ErrNoKey = fmt.Errorf("%w: no primary key or unique index over NOT NULL colu
 
 // ListTables returns the base tables of the source's database (views,
 // sequences and system versioned history are left out), by name.
+//
+// An ALTER TABLE that copies the table renames it away and the copy in at
+// its end, so a listing at that moment lacks it. A table listed before and
+// missing now is opened, which waits for the ALTER's metadata lock: when it
+// opens, it is listed (a dropped table does not open).
 func (s *Source) ListTables(ctx context.Context) ([]change.TableID, error) {
 	var ids []change.TableID
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
 	err := s.with(ctx, func(c *client.Conn) error {
 		r, err := query(c, `SELECT TABLE_NAME FROM information_schema.TABLES
 			WHERE TABLE_SCHEMA = ? AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')
@@ -30,12 +40,40 @@ func (s *Source) ListTables(ctx context.Context) ([]change.TableID, error) {
 			name, _ := r.GetString(i, 0)
 			ids = append(ids, change.TableID{Schema: s.dsn.Database, Name: strings.Clone(name)})
 		}
+		for id := range s.listed {
+			if slices.Contains(ids, id) {
+				continue
+			}
+			ok, err := tableOpens(c, id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				ids = append(ids, id)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list tables of %s: %w", quoteIdent(s.dsn.Database), err)
 	}
+	slices.SortFunc(ids, func(a, b change.TableID) int { return strings.Compare(a.Name, b.Name) })
+	s.listed = make(map[change.TableID]bool, len(ids))
+	for _, id := range ids {
+		s.listed[id] = true
+	}
 	return ids, nil
+}
+
+// tableOpens reports whether a table exists, opening it (and so waiting
+// for a DDL statement under way on it).
+func tableOpens(c *client.Conn, id change.TableID) (bool, error) {
+	_, err := c.Execute("SELECT 1 FROM " + quoteTable(id) + " LIMIT 0")
+	var myErr *gomysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == gomysql.ER_NO_SUCH_TABLE {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Describe reads a table's columns and row key. The key is keyCols when

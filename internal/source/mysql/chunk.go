@@ -29,6 +29,9 @@ type Chunk struct {
 	// File is the binlog file Position falls in, for messages.
 	File  string
 	Bytes int64
+	// Table is the shape the rows were read in: the table's columns in
+	// the snapshot (snapshotShape).
+	Table *change.Table
 }
 
 // SeesCommit reports whether the transaction whose commit event ends at
@@ -61,20 +64,8 @@ var ErrNoSnapshotPosition = errors.New("the server does not report the binlog po
 // transaction is always rolled back; it takes no lock beyond what a
 // SELECT takes.
 func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error) {
-	r, err := newRowReader(t)
-	if err != nil {
-		return Chunk{}, err
-	}
-	r.expect = opt.Limit
-	if r.picked, err = pickColumns(t, opt.Columns); err != nil {
-		return Chunk{}, err
-	}
-	sql, args, err := chunkQuery(t, opt, r.picked)
-	if err != nil {
-		return Chunk{}, fmt.Errorf("read chunk of %s: %w", quoteTable(t.ID), err)
-	}
 	var chunk Chunk
-	err = s.with(ctx, func(c *client.Conn) error {
+	err := s.with(ctx, func(c *client.Conn) error {
 		for _, q := range []string{"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
 			if _, err := c.Execute(q); err != nil {
 				return err
@@ -84,7 +75,10 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 			if chunk.File, chunk.Position, err = snapshotPosition(c); err != nil {
 				return err
 			}
-			chunk.Rows, chunk.Bytes, err = r.selectRows(c, sql, args...)
+			if chunk.Table, err = s.snapshotShape(c, t, chunk.Position); err != nil {
+				return err
+			}
+			chunk.Rows, chunk.Bytes, err = readRows(c, chunk.Table, opt)
 			return err
 		}()
 		if _, rerr := c.Execute("ROLLBACK"); rerr != nil && err == nil {
@@ -103,6 +97,23 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 		return Chunk{}, fmt.Errorf("read chunk of %s: %w", quoteTable(t.ID), err)
 	}
 	return chunk, nil
+}
+
+// readRows runs the chunk's query on t's columns.
+func readRows(c *client.Conn, t *change.Table, opt ReadOptions) ([]change.Row, int64, error) {
+	r, err := newRowReader(t)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.expect = opt.Limit
+	if r.picked, err = pickColumns(t, opt.Columns); err != nil {
+		return nil, 0, err
+	}
+	sql, args, err := chunkQuery(t, opt, r.picked)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.selectRows(c, sql, args...)
 }
 
 func snapshotPosition(c *client.Conn) (string, change.LSN, error) {

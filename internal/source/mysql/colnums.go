@@ -113,11 +113,39 @@ func (c *columnNums) dropped(id change.TableID, name string) {
 // number sets the Num of t's columns and orders them by it (an unchanged
 // table keeps its ordinal order), keeping the key on the same columns.
 func (c *columnNums) number(t *change.Table) {
+	c.setNums(t, c.nums(t.ID, columnNames(t)))
+}
+
+// numberRead numbers the columns of a chunk's snapshot like number, but
+// gives a name without a number one only when fresh says the binlog
+// reader is past the snapshot: before, the name may be a rename the reader
+// has not read yet, which keeps the column's number.
+func (c *columnNums) numberRead(t *change.Table, fresh bool) error {
+	names := columnNames(t)
+	nums := c.numbered(t.ID, names)
+	for i, n := range nums {
+		if n == 0 {
+			if !fresh {
+				return errBinlogBehind
+			}
+			nums[i] = c.nums(t.ID, names[i:i+1])[0]
+		}
+	}
+	c.setNums(t, nums)
+	return nil
+}
+
+func columnNames(t *change.Table) []string {
 	names := make([]string, len(t.Columns))
 	for i, col := range t.Columns {
 		names[i] = col.Name
 	}
-	nums := c.nums(t.ID, names)
+	return names
+}
+
+// setNums gives t's columns their numbers and orders them by them,
+// keeping the key on the same columns.
+func (c *columnNums) setNums(t *change.Table, nums []int16) {
 	keyNums := make([]int16, len(t.Key))
 	for i, k := range t.Key {
 		keyNums[i] = nums[k]

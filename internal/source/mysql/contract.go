@@ -234,10 +234,11 @@ func (s *streamSource) ReadChunk(ctx context.Context, t *change.Table, opt sourc
 		return source.Chunk{}, err
 	}
 	pos := inEpoch(c.Position, s.src.Epoch())
-	// The rows hold t's columns, whatever the table has now: the merge
-	// translates them, and the changes of the chunk's window, into the
-	// destination's shape (docs/schema-changes.md, MySQL).
-	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: pos}, Position: pos, Bytes: c.Bytes, Table: t}, nil
+	// The rows hold the columns of the table in the snapshot (t's, unless
+	// it changed): the merge follows a newer shape, and translates the
+	// rows and the changes of the chunk's window into the destination's
+	// (docs/schema-changes.md, MySQL).
+	return source.Chunk{Rows: c.Rows, Snapshot: binlogSnapshot{at: pos}, Position: pos, Bytes: c.Bytes, Table: c.Table}, nil
 }
 
 func (s *streamSource) CheckFilter(ctx context.Context, t *change.Table, filter *rowfilter.Filter) error {

@@ -25,6 +25,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/tidemark/tidemark/internal/change"
 )
 
 // Source is an open MySQL or MariaDB source.
@@ -45,7 +47,14 @@ type Source struct {
 
 	// nums numbers the columns of tables across schema changes
 	// (colnums.go); colls are the server's collations by id, read once.
-	nums   columnNums
+	nums columnNums
+	// readers counts the binlog readers running; readTo is the raw
+	// position the last one has read the binlog to (chunkshape.go).
+	readers atomic.Int32
+	readTo  atomic.Uint64
+	// listed are the tables ListTables returned last.
+	listMu sync.Mutex
+	listed map[change.TableID]bool
 	collMu sync.Mutex
 	colls  map[uint64]collation
 }

@@ -92,6 +92,8 @@ func (s *Source) StreamFrom(ctx context.Context, from Resume, lookup TableLookup
 	}
 	syncer := replication.NewBinlogSyncer(s.syncerConfig(info.flavor))
 	defer syncer.Close()
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
 	r := &binlogReader{last: start, epoch: plan.epoch, state: plan.state, src: s, lookup: lookup, out: out, readers: map[change.TableID]*eventTable{}}
 	at := FormatPosition(info.base, start)
 	var streamer *replication.BinlogStreamer
@@ -130,6 +132,11 @@ func (s *Source) StreamFrom(ctx context.Context, from Resume, lookup TableLookup
 		}
 		if err := r.handle(ctx, ev); err != nil {
 			return err
+		}
+		if ev.Header.LogPos > 0 && r.file != "" {
+			if pos, err := Position(r.file, ev.Header.LogPos); err == nil {
+				s.readTo.Store(uint64(pos))
+			}
 		}
 	}
 }
