@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/natsserver"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/sink"
 	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
@@ -57,7 +58,7 @@ type env struct {
 }
 
 type envOptions struct {
-	dest  string // "sqlite" (default), "postgres" or "files"
+	dest  string // "sqlite" (default), "postgres", "files" or "nats"
 	setup string // SQL run on the source before the stream starts
 	yaml  string // extra stream keys
 }
@@ -102,6 +103,15 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 	}
 	if o.dest == "files" {
 		destYAML = fmt.Sprintf(`{type: files, path: "%s"}`, filepath.Join(dir, "files"))
+	}
+	if o.dest == "nats" {
+		srv, err := natsserver.Start(ctx, natsserver.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Registered before the stream's stop, so it runs after it.
+		t.Cleanup(srv.Stop)
+		destYAML = fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
