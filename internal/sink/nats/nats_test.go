@@ -321,3 +321,25 @@ func TestNatsNames(t *testing.T) {
 		t.Errorf("covers")
 	}
 }
+
+// TestNatsDoctor: doctor passes against the server and reads the
+// position the stream committed; it fails, saying so, where nothing
+// listens.
+func TestNatsDoctor(t *testing.T) {
+	ctx := context.Background()
+	d := dest()
+	s := open(t, d, 0)
+	if err := s.Apply(ctx, &sink.Batch{Stream: "doc", Position: 1009, Ops: txns(0, 10, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	in := sink.DoctorInput{Stream: "doc", Destination: d, Key: "streams[0].destination",
+		Position: func(pos change.LSN, _ string) string { return fmt.Sprintf("at %d", pos) }}
+	r := doctor(ctx, in)
+	if !r.Known || r.Position != 1009 || len(r.Checks) != 1 || !strings.Contains(r.Checks[0].Detail, "tidemark_doc") {
+		t.Errorf("doctor: %+v", r)
+	}
+	in.Destination.URL = "nats://127.0.0.1:1"
+	if r := doctor(ctx, in); r.Known || len(r.Checks) != 1 || !strings.Contains(r.Checks[0].Fix, "streams[0].destination.url") {
+		t.Errorf("doctor without a server: %+v", r)
+	}
+}
