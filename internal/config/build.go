@@ -278,6 +278,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			TLSCert:         b.str(p+".destination.tls_cert", r.Destination.TLSCert, ""),
 			TLSKey:          b.str(p+".destination.tls_key", r.Destination.TLSKey, ""),
 			MaxMessageBytes: b.integer(p+".destination.max_message_bytes", r.Destination.MaxMessageBytes, 0),
+			Kafka:           b.kafka(p+".destination", &r.Destination),
 		},
 		Include:             b.patterns(p+".include", r.Include),
 		Exclude:             b.patterns(p+".exclude", r.Exclude),
@@ -465,4 +466,23 @@ func (b *builder) serverID(path string, s scalar) uint32 {
 		return 0
 	}
 	return uint32(n)
+}
+
+// kafka builds the Kafka destination's own keys.
+func (b *builder) kafka(p string, r *rawDestination) Kafka {
+	k := Kafka{
+		Topic:           b.str(p+".topic", r.Topic, ""),
+		CheckpointTopic: b.str(p+".checkpoint_topic", r.CheckpointTopic, ""),
+		Partitions:      b.integer(p+".partitions", r.Partitions, 0),
+		TLS:             b.boolean(p+".tls", r.TLS, false),
+		SASLMechanism:   b.str(p+".sasl_mechanism", r.SASLMechanism, ""),
+		SASLUsername:    b.str(p+".sasl_username", r.SASLUsername, ""),
+		SASLPassword:    b.str(p+".sasl_password", r.SASLPassword, ""),
+	}
+	for i, s := range r.Brokers {
+		if v, ok := b.text(fmt.Sprintf("%s.brokers[%d]", p, i), s); ok {
+			k.Brokers = append(k.Brokers, v)
+		}
+	}
+	return k
 }

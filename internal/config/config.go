@@ -230,6 +230,26 @@ type Destination struct {
 	// MaxMessageBytes is the largest message an event destination sends
 	// (0: the type's default); an event over it fails its object.
 	MaxMessageBytes int64
+	// Kafka holds the Kafka destination's own keys.
+	Kafka Kafka
+}
+
+// Kafka is a Kafka destination's brokers, topics and SASL
+// (docs/destinations.md, "Kafka"); its TLS files and message limit are
+// the Destination's TLSCA, TLSCert, TLSKey and MaxMessageBytes.
+type Kafka struct {
+	Brokers []string // host:port of the bootstrap brokers
+	// Topic is the template of a table's topic: {stream}, {schema} and
+	// {table} are replaced.
+	Topic           string
+	CheckpointTopic string
+	// Partitions is the partition count of topics the destination
+	// creates (0: the broker's default).
+	Partitions    int64
+	TLS           bool
+	SASLMechanism string // plain, scram-sha-256 or scram-sha-512
+	SASLUsername  string
+	SASLPassword  string
 }
 
 // Backfill configures copying the rows tables held before replication began.

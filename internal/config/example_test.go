@@ -74,7 +74,7 @@ streams:
 	fmt.Println(err)
 	// Output:
 	// streams[0].source.slot_name: unknown key (line 4): use one of type, dsn, publication, publication_mode, slot, status_interval, wal_warn_bytes, read_timeouts, server_id
-	// streams[0].destination.type: "mysql" is not supported: use files, nats, postgres or sqlite
+	// streams[0].destination.type: "mysql" is not supported: use files, kafka, nats, postgres or sqlite
 	// streams[0].backfill.chunk_size: 0 is out of range: use 1 to 1000000
 	// streams[1].source.dsn: not a postgres:// URL: write postgres://user:password@host:5432/dbname, percent-encoding special characters (e.g. @ as %40)
 	// streams[1].name: "shop" is used twice (also streams[0]): stream names must be unique

@@ -183,8 +183,11 @@ func (v *Checker) destinationKeys(p string, k DestinationKind, d *Destination) {
 	for _, key := range []struct{ name, value string }{{"dsn", d.DSN}, {"path", d.Path}, {"format", d.Format},
 		{"max_file_bytes", strconv.FormatInt(d.MaxFileBytes, 10)}, {"url", d.URL}, {"stream", d.NATSStream},
 		{"subject_prefix", d.SubjectPrefix}, {"credentials", d.Credentials}, {"tls_ca", d.TLSCA}, {"tls_cert", d.TLSCert},
-		{"tls_key", d.TLSKey}, {"max_message_bytes", strconv.FormatInt(d.MaxMessageBytes, 10)}} {
-		if key.value == "0" {
+		{"tls_key", d.TLSKey}, {"max_message_bytes", strconv.FormatInt(d.MaxMessageBytes, 10)},
+		{"brokers", strings.Join(d.Kafka.Brokers, ",")}, {"topic", d.Kafka.Topic}, {"checkpoint_topic", d.Kafka.CheckpointTopic},
+		{"partitions", strconv.FormatInt(d.Kafka.Partitions, 10)}, {"tls", strconv.FormatBool(d.Kafka.TLS)},
+		{"sasl_mechanism", d.Kafka.SASLMechanism}, {"sasl_username", d.Kafka.SASLUsername}, {"sasl_password", d.Kafka.SASLPassword}} {
+		if key.value == "0" || key.value == "false" {
 			key.value = ""
 		}
 		owners := destinationKeyOwners(key.name)

@@ -96,6 +96,15 @@ type rawDestination struct {
 	TLSCert         scalar `yaml:"tls_cert"`
 	TLSKey          scalar `yaml:"tls_key"`
 	MaxMessageBytes scalar `yaml:"max_message_bytes"`
+	// Kafka (tls_ca, tls_cert, tls_key and max_message_bytes too).
+	Brokers         []scalar `yaml:"brokers"`
+	Topic           scalar   `yaml:"topic"`
+	CheckpointTopic scalar   `yaml:"checkpoint_topic"`
+	Partitions      scalar   `yaml:"partitions"`
+	TLS             scalar   `yaml:"tls"`
+	SASLMechanism   scalar   `yaml:"sasl_mechanism"`
+	SASLUsername    scalar   `yaml:"sasl_username"`
+	SASLPassword    scalar   `yaml:"sasl_password"`
 }
 
 type rawBackfill struct {

@@ -183,9 +183,9 @@ var validationCases = []problemCase{
 
 	// Destination.
 	{"destination type missing", streams(kv{"destination": "{path: x.db}"}), []Problem{{"streams[0].destination.type",
-		"missing: use files, nats, postgres or sqlite"}}},
+		"missing: use files, kafka, nats, postgres or sqlite"}}},
 	{"destination type", streams(kv{"destination": "{type: mysql}"}), []Problem{{"streams[0].destination.type",
-		`"mysql" is not supported: use files, nats, postgres or sqlite`}}},
+		`"mysql" is not supported: use files, kafka, nats, postgres or sqlite`}}},
 	{"postgres destination", streams(kv{"destination": "{type: postgres, path: x.db}"}), []Problem{
 		{"streams[0].destination.dsn", "missing: give the destination database as a postgres:// URL"},
 		{"streams[0].destination.path", "only files and sqlite destinations have a path: remove it, or use dsn"}}},
@@ -207,6 +207,15 @@ var validationCases = []problemCase{
 		{"streams[0].destination.max_message_bytes", "10 is out of range: give a size from 1024 (1 KiB) to 67108864 (64 MiB), at most the server's max_payload"}}},
 	{"url on postgres", streams(kv{"destination": "{type: postgres, dsn: 'postgres://db/x', url: 'nats://h'}"}), []Problem{
 		{"streams[0].destination.url", "only nats destinations have a url: remove it, or use dsn"}}},
+	{"kafka destination", streams(kv{"destination": "{type: kafka, brokers: [kafka1], topic: events, max_message_bytes: 10, sasl_mechanism: gssapi, path: x}"}), []Problem{
+		{"streams[0].destination.brokers[0]", `"kafka1" is not host:port: write e.g. kafka1:9092`},
+		{"streams[0].destination.topic", `"events" lacks {table}: every table needs a topic of its own, e.g. {stream}.{schema}.{table}`},
+		{"streams[0].destination.max_message_bytes", "10 is out of range: give a size from 1024 (1 KiB) to 1073741824 (1 GiB)"},
+		{"streams[0].destination.sasl_mechanism", `"gssapi" is not supported: use plain, scram-sha-256 or scram-sha-512`},
+		{"streams[0].destination.path", "only files and sqlite destinations have a path: remove it, or use brokers, topic, checkpoint_topic, partitions, max_message_bytes, tls, tls_ca, tls_cert, tls_key, sasl_mechanism, sasl_username or sasl_password"}}},
+	{"kafka keys elsewhere", streams(kv{"destination": "{type: sqlite, path: x.db, brokers: ['k:9092'], tls: true}"}), []Problem{
+		{"streams[0].destination.brokers", "only kafka destinations have a brokers: remove it, or use path"},
+		{"streams[0].destination.tls", "only kafka destinations have a tls: remove it, or use path"}}},
 
 	// Tables.
 	{"include missing", streams(kv{"include": ""}), []Problem{{"streams[0].include",
@@ -336,7 +345,7 @@ streams:
 	{"null element keeps indexes", "streams:\n  -\n  - " + stream(kv{"name": "Bad"}), []Problem{
 		{"streams[0].name", "missing: name the stream with lower-case letters, digits and underscores, e.g. shop"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use files, nats, postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, kafka, nats, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"},
 		{"streams[1].name", `"Bad" is not a valid name: use 1 to 48 lower-case letters, digits and underscores, starting with a letter`}}},
 	{"null token keeps indexes", "api:\n  tokens:\n    -\n    - {name: ci, token: a, role: viewer}\n    - {name: ci, token: b, role: viewer}\n" + one, []Problem{
@@ -347,7 +356,7 @@ streams:
 	{"dsn as a key", "streams:\n  - name: shop\n    source: {postgres://u:secret@db.example.com/shop}\n", []Problem{
 		{"streams[0].source.postgres://u:xxxxx@db.example.com/shop", "unknown key (line 3): use one of type, dsn, publication, publication_mode, slot, status_interval, wal_warn_bytes, read_timeouts, server_id"},
 		{"streams[0].source.dsn", "missing: give the source database as a postgres:// URL"},
-		{"streams[0].destination.type", "missing: use files, nats, postgres or sqlite"},
+		{"streams[0].destination.type", "missing: use files, kafka, nats, postgres or sqlite"},
 		{"streams[0].include", "missing: list the tables to replicate, e.g. [public.*]"}}},
 	{"dsn as a pattern", streams(kv{"include": "['postgres://u:secret@db.example.com/shop']"}), []Problem{
 		{"streams[0].include[0]", `"postgres://u:xxxxx@db.example.com/shop" is not a table pattern: more than one unquoted dot: write schema.table, and quote names that contain dots, e.g. "my.schema".orders`}}},

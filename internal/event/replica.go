@@ -188,3 +188,11 @@ func (r *Replica) Rows() []map[string]json.RawMessage {
 
 // Len is the number of rows the replica holds.
 func (r *Replica) Len() int { return len(r.rows) }
+
+// Merge adds the rows of other, a replica of the same table fed other
+// keys' events (another partition of a topic), to r.
+func (r *Replica) Merge(other *Replica) {
+	for k, row := range other.rows {
+		r.rows[k] = row
+	}
+}

@@ -11,6 +11,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/event"
@@ -184,4 +185,16 @@ type Chunk struct {
 	// Skipped is set by Apply: how many rows of an UpdateOnly chunk the
 	// destination lacked, so were not written.
 	Skipped int64
+}
+
+// Origin is what an event destination writes in the source block of an
+// operation's events: its transaction's position, id and commit time,
+// or, for a chunk's rows (no transaction), the batch's position at time
+// at.
+func (b *Batch) Origin(op Op, at time.Time) event.Origin {
+	o := event.Origin{Position: b.Position, Resume: b.Resume, CommitTime: at}
+	if op.Txn != nil {
+		o.Position, o.Xid, o.CommitTime = op.Txn.CommitLSN, op.Txn.Xid, op.Txn.CommitTime
+	}
+	return o
 }

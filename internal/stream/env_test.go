@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/kafkatest"
 	"github.com/tidemark/tidemark/internal/natsserver"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/sink"
@@ -58,7 +59,7 @@ type env struct {
 }
 
 type envOptions struct {
-	dest  string // "sqlite" (default), "postgres", "files" or "nats"
+	dest  string // "sqlite" (default), "postgres", "files", "nats" or "kafka"
 	setup string // SQL run on the source before the stream starts
 	yaml  string // extra stream keys
 }
@@ -100,6 +101,14 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 			t.Fatal(err)
 		}
 		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
+	}
+	if o.dest == "kafka" {
+		c, err := kafkatest.Start(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
+		destYAML = fmt.Sprintf(`{type: kafka, brokers: ["%s"], partitions: 3}`, c.Addr)
 	}
 	if o.dest == "files" {
 		destYAML = fmt.Sprintf(`{type: files, path: "%s"}`, filepath.Join(dir, "files"))

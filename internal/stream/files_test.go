@@ -89,18 +89,12 @@ func TestFilesBackfillWhileWriting(t *testing.T) {
 func (e *env) seedFiles(dir string, enc *event.Encoder) {
 	e.t.Helper()
 	var lines []string
-	add := func(id, v int, note string) {
-		m, err := enc.Change(&change.Change{Kind: change.Insert, Table: itemsTable,
-			Row: change.Row{change.Text(fmt.Sprint(id)), change.Text(fmt.Sprint(v)), change.Text(note)}}, event.Origin{})
+	for _, c := range staleItems() {
+		m, err := enc.Change(c, event.Origin{})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		lines = append(lines, string(m[0].Value))
-	}
-	add(-7, 0, "extra")
-	add(9999999, 0, "extra")
-	for id := 10; id <= filesRows; id += 10 {
-		add(id, -1, "stale")
 	}
 	d := filepath.Join(dir, e.cfg.Name, "public.items", "2000", "01", "01", "00")
 	if err := os.MkdirAll(d, 0o755); err != nil {
@@ -109,6 +103,23 @@ func (e *env) seedFiles(dir string, enc *event.Encoder) {
 	if err := os.WriteFile(filepath.Join(d, "000000000000_0000000000000000-0000000000000000_001.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// staleItems are inserts of rows the source does not have (keys -7 and
+// 9999999) and of a stale version of every tenth row, as if a consumer
+// had missed changes.
+func staleItems() []*change.Change {
+	var out []*change.Change
+	add := func(id, v int, note string) {
+		out = append(out, &change.Change{Kind: change.Insert, Table: itemsTable,
+			Row: change.Row{change.Text(fmt.Sprint(id)), change.Text(fmt.Sprint(v)), change.Text(note)}})
+	}
+	add(-7, 0, "extra")
+	add(9999999, 0, "extra")
+	for id := 10; id <= filesRows; id += 10 {
+		add(id, -1, "stale")
+	}
+	return out
 }
 
 // itemsWriter changes items until stopped: updates, inserts, deletes and

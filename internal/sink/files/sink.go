@@ -165,11 +165,7 @@ func (s *Sink) write(ctx context.Context, bf *batchFiles, b *sink.Batch) error {
 		}
 		switch {
 		case op.Change != nil:
-			o := event.Origin{Position: b.Position, Resume: b.Resume, CommitTime: bf.at}
-			if op.Txn != nil {
-				o.Position, o.Xid, o.CommitTime = op.Txn.CommitLSN, op.Txn.Xid, op.Txn.CommitTime
-			}
-			msgs, err := s.enc.Change(op.Change, o)
+			msgs, err := s.enc.Change(op.Change, b.Origin(op, bf.at))
 			if err != nil {
 				return fmt.Errorf("table %s: %w: %w", op.Change.Table.ID, err, sink.ErrRejected)
 			}
@@ -194,7 +190,7 @@ func (s *Sink) write(ctx context.Context, bf *batchFiles, b *sink.Batch) error {
 // their own, then its mark, and notes it for the table's manifest.
 func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 	t := c.Table
-	o := event.Origin{Position: b.Position, Resume: b.Resume, CommitTime: bf.at}
+	o := b.Origin(sink.Op{}, bf.at)
 	w := bf.writer(t.ID, max(c.BackfillID, 1))
 	for _, r := range c.Rows {
 		m, err := s.enc.Row(t, r, o)

@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/tidemark/tidemark/internal/config"
+)
+
+// The SASL mechanisms, as sasl_mechanism names them.
+const (
+	SASLPlain       = "plain"
+	SASLScramSHA256 = "scram-sha-256"
+	SASLScramSHA512 = "scram-sha-512"
+)
+
+// connOpts are the client options every connection of a destination
+// uses: its brokers, TLS and SASL.
+func connOpts(d config.Destination) ([]kgo.Opt, error) {
+	k := d.Kafka
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.DialTimeout(10 * time.Second)}
+	if k.TLS || d.TLSCA != "" || d.TLSCert != "" {
+		c, err := tlsConfig(d)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(c))
+	}
+	switch strings.ToLower(k.SASLMechanism) {
+	case "":
+	case SASLPlain:
+		opts = append(opts, kgo.SASL(plain.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsMechanism()))
+	case SASLScramSHA256:
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsSha256Mechanism()))
+	case SASLScramSHA512:
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASLUsername, Pass: k.SASLPassword}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("sasl_mechanism %q is not one of plain, scram-sha-256, scram-sha-512", k.SASLMechanism)
+	}
+	return opts, nil
+}
+
+func tlsConfig(d config.Destination) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if d.TLSCA != "" {
+		pem, err := os.ReadFile(d.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls_ca %s holds no PEM certificate", d.TLSCA)
+		}
+	}
+	if d.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(d.TLSCert, d.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert and tls_key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}

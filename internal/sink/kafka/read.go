@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
+)
+
+// consume reads a topic's records as a read_committed consumer sees
+// them, from the start of each partition to its last stable offset now,
+// calling fn for each in its partition's order. Control records (the
+// transaction markers) are kept to see where a partition ends, not
+// passed to fn; records of aborted transactions are never read.
+func consume(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string, fn func(*kgo.Record) error) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	from := map[int32]kgo.Offset{}
+	end := map[int32]int64{}
+	for p, e := range ends[topic] {
+		if e.Err != nil {
+			return fmt.Errorf("partition %d: %w", p, e.Err)
+		}
+		st, _ := starts.Lookup(topic, p)
+		if e.Offset > st.Offset {
+			from[p] = kgo.NewOffset().At(st.Offset)
+			end[p] = e.Offset
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	opts := append(append([]kgo.Opt{}, conn...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for len(end) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var fetchErr error
+		fs.EachError(func(t string, p int32, err error) { fetchErr = fmt.Errorf("%s partition %d: %w", t, p, err) })
+		if fetchErr != nil {
+			return fetchErr
+		}
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
+			last, open := end[r.Partition]
+			if !open || r.Offset >= last {
+				continue
+			}
+			if !r.Attrs.IsControl() {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			if r.Offset == last-1 {
+				delete(end, r.Partition)
+			}
+		}
+	}
+	return nil
+}
+
+// ReadTable is the reference consumer of a Kafka destination: it reads a
+// table's topic read_committed, each partition in order into a replica
+// of its own (a partition's chunk marks reset its own keys), and returns
+// the replicas merged: the table as a consumer of the topic holds it.
+func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table) (*event.Replica, error) {
+	k := d.Kafka
+	if k.Topic == "" {
+		k.Topic = DefaultTopic
+	}
+	conn, err := connOpts(d)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(conn...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	keyCols := make([]string, len(t.Key))
+	for i, kc := range t.KeyColumns() {
+		keyCols[i] = kc.Name
+	}
+	parts := map[int32]*event.Replica{}
+	topic := TopicName(k.Topic, stream, t.ID)
+	err = consume(ctx, conn, kadm.NewClient(cl), topic, func(r *kgo.Record) error {
+		rep, ok := parts[r.Partition]
+		if !ok {
+			rep = event.NewReplica(keyCols)
+			parts[r.Partition] = rep
+		}
+		if err := rep.Apply(r.Value); err != nil {
+			return fmt.Errorf("%s partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read topic %s: %w", topic, err)
+	}
+	out := event.NewReplica(keyCols)
+	for _, rep := range parts {
+		out.Merge(rep)
+	}
+	return out, nil
+}
