@@ -85,10 +85,12 @@ func TestCrashBetweenRenames(t *testing.T) {
 	if err := s.Apply(ctx, &sink.Batch{Stream: "s", Position: 100, Ops: inserts(0, 100)}); err != nil {
 		t.Fatal(err)
 	}
-	renames := 0
 	crash := errors.New("crash")
-	s.afterRename = func() error {
-		if renames++; renames == 2 {
+	s.afterRename = func(renamed, total int) error {
+		if total < 3 {
+			t.Fatalf("the batch wrote %d files, want several", total)
+		}
+		if renamed == 2 {
 			return crash
 		}
 		return nil

@@ -200,8 +200,8 @@ func (fw *fileWriter) abort() {
 }
 
 // publish renames the synced temp files to their names and fsyncs the
-// directory; it returns the final paths. afterRename, if set, runs after
-// each rename (a test's crash point).
+// directory; it returns the final paths. afterRename runs after each
+// rename (a test's crash point).
 func (fw *fileWriter) publish(afterRename func() error) ([]string, error) {
 	var out []string
 	for _, tmp := range fw.done {
@@ -211,10 +211,8 @@ func (fw *fileWriter) publish(afterRename func() error) ([]string, error) {
 			return out, err
 		}
 		out = append(out, final)
-		if afterRename != nil {
-			if err := afterRename(); err != nil {
-				return out, err
-			}
+		if err := afterRename(); err != nil {
+			return out, err
 		}
 	}
 	if len(fw.done) > 0 {

@@ -32,8 +32,9 @@ type Sink struct {
 	now      func() time.Time
 	streams  map[string]*streamState
 	// afterRename, when set, runs after each file of a batch is renamed
-	// into place; an error stops the batch there, as a crash would.
-	afterRename func() error
+	// into place (renamed of total so far); an error stops the batch
+	// there, as a crash would.
+	afterRename func(renamed, total int) error
 }
 
 type streamState struct {
@@ -49,7 +50,7 @@ func Open(dir string, maxBytes int64) (*Sink, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("files destination %s: %w", dir, err)
 	}
-	return &Sink{dir: dir, maxBytes: maxBytes, now: time.Now, streams: map[string]*streamState{}}, nil
+	return &Sink{dir: dir, maxBytes: maxBytes, now: time.Now, streams: map[string]*streamState{}, afterRename: killBetweenRenames()}, nil
 }
 
 // UseEncoder sets how changes become events: the stream gives the
@@ -233,9 +234,20 @@ func (s *Sink) publish(bf *batchFiles) error {
 		}
 	}
 	published := map[change.TableID][]string{}
+	total, renamed := 0, 0
+	for _, w := range bf.writers {
+		total += len(w.done)
+	}
+	onRename := func() error {
+		renamed++
+		if s.afterRename == nil {
+			return nil
+		}
+		return s.afterRename(renamed, total)
+	}
 	for _, k := range bf.order {
 		w := bf.writers[k]
-		paths, err := w.publish(bf.s.afterRename)
+		paths, err := w.publish(onRename)
 		if err != nil {
 			return fmt.Errorf("files destination: %w", err)
 		}
