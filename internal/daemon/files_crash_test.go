@@ -54,7 +54,7 @@ func TestSIGKILLIntoFiles(t *testing.T) {
 metadata: sqlite://%s
 api: {listen: "%s"}
 streams:
-  - name: crash
+  - name: filescrash
     source: {type: postgres, dsn: "%s"}
     destination: {type: files, path: "%s", max_file_bytes: 65536}
     include: ["public.t"]
@@ -65,7 +65,9 @@ streams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, addr: addr,
+	// A stream name of its own: replication slots are named per server,
+	// and the other crash tests' stream is "crash".
+	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, addr: addr, stream: "filescrash",
 		env: []string{"TIDEMARK_TEST_FILES_KILL_BETWEEN_RENAMES=3"}}
 	c.start()
 	backfill := c.watch(metaPath)
@@ -93,11 +95,11 @@ streams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc := typ.Encoder("crash", "", true, "test")
+	enc := typ.Encoder("filescrash", "", true, "test")
 	// The stream catches up with the writer's last changes.
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		r, err := files.ReadTable(out, "crash", filesTable)
+		r, err := files.ReadTable(out, "filescrash", filesTable)
 		if err != nil {
 			t.Fatal(err)
 		}

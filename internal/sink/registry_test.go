@@ -38,7 +38,7 @@ func TestCapabilitiesByType(t *testing.T) {
 			}
 		}
 	}
-	if _, err := sink.Lookup("kafka"); err == nil || !strings.Contains(err.Error(), `destination type "kafka" is not supported`) {
+	if _, err := sink.Lookup("bigquery"); err == nil || !strings.Contains(err.Error(), `destination type "bigquery" is not supported`) {
 		t.Errorf("lookup of an unregistered type: %v", err)
 	}
 }

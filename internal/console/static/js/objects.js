@@ -140,7 +140,10 @@ export async function streamPage(main, [name], ctx) {
       const objs = await get(streamPath(name) + "/objects");
       // The latest runs no list brought, or that finished unseen.
       const listed = new Map([...recent, ...pending, ...active].map((r) => [r.id, r]));
-      for (const r of pushed) if (!listed.has(r.id) || ahead(r, listed.get(r.id))) listed.set(r.id, r);
+      // Pushed events come in order, so a run's last one is its newest: an
+      // earlier one must not hide it (a verify ending changes no count).
+      const newest = new Map(pushed.map((r) => [r.id, r]));
+      for (const r of newest.values()) if (!listed.has(r.id) || ahead(r, listed.get(r.id))) listed.set(r.id, r);
       const known = (id) => listed.get(id) || s.runs.get(id);
       const missing = objs.filter((o) => o.backfill_id && (!known(o.backfill_id) || known(o.backfill_id).status !== o.status)).slice(0, 20);
       const fetched = await Promise.all(missing.map((o) => get(runs + "/" + o.backfill_id).catch(() => null)));
