@@ -11,10 +11,13 @@ test:
 
 # Figures, not pass/fail: tidemark's backfill against COPY and native
 # logical replication on the same table, measured in the same run; and the
-# batch engine's planning and dispatch of 730,000 instances.
+# batch engine's planning and dispatch of 730,000 instances; the console's
+# Objects tab with 1,000 objects in Chromium (the browser harness is the API
+# tests', so that benchmark lives in internal/api).
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
+	go test -run '^$$' -bench '^BenchmarkConsoleObjectsDense$$' -benchtime 1x -timeout 10m ./internal/api/
 
 # Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
 # 20) at random moments while four tables are written to and backfilled into

@@ -17,7 +17,7 @@ import (
 // profile, driven through chromedp, with the flags a root, offline machine
 // needs. JavaScript exceptions and console errors fail the test.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	e    *env
 	ctx  context.Context
 	dir  string // screenshots
@@ -26,7 +26,7 @@ type browser struct {
 }
 
 // chromiumPath is where scripts/setup.sh installs Chromium.
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -39,7 +39,7 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-func newBrowser(t *testing.T, e *env) *browser {
+func newBrowser(t testing.TB, e *env) *browser {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -81,7 +81,7 @@ func newBrowser(t *testing.T, e *env) *browser {
 
 // screenshotDir is TIDEMARK_SCREENSHOTS, or a directory under the system's
 // temporary one that outlives the test so that the pictures can be looked at.
-func screenshotDir(t *testing.T) string {
+func screenshotDir(t testing.TB) string {
 	dir := os.Getenv("TIDEMARK_SCREENSHOTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "tidemark-screenshots")

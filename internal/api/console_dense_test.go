@@ -8,6 +8,14 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
+// thousandTables creates public.t0001 … public.t1000, each with a key.
+const thousandTables = `
+	DO $$ BEGIN
+	  FOR i IN 1..1000 LOOP
+	    EXECUTE format('CREATE TABLE %I (id int PRIMARY KEY, v text)', 't' || lpad(i::text, 4, '0'));
+	  END LOOP;
+	END $$`
+
 // TestConsoleObjectsDense: a stream of 1,000 tables. The Objects tab holds
 // one page of rows in its document, pages and sorts by a column, filters
 // and selects across pages, says once what every object without a
@@ -15,12 +23,7 @@ import (
 // list a click away.
 func TestConsoleObjectsDense(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{backfill: "{mode: manual}", setup: `
-		DO $$ BEGIN
-		  FOR i IN 1..1000 LOOP
-		    EXECUTE format('CREATE TABLE %I (id int PRIMARY KEY, v text)', 't' || lpad(i::text, 4, '0'));
-		  END LOOP;
-		END $$`})
+	e := newEnv(t, envOptions{backfill: "{mode: manual}", setup: thousandTables})
 	b := newBrowser(t, e)
 	rows := `document.querySelectorAll('tbody tr[data-object]')`
 	first := rows + `[0].dataset.object`

@@ -58,7 +58,7 @@ var seq atomic.Int64
 // env is one test's source database, SQLite destination and metadata store,
 // and a running daemon serving the API on a loopback port.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	name   string // the stream's name; slot names are per server, so unique per test
 	src    *pgx.Conn
@@ -78,7 +78,7 @@ type envOptions struct {
 	destination string
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -177,7 +177,7 @@ func tasksYAML(tasks string) string {
 
 // dropSlot drops a replication slot of the database conn is connected to,
 // waiting until its walsender has let go of it.
-func dropSlot(t *testing.T, conn *pgx.Conn, slot string) {
+func dropSlot(t testing.TB, conn *pgx.Conn, slot string) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -203,7 +203,7 @@ func dropSlot(t *testing.T, conn *pgx.Conn, slot string) {
 // testWriter logs to the test until the test's cleanup closes it.
 type testWriter struct {
 	mu     sync.Mutex
-	t      *testing.T
+	t      testing.TB
 	closed bool
 }
 

@@ -43,7 +43,7 @@ func (e *env) scrape() scraped {
 }
 
 type scraped struct {
-	t    *testing.T
+	t    testing.TB
 	fams map[string]*dto.MetricFamily
 }
 
