@@ -10,10 +10,11 @@ test:
 	./scripts/test.sh
 
 # Figures, not pass/fail: tidemark's backfill against COPY and native
-# logical replication on the same table, measured in the same run; and the
-# batch engine's planning and dispatch of 730,000 instances; the console's
-# Objects tab with 1,000 objects in Chromium (the browser harness is the API
-# tests', so that benchmark lives in internal/api).
+# logical replication on the same table, measured in the same run; the same
+# backfill into each destination type (postgres, files, NATS, Kafka against
+# kfake); the batch engine's planning and dispatch of 730,000 instances; the
+# console's Objects tab with 1,000 objects in Chromium (the browser harness is
+# the API tests', so that benchmark lives in internal/api).
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/

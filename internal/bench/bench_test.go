@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/tidemark/tidemark/internal/pgserver"
 )
 
 // BenchmarkBackfill prints figures, not pass/fail: a binary COPY pipe,
@@ -18,16 +16,11 @@ import (
 // one run, plus tidemark's peak RSS on two table sizes. It runs once
 // whatever b.N is: `make bench` passes -benchtime 1x.
 func BenchmarkBackfill(b *testing.B) {
-	pgserver.ScrubEnv()
-	p, err := readParams()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	p, ctx, cancel := begin(b)
 	defer cancel()
 	bn := &bench{b: b, ctx: ctx, p: p, hwm: checkPeakReset(), started: time.Now()}
-	bn.sv, err = startServers(ctx)
-	if err != nil {
+	var err error
+	if bn.sv, err = startServers(ctx); err != nil {
 		b.Fatal(err)
 	}
 	defer bn.sv.stop()

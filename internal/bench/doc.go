@@ -9,7 +9,9 @@
 // tidemark while it backfills the table being updated. BenchmarkMySQL
 // (mysql_test.go) backfills a MariaDB table of a million rows into
 // PostgreSQL through a mysql stream against the mariadb client piped into
-// psql's COPY. They run only with -bench (`make bench`); `go test
+// psql's COPY. BenchmarkDestinations (dest_test.go) backfills the same
+// table into each destination type (postgres, files, NATS JetStream, Kafka
+// against kfake) against the postgres destination. They run only with -bench (`make bench`); `go test
 // ./internal/bench/` runs nothing heavy.
 // See docs/benchmark.md for what is measured and the figures.
 package bench

@@ -53,17 +53,12 @@ const (
 // a fresh destination database; the medians and their ratio. It runs once
 // whatever b.N is: `make bench` passes -benchtime 1x.
 func BenchmarkMySQL(b *testing.B) {
-	pgserver.ScrubEnv()
-	p, err := readParams()
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, ctx, cancel := begin(b)
+	defer cancel()
 	reps, err := readReps()
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
-	defer cancel()
 	mb := &myBench{b: b, ctx: ctx, p: p, reps: reps, hwm: checkPeakReset(), started: time.Now()}
 	if err := mb.start(); err != nil {
 		b.Fatal(err)

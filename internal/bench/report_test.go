@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// find returns the result with the given key.
-func (bn *bench) find(key string) (result, bool) {
-	for _, r := range bn.results {
+// findResult returns the result of rs with the given key.
+func findResult(rs []result, key string) (result, bool) {
+	for _, r := range rs {
 		if r.key == key {
 			return r, true
 		}
@@ -21,9 +21,10 @@ func (bn *bench) find(key string) (result, bool) {
 	return result{}, false
 }
 
-// ratio is r's rows/s over the baseline's, formatted; "-" without one.
-func (bn *bench) ratio(r result, baseline string) string {
-	base, ok := bn.find(baseline)
+// ratioTo is r's rows/s over that of the result of rs keyed baseline,
+// formatted; "-" without one.
+func ratioTo(rs []result, r result, baseline string) string {
+	base, ok := findResult(rs, baseline)
 	if !ok {
 		return "-"
 	}
@@ -51,7 +52,7 @@ func (bn *bench) print(out io.Writer) {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
 			r.name, r.rows, r.elapsed.Seconds(), r.rowsPerSec(), r.mbPerSec(),
-			bn.ratio(r, "copy"), bn.ratio(r, "native"), rss, r.cpu.self.Seconds(), r.cpu.src.Seconds(), r.cpu.dst.Seconds(), r.cpu.others().Seconds())
+			ratioTo(bn.results, r, "copy"), ratioTo(bn.results, r, "native"), rss, r.cpu.self.Seconds(), r.cpu.src.Seconds(), r.cpu.dst.Seconds(), r.cpu.others().Seconds())
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -93,10 +94,10 @@ func (bn *bench) report() {
 	for _, r := range bn.results {
 		bn.b.ReportMetric(r.rowsPerSec(), r.key+"-rows/s")
 		if strings.HasPrefix(r.key, "tidemark") {
-			if c, ok := bn.find("copy"); ok {
+			if c, ok := findResult(bn.results, "copy"); ok {
 				bn.b.ReportMetric(r.rowsPerSec()/c.rowsPerSec(), r.key+"/copy")
 			}
-			if n, ok := bn.find("native"); ok {
+			if n, ok := findResult(bn.results, "native"); ok {
 				bn.b.ReportMetric(r.rowsPerSec()/n.rowsPerSec(), r.key+"/native")
 			}
 			bn.b.ReportMetric(float64(r.peak)/(1<<20), r.key+"-peak-MiB")

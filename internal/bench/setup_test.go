@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,18 @@ func readParams() (params, error) {
 		p.chunkWrite = s
 	}
 	return p, nil
+}
+
+// begin is how each benchmark starts: an environment without PG*
+// variables, its params, and a context that ends before -timeout 60m.
+func begin(b *testing.B) (params, context.Context, context.CancelFunc) {
+	pgserver.ScrubEnv()
+	p, err := readParams()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	return p, ctx, cancel
 }
 
 // Database names: srcDB on the source server, the others on the

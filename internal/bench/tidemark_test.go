@@ -25,6 +25,7 @@ const streamName = "bench"
 type tidemark struct {
 	s      *stream.Stream
 	st     *store.Store
+	name   string // the stream's
 	schema string // of the tables backfilled
 	stop   func() error
 }
@@ -42,6 +43,22 @@ func startTidemark(ctx context.Context, srcDSN, dstDSN, dir string, p params, ex
 // the source's "type" key) whose tables are in schema (for MySQL, the
 // database).
 func startStream(ctx context.Context, srcType, srcDSN, schema, dstDSN, dir string, p params, extra ...string) (*tidemark, error) {
+	spec := streamSpec{name: streamName, srcType: srcType, srcDSN: srcDSN, schema: schema,
+		destination: fmt.Sprintf(`{type: postgres, dsn: "%s"}`, dstDSN)}
+	return spec.start(ctx, dir, p, extra...)
+}
+
+// streamSpec is what differs between the benchmarks' streams.
+type streamSpec struct {
+	name           string // the stream's, and so its slot's and publication's
+	srcType        string // the source's "type" key
+	srcDSN, schema string // schema holds the tables (for MySQL, the database)
+	destination    string // the destination's YAML flow mapping
+}
+
+// start starts the stream (backfill mode manual, verify off) with its
+// metadata store in dir and waits until it is running.
+func (sp streamSpec) start(ctx context.Context, dir string, p params, extra ...string) (*tidemark, error) {
 	var more strings.Builder
 	write := ""
 	if p.chunkWrite != "" {
@@ -54,10 +71,10 @@ func startStream(ctx context.Context, srcType, srcDSN, schema, dstDSN, dir strin
 streams:
   - name: %s
     source: {type: %s, dsn: "%s"}
-    destination: {type: postgres, dsn: "%s"}
+    destination: %s
     include: ["%s.*"]
     backfill: {mode: manual, chunk_size: %d%s, verify: false}
-%s`, streamName, srcType, srcDSN, dstDSN, schema, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
+%s`, sp.name, sp.srcType, sp.srcDSN, sp.destination, sp.schema, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}
@@ -74,7 +91,7 @@ streams:
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	tm := &tidemark{s: s, st: st, schema: schema}
+	tm := &tidemark{s: s, st: st, name: sp.name, schema: sp.schema}
 	tm.stop = func() error {
 		cancel()
 		err := <-done
@@ -154,7 +171,7 @@ func (tm *tidemark) backfill(ctx context.Context, table string) (time.Duration, 
 
 // loaded tells whether the object's backfill id is Completed and Loaded.
 func (tm *tidemark) loaded(ctx context.Context, table string, id int64) (bool, error) {
-	o, err := tm.st.GetObject(ctx, streamName, tm.schema, table)
+	o, err := tm.st.GetObject(ctx, tm.name, tm.schema, table)
 	if err != nil {
 		return false, fmt.Errorf("read object %s: %w", table, err)
 	}
