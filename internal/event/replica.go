@@ -23,6 +23,11 @@ type Replica struct {
 	rows    map[string]replicaRow
 	// sent holds the keys of "r" events since the table's last chunk mark.
 	sent map[string]bool
+	// dirty, when a TableReader follows the replica, holds the keys whose
+	// row changed since it last looked, and dirtyAll says that all may
+	// have (a truncate).
+	dirty    map[string]bool
+	dirtyAll bool
 }
 
 type replicaRow struct {
@@ -73,6 +78,7 @@ func (r *Replica) Apply(value []byte) error {
 			}
 		}
 		r.rows[enc] = replicaRow{key: k, after: after}
+		r.touch(enc)
 		if e.Op == OpRead {
 			r.sent[enc] = true
 		}
@@ -82,8 +88,10 @@ func (r *Replica) Apply(value []byte) error {
 			return err
 		}
 		delete(r.rows, enc)
+		r.touch(enc)
 	case OpTruncate:
 		r.rows = map[string]replicaRow{}
+		r.dirtyAll = true
 	case OpChunk:
 		if e.Chunk == nil {
 			return fmt.Errorf("chunk mark without its chunk")
@@ -119,8 +127,16 @@ func (r *Replica) reset(low, high map[string]json.RawMessage) error {
 			continue
 		}
 		delete(r.rows, enc)
+		r.touch(enc)
 	}
 	return nil
+}
+
+// touch notes a changed row for a TableReader, when one follows.
+func (r *Replica) touch(enc string) {
+	if r.dirty != nil {
+		r.dirty[enc] = true
+	}
 }
 
 // key reads the key columns of a row object: the values, and a string
@@ -194,5 +210,6 @@ func (r *Replica) Len() int { return len(r.rows) }
 func (r *Replica) Merge(other *Replica) {
 	for k, row := range other.rows {
 		r.rows[k] = row
+		r.touch(k)
 	}
 }

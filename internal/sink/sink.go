@@ -81,6 +81,18 @@ type Reader interface {
 	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
 }
 
+// ReplayReader is a Reader that answers from a replay of the events it
+// wrote, held in memory between reads (event.TableReader): each read
+// replays only what was written since the last. Verify calls EndReads
+// when its pass over a table starts and when it ends, so a pass replays
+// the log once and nothing is held between passes.
+type ReplayReader interface {
+	Reader
+	// EndReads drops what reads of the table held; the next read
+	// replays the table from the start.
+	EndReads(id change.TableID)
+}
+
 // Capability names what a destination may do beyond the core.
 type Capability string
 

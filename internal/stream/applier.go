@@ -79,6 +79,10 @@ type pendingChunk struct {
 	changes    int
 	overflow   bool
 	result     chan ChunkResult
+	// passStart and passEnd mark a verify's first and last read of its
+	// table: a destination read by replay starts afresh at the first and
+	// drops its replay after the last.
+	passStart, passEnd bool
 }
 
 type windowTxn struct {

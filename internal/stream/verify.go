@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -134,6 +135,14 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 	if a.dest == nil {
 		return RangeCheck{}, errors.New("the destination cannot be read back, which verify needs")
 	}
+	if rr, ok := a.dest.(sink.ReplayReader); ok {
+		if pc.passStart {
+			rr.EndReads(t.ID)
+		}
+		if pc.passEnd {
+			defer rr.EndReads(t.ID)
+		}
+	}
 	var dst []change.Row
 	var err error
 	if pc.scope.Filter != nil {
@@ -149,6 +158,13 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 	}
 	if err != nil {
 		return RangeCheck{}, fmt.Errorf("read destination rows of %s: %w", t.ID, err)
+	}
+	if _, ok := a.dest.(sink.EventWriter); ok {
+		// An event destination gives values back as its events carry
+		// them; compare the source's in that form (docs/events.md).
+		if rows, err = event.ComparableRows(t, rows); err != nil {
+			return RangeCheck{}, fmt.Errorf("verify %s: %w", t.ID, err)
+		}
 	}
 	rows = keepUnresolved(t, rows, dst)
 	rows, dst = project(t, rows, pc.scope.Columns), project(t, dst, pc.scope.Columns)
@@ -209,10 +225,11 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 	if ranges == nil {
 		ranges = []keyRange{{}}
 	}
-	for _, rg := range ranges {
+	started := false
+	for n, rg := range ranges {
 		after := rg.Low
 		for {
-			pc := &pendingChunk{table: t, low: after, verify: true, scope: scope}
+			pc := &pendingChunk{table: t, low: after, verify: true, scope: scope, passStart: !started}
 			if err := rt.applier.register(ctx, pc); err != nil {
 				return oc, err
 			}
@@ -228,10 +245,12 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
 			}
 			pc.read, pc.upto, pc.ends = read, rg.High, len(read.Rows) < chunkSize
+			pc.passEnd = pc.ends && n == len(ranges)-1
 			res, err := rt.applier.submit(ctx, pc)
 			if err != nil {
 				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
 			}
+			started = true
 			if res.Retry {
 				continue
 			}

@@ -52,12 +52,7 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bad []RangeCheck
-	for _, r := range checks[0].Ranges {
-		if !r.Match {
-			bad = append(bad, r)
-		}
-	}
+	bad := badRanges(checks[0])
 	if checks[0].Match || len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{"31337"}) {
 		t.Fatalf("verify after damaging id 31337: match=%v differing ranges %+v", checks[0].Match, bad)
 	}

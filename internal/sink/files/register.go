@@ -49,8 +49,12 @@ func init() {
 	})
 }
 
-// A files destination has none of the capabilities: it appends events.
-var _ sink.EventWriter = (*Sink)(nil)
+// A files destination appends events, and is read back by replaying them
+// (reader.go).
+var (
+	_ sink.EventWriter = (*Sink)(nil)
+	_ sink.Reader      = (*Sink)(nil)
+)
 
 // doctor checks that the directory is, or can become, writable with room
 // on its disk, and reads the stream's checkpoint.

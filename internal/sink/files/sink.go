@@ -35,6 +35,9 @@ type Sink struct {
 	// into place (renamed of total so far); an error stops the batch
 	// there, as a crash would.
 	afterRename func(renamed, total int) error
+	// reads holds the tables verify is reading, replayed so far
+	// (reader.go).
+	reads sink.Replays[uint64]
 }
 
 type streamState struct {
@@ -57,8 +60,12 @@ func Open(dir string, maxBytes int64) (*Sink, error) {
 // encoder of its source type (sink.EventWriter).
 func (s *Sink) UseEncoder(e *event.Encoder) { s.enc = e }
 
-// Close releases nothing: every file is closed when its batch ends.
-func (s *Sink) Close() error { return nil }
+// Close drops the replays reads held; every file is closed when its
+// batch ends.
+func (s *Sink) Close() error {
+	s.reads.Clear()
+	return nil
+}
 
 // state loads a stream's checkpoint the first time the stream is named,
 // removing what a batch that did not finish left behind.
