@@ -11,6 +11,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -30,6 +31,23 @@ var ErrTableName = errors.New("the destination cannot hold this table under its 
 // the destination table lacks, a value its type refuses): retrying the same
 // batch cannot succeed, unlike after an outage.
 var ErrRejected = errors.New("the destination rejected the batch")
+
+// TableError is a rejection of one table's content (an event over the
+// destination's message limit, a value the encoder refuses): the stream
+// fails that table's object with Err and goes on with the others, where
+// a bare ErrRejected fails the stream. errors.Is(err, ErrRejected) holds.
+type TableError struct {
+	Table change.TableID
+	// Err says what was refused and what to do about it.
+	Err error
+}
+
+// Rejected is a TableError of table t for err.
+func Rejected(t change.TableID, err error) error { return &TableError{Table: t, Err: err} }
+
+func (e *TableError) Error() string { return fmt.Sprintf("table %s: %v", e.Table, e.Err) }
+
+func (e *TableError) Unwrap() []error { return []error{e.Err, ErrRejected} }
 
 // Sink is the core every destination fills: apply ordered batches, read
 // the checkpoint they committed, close. What only some destinations can do

@@ -125,6 +125,7 @@ type applier struct {
 	lag      *lagClock    // told each batch's first transaction; may be nil
 	schema   *schemaState // nil: shapes are not followed (tests)
 	regen    *regenerator // nil: no generated column is read (tests)
+	refused  *refusals    // tables the destination refused; nil: not followed (tests)
 
 	skipUpTo change.LSN // transactions ending at or below it are replays
 	position change.LSN
@@ -284,6 +285,8 @@ func (a *applier) run(ctx context.Context) error {
 				a.flush()
 			}
 			arm()
+		case <-a.refused.wakeC():
+			a.takeRefusals()
 		case <-ticker.C:
 			a.forgetOldXids()
 		}

@@ -54,7 +54,7 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 		if !firstStart && !s.cfg.IncludeFutureTables && !s.known(ctx, id) {
 			continue // a table created after the stream started: not wanted
 		}
-		if o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name); err == nil && isSchemaFailure(o.Status, o.Reason) {
+		if o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name); err == nil && staysFailed(o.Status, o.Reason) {
 			skipped[id] = o.Reason // until a backfill of it is initiated
 			continue
 		}

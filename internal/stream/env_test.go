@@ -62,6 +62,9 @@ type envOptions struct {
 	dest  string // "sqlite" (default), "postgres", "files", "nats" or "kafka"
 	setup string // SQL run on the source before the stream starts
 	yaml  string // extra stream keys
+	// destKeys are extra destination keys (kafka, nats, files), e.g.
+	// "max_message_bytes: 1024".
+	destKeys string
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -121,6 +124,9 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 		// Registered before the stream's stop, so it runs after it.
 		t.Cleanup(srv.Stop)
 		destYAML = fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())
+	}
+	if o.destKeys != "" {
+		destYAML = strings.TrimSuffix(destYAML, "}") + ", " + o.destKeys + "}"
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:

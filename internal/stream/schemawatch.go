@@ -147,6 +147,7 @@ func (a *applier) handleTable(ctx context.Context, tr *tableRequest) error {
 	}
 	s.dest[t.ID] = t
 	delete(s.stopped, t.ID)
+	a.refused.forget(t.ID)
 	return nil
 }
 

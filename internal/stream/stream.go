@@ -433,8 +433,10 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	schemaEvents := newSchemaQueue()
 	app.schema = s.newSchema(src, snk, schemaEvents)
 	app.regen = newRegenerator(src, snk, src.Attributes)
+	app.refused = newRefusals()
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
-		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth}
+		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth,
+		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk)}
 	src.Confirm(cp.Position)
 	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
 	g.Go(func() error { return app.run(gctx) })

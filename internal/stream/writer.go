@@ -10,7 +10,6 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source"
 )
 
 // writer commits batches to the destination, in order, one at a time. A
@@ -26,6 +25,13 @@ type writer struct {
 	retry     retryPolicy
 	// degraded is told when the destination fails and when it recovers.
 	degraded func(err error)
+	// refused holds the tables the destination refused (refuse.go), whose
+	// operations are dropped; fail records such a table's object failed.
+	// nil: every rejection fails the stream.
+	refused *refusals
+	fail    func(ctx context.Context, id change.TableID, reason string) error
+	// hint says what to do about a rejection that fails the stream.
+	hint string
 }
 
 func (w *writer) run(ctx context.Context) error {
@@ -52,13 +58,15 @@ func (w *writer) run(ctx context.Context) error {
 }
 
 func (w *writer) apply(ctx context.Context, b *outBatch) error {
+	w.refused.drop(b)
 	delay := w.retry.Initial
+	outage := false
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := w.sink.Apply(ctx, &b.Batch)
 		if err == nil {
 			b.took = time.Since(start) // the attempt that committed, not an outage before it
-			if attempt > 1 {
+			if outage {
 				w.degraded(nil)
 			}
 			return nil
@@ -67,9 +75,12 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 			return ctx.Err()
 		}
 		if errors.Is(err, sink.ErrRejected) {
-			return &source.PermanentError{Err: err,
-				Hint: "a destination table no longer fits what the stream writes (changed by hand?): make the destination table match the source (see docs/schema-changes.md), or drop it and initiate a backfill, then resume the stream"}
+			if err := w.reject(ctx, b, err); err != nil {
+				return err
+			}
+			continue // the rest of the batch, at once
 		}
+		outage = true
 		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, logkey.Err(err))
 		w.degraded(fmt.Errorf("destination: %w", err))
 		select {

@@ -175,7 +175,7 @@ func (s *Sink) write(ctx context.Context, bf *batchFiles, b *sink.Batch) error {
 		case op.Change != nil:
 			msgs, err := s.enc.Change(op.Change, b.Origin(op, bf.at))
 			if err != nil {
-				return fmt.Errorf("table %s: %w: %w", op.Change.Table.ID, err, sink.ErrRejected)
+				return sink.Rejected(op.Change.Table.ID, err)
 			}
 			for _, m := range msgs {
 				if m.Value == nil {
@@ -203,7 +203,7 @@ func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 	for _, r := range c.Rows {
 		m, err := s.enc.Row(t, r, o)
 		if err != nil {
-			return fmt.Errorf("table %s: %w: %w", t.ID, err, sink.ErrRejected)
+			return sink.Rejected(t.ID, err)
 		}
 		if err := w.add(m.Value); err != nil {
 			return fmt.Errorf("files destination: %w", err)
@@ -212,7 +212,7 @@ func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 	mark, err := s.enc.Chunk(t, event.ChunkMark{BackfillID: c.BackfillID, Low: c.Low, High: c.High,
 		Rows: len(c.Rows), Reset: !c.Keep, Last: c.Last}, o)
 	if err != nil {
-		return fmt.Errorf("table %s: %w: %w", t.ID, err, sink.ErrRejected)
+		return sink.Rejected(t.ID, err)
 	}
 	if err := w.add(mark.Value); err != nil {
 		return fmt.Errorf("files destination: %w", err)

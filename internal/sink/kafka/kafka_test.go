@@ -194,7 +194,8 @@ func TestKafkaKilledMidTransaction(t *testing.T) {
 }
 
 // TestKafkaMessageTooLarge: an event over max_message_bytes fails the
-// batch as rejected, naming the limit, and nothing of it is committed.
+// batch as a rejection of its table, naming the limit, and nothing of it
+// is committed.
 func TestKafkaMessageTooLarge(t *testing.T) {
 	ctx := t.Context()
 	d := destination("large")
@@ -202,8 +203,9 @@ func TestKafkaMessageTooLarge(t *testing.T) {
 	s := open(t, d)
 	ops := append(inserts(0, 10, "small"), inserts(10, 11, strings.Repeat("x", 5000))...)
 	err := s.Apply(ctx, &sink.Batch{Stream: "large", Position: 100, Ops: ops})
-	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "max_message_bytes, 4096") {
-		t.Fatalf("a 5000-byte value under a 4096-byte limit: %v, want a rejection naming the limit", err)
+	var te *sink.TableError
+	if !errors.Is(err, sink.ErrRejected) || !errors.As(err, &te) || te.Table != table.ID || !strings.Contains(err.Error(), "max_message_bytes (4096)") {
+		t.Fatalf("a 5000-byte value under a 4096-byte limit: %v, want a rejection of %s naming the limit", err, table.ID)
 	}
 	if c, err := s.Checkpoint(ctx, "large"); err != nil || c.Position != 0 {
 		t.Fatalf("checkpoint after the refusal: %+v %v", c, err)

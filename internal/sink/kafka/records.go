@@ -45,8 +45,8 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]*kgo.Record, error
 	add := func(m event.Message, all bool) error {
 		topic := TopicName(s.cfg.Topic, b.Stream, m.Table)
 		if size := len(m.Key) + len(m.Value); int64(size) > s.maxBytes {
-			return fmt.Errorf("table %s: an event of %d bytes (key %.200s) is over the destination's max_message_bytes, %d: %w",
-				m.Table, size, m.Key, s.maxBytes, sink.ErrRejected)
+			return sink.Rejected(m.Table, fmt.Errorf("an event of %d bytes (key %.200s) is over the destination's max_message_bytes (%d): raise max_message_bytes (and the broker's message.max.bytes) or make the value smaller on the source",
+				size, m.Key, s.maxBytes))
 		}
 		n, err := s.ensureTopic(ctx, topic, int32(s.partitions()), nil)
 		if err != nil {
@@ -69,7 +69,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]*kgo.Record, error
 		case op.Change != nil:
 			msgs, err := s.enc.Change(op.Change, b.Origin(op, at))
 			if err != nil {
-				return nil, fmt.Errorf("table %s: %w: %w", op.Change.Table.ID, err, sink.ErrRejected)
+				return nil, sink.Rejected(op.Change.Table.ID, err)
 			}
 			for _, m := range msgs {
 				// A truncate has no key: every partition must see it.
@@ -93,7 +93,7 @@ func (s *Sink) chunkRecords(b *sink.Batch, c *sink.Chunk, at time.Time, add func
 	for _, r := range c.Rows {
 		m, err := s.enc.Row(c.Table, r, o)
 		if err != nil {
-			return fmt.Errorf("table %s: %w: %w", c.Table.ID, err, sink.ErrRejected)
+			return sink.Rejected(c.Table.ID, err)
 		}
 		if err := add(m, false); err != nil {
 			return err
@@ -102,7 +102,7 @@ func (s *Sink) chunkRecords(b *sink.Batch, c *sink.Chunk, at time.Time, add func
 	mark, err := s.enc.Chunk(c.Table, event.ChunkMark{BackfillID: c.BackfillID, Low: c.Low, High: c.High,
 		Rows: len(c.Rows), Reset: !c.Keep, Last: c.Last}, o)
 	if err != nil {
-		return fmt.Errorf("table %s: %w: %w", c.Table.ID, err, sink.ErrRejected)
+		return sink.Rejected(c.Table.ID, err)
 	}
 	return add(mark, true)
 }

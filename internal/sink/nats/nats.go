@@ -321,8 +321,8 @@ func (s *Sink) message(subject string, m event.Message, h natsio.Header, id stri
 		}
 	}
 	if size > s.limit {
-		return nil, fmt.Errorf("table %s key %s: the event is %d bytes, over the destination's message limit of %d bytes (max_message_bytes, at most the server's max_payload): %w",
-			m.Table, m.Key, size, s.limit, sink.ErrRejected)
+		return nil, sink.Rejected(m.Table, fmt.Errorf("an event of %d bytes (key %.200s) is over the destination's max_message_bytes (%d): raise max_message_bytes (and the server's max_payload) or make the value smaller on the source",
+			size, m.Key, s.limit))
 	}
 	return &natsio.Msg{Subject: subject, Header: h, Data: m.Value}, nil
 }
@@ -348,7 +348,7 @@ func (s *Sink) messages(st *streamState, b *sink.Batch) ([]*natsio.Msg, error) {
 			}
 			ms, err := s.enc.Change(op.Change, o)
 			if err != nil {
-				return nil, fmt.Errorf("table %s: %w: %w", op.Change.Table.ID, err, sink.ErrRejected)
+				return nil, sink.Rejected(op.Change.Table.ID, err)
 			}
 			for _, m := range ms {
 				if m.Value == nil {
@@ -401,7 +401,7 @@ func (s *Sink) chunk(st *streamState, b *sink.Batch, c *sink.Chunk, at time.Time
 	for i, r := range c.Rows {
 		m, err := s.enc.Row(t, r, o)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: %w: %w", t.ID, err, sink.ErrRejected)
+			return nil, sink.Rejected(t.ID, err)
 		}
 		if sent != nil && sent.keys[string(m.Key)] {
 			continue
@@ -420,7 +420,7 @@ func (s *Sink) chunk(st *streamState, b *sink.Batch, c *sink.Chunk, at time.Time
 	mark, err := s.enc.Chunk(t, event.ChunkMark{BackfillID: c.BackfillID, Low: c.Low, High: c.High,
 		Rows: len(c.Rows), Reset: !c.Keep, Last: c.Last}, o)
 	if err != nil {
-		return nil, fmt.Errorf("table %s: %w: %w", t.ID, err, sink.ErrRejected)
+		return nil, sink.Rejected(t.ID, err)
 	}
 	h := headers()
 	h.Set(hdrMark, "true")

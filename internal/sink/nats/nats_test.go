@@ -251,7 +251,8 @@ func TestNatsDuplicateWindowDropsReplay(t *testing.T) {
 }
 
 // TestNatsMessageTooLarge: an event over max_message_bytes fails the
-// batch as rejected, naming the limit, and nothing of the batch is sent;
+// batch as a rejection of its table, naming the limit, and nothing of the
+// batch is sent;
 // a limit over the server's max_payload is refused at open.
 func TestNatsMessageTooLarge(t *testing.T) {
 	ctx := context.Background()
@@ -264,7 +265,9 @@ func TestNatsMessageTooLarge(t *testing.T) {
 		{Change: &change.Change{Kind: change.Insert, Table: table, Row: row(1, "small")}},
 		{Change: &change.Change{Kind: change.Insert, Table: table, Row: row(2, big)}},
 	}})
-	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "max_message_bytes") || !strings.Contains(err.Error(), `{"id":2}`) {
+	var te *sink.TableError
+	if !errors.Is(err, sink.ErrRejected) || !errors.As(err, &te) || te.Table != table.ID ||
+		!strings.Contains(err.Error(), "max_message_bytes") || !strings.Contains(err.Error(), `{"id":2}`) {
 		t.Fatalf("an event over the limit: %v", err)
 	}
 	if n := subjectCounts(t, s, stream); len(n) != 0 {
