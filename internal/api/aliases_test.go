@@ -21,6 +21,9 @@ var (
 		{"SubmitResponse", "batch_backfill", "backfill"},
 		{"BatchInstance", "batch_backfill_id", "backfill_id"},
 		{"BatchEvent", "batch_backfill_id", "backfill_id"},
+		{"PlanRequest", "start_at", "run_at"},
+		{"PlanView", "start_at", "run_at"},
+		{"BatchBackfill", "start_at", "run_at"},
 	}
 	routeAliases = [][2]string{ // the route, its deprecated alias
 		{"GET /api/v1/runs/{id}", "GET /api/v1/streams/{stream}/runs/{id}"},
@@ -129,6 +132,28 @@ func TestDeprecatedAliasesAnswer(t *testing.T) {
 	if string(sub["batch_backfill"]) == "" || string(sub["batch_backfill"]) != string(sub["backfill"]) {
 		t.Fatalf("submitted: batch_backfill %s, backfill %s, want the same object", sub["batch_backfill"], sub["backfill"])
 	}
+
+	// A batch backfill's start_at, or run_at: the same time in the plan
+	// and the batch backfill, under both names.
+	for i, field := range []string{"start_at", "run_at"} {
+		type times struct {
+			StartAt string `json:"start_at"`
+			RunAt   string `json:"run_at"`
+		}
+		var got struct {
+			BatchBackfill times `json:"batch_backfill"`
+			Plan          times `json:"plan"`
+		}
+		decode(call("POST", "/api/v1/batch/backfills", `{"task": "a", "dates": {"from": "2025-02-0`+strconv.Itoa(i+1)+`", "to": "2025-02-0`+strconv.Itoa(i+1)+`"}, "`+field+`": "`+at+`"}`, http.StatusCreated), &got)
+		for what, v := range map[string][2]string{"batch_backfill": {got.BatchBackfill.StartAt, got.BatchBackfill.RunAt}, "plan": {got.Plan.StartAt, got.Plan.RunAt}} {
+			if start, err := time.Parse(time.RFC3339, v[0]); err != nil || start.Format(time.RFC3339) != at || v[1] != v[0] {
+				t.Errorf("batch backfill submitted with %s %s: its %s has start_at %q, run_at %q", field, at, what, v[0], v[1])
+			}
+		}
+	}
+	if body := call("POST", "/api/v1/batch/preview", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-01"}, "start_at": "`+at+`", "run_at": "`+later+`"}`, http.StatusBadRequest); !strings.Contains(string(body), "differ") {
+		t.Errorf("a batch request's start_at and run_at differing: %s", body)
+	}
 	var bf struct {
 		ID int64 `json:"id"`
 	}
@@ -180,9 +205,10 @@ func TestEventsSendBothNames(t *testing.T) {
 	post("/api/v1/batch/backfills", `{"task": "a", "dates": {"from": "2025-01-01", "to": "2025-01-01"}}`)
 
 	var sawBackfill, sawBatch bool
+	var batchKinds []string // of the batch backfill's events, in order
 	lines := bufio.NewScanner(resp.Body)
 	lines.Buffer(nil, 1<<20)
-	for !(sawBackfill && sawBatch) && lines.Scan() {
+	for !(sawBackfill && sawBatch && len(batchKinds) >= 2) && lines.Scan() {
 		data, ok := strings.CutPrefix(lines.Text(), "data: ")
 		if !ok {
 			continue
@@ -208,10 +234,18 @@ func TestEventsSendBothNames(t *testing.T) {
 			if ev.BatchBackfillID == 0 || ev.BackfillID != ev.BatchBackfillID {
 				t.Errorf("a batch event: %s, want batch_backfill_id and backfill_id the same", data)
 			}
+			if ev.Kind != "instance" {
+				batchKinds = append(batchKinds, ev.Kind)
+			}
 			sawBatch = true
 		}
 	}
-	if !sawBackfill || !sawBatch {
-		t.Fatalf("the event stream ended (%v) before a backfill event (%v) and a batch event (%v)", lines.Err(), sawBackfill, sawBatch)
+	if !sawBackfill || !sawBatch || len(batchKinds) < 2 {
+		t.Fatalf("the event stream ended (%v) before a backfill event (%v), a batch event (%v) and two of the batch backfill (%v)", lines.Err(), sawBackfill, sawBatch, batchKinds)
+	}
+	// A batch backfill's change comes as batch_backfill, then again under
+	// its deprecated kind.
+	if batchKinds[0] != "batch_backfill" || batchKinds[1] != "backfill" {
+		t.Errorf("a batch backfill's change was sent as kinds %v, want batch_backfill then its deprecated alias backfill", batchKinds)
 	}
 }

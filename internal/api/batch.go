@@ -117,7 +117,8 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, _ string) error
 type PlanView struct {
 	Name      string            `json:"name"`
 	Task      string            `json:"task"`
-	RunAt     time.Time         `json:"run_at"`
+	StartAt   time.Time         `json:"start_at"`
+	RunAt     time.Time         `json:"run_at"` // StartAt's deprecated alias
 	Dates     []string          `json:"dates"`
 	Groups    [][]string        `json:"groups"`
 	Tasks     []string          `json:"tasks"`
@@ -147,7 +148,7 @@ type PlannedInstance struct {
 }
 
 func planView(g *dag.Graph, p *plan.Plan, user *time.Location, limit int) PlanView {
-	v := PlanView{Name: p.Name, Task: p.Task, RunAt: p.RunAt, Tasks: p.Tasks, Count: len(p.Instances),
+	v := PlanView{Name: p.Name, Task: p.Task, StartAt: p.RunAt, RunAt: p.RunAt, Tasks: p.Tasks, Count: len(p.Instances),
 		Skipped: p.Skipped, Warnings: p.Warnings, Timezone: user.String(), Instances: []PlannedInstance{}}
 	for _, d := range p.Dates {
 		v.Dates = append(v.Dates, d.String())

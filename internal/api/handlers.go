@@ -440,11 +440,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ string) error 
 		case <-r.Context().Done():
 			return nil
 		case ev := <-merged:
-			data, _ := json.Marshal(eventView(ev))
 			if s.timeouts.Write > 0 {
 				_ = rc.SetWriteDeadline(time.Now().Add(s.timeouts.Write))
 			}
-			fmt.Fprintf(w, "data: %s\n\n", data)
+			for _, v := range eventViews(ev) {
+				data, _ := json.Marshal(v)
+				fmt.Fprintf(w, "data: %s\n\n", data)
+			}
 			flusher.Flush()
 		}
 	}

@@ -127,8 +127,9 @@ func TestMetricsOfAStream(t *testing.T) {
 	m.want(1, "tidemark_object_status", append(obj, "status", "completed")...)
 	m.want(0, "tidemark_object_status", append(obj, "status", "failed")...)
 	m.want(1, "tidemark_object_loaded", obj...)
-	m.want(1, "tidemark_backfill_runs", "stream", e.name, "status", "completed")
-	m.want(0, "tidemark_backfill_runs", "stream", e.name, "status", "failed")
+	m.want(1, "tidemark_backfills", "stream", e.name, "status", "completed")
+	m.want(0, "tidemark_backfills", "stream", e.name, "status", "failed")
+	m.want(1, "tidemark_backfill_runs", "stream", e.name, "status", "completed") // the deprecated name
 	m.want(1, "tidemark_stream_state", "stream", e.name, "state", "running")
 	m.want(0, "tidemark_stream_state", "stream", e.name, "state", "failed")
 	m.want(1, "tidemark_stream_events_total", "stream", e.name)

@@ -210,7 +210,8 @@ type BatchBackfillView struct {
 	State      string          `json:"state"`
 	Error      string          `json:"error,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
-	RunAt      time.Time       `json:"run_at"`
+	StartAt    time.Time       `json:"start_at"`
+	RunAt      time.Time       `json:"run_at"` // StartAt's deprecated alias
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Instances  int             `json:"instances"`
@@ -219,7 +220,7 @@ type BatchBackfillView struct {
 
 func batchBackfillView(b store.BatchBackfill) BatchBackfillView {
 	return BatchBackfillView{ID: b.ID, Name: b.Name, Task: b.Task, StartedBy: b.StartedBy, Request: b.Request, State: b.State, Error: b.Error,
-		CreatedAt: b.CreatedAt, RunAt: b.RunAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt, Instances: b.Instances, States: b.States}
+		CreatedAt: b.CreatedAt, StartAt: b.RunAt, RunAt: b.RunAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt, Instances: b.Instances, States: b.States}
 }
 
 // BatchInstanceView is one instance: one task for one business time,
@@ -299,9 +300,16 @@ type LagView struct {
 	Reason           string  `json:"reason"`
 }
 
+// DeprecatedBatchBackfillKind is the kind a batch backfill's change had in
+// API v1 before it was "batch_backfill": the event stream sends each such
+// change twice, under the new kind and then under this one, until v2.
+const DeprecatedBatchBackfillKind = "backfill"
+
 // BatchEventView is an instance's or a batch backfill's state change.
 type BatchEventView struct {
-	Kind string `json:"kind"` // "instance" or "backfill" (a batch backfill)
+	// Kind is "instance" or "batch_backfill" (and, the same change sent
+	// again, DeprecatedBatchBackfillKind).
+	Kind string `json:"kind"`
 	// BatchBackfillID is the batch backfill's id (left out for instances
 	// of the recurring schedule); BackfillID its deprecated alias.
 	BatchBackfillID int64     `json:"batch_backfill_id,omitempty"`
@@ -310,6 +318,19 @@ type BatchEventView struct {
 	Task            string    `json:"task,omitempty"`
 	State           string    `json:"state"`
 	Time            time.Time `json:"time"`
+}
+
+// eventViews is an event of a stream or of the batch engine as the event
+// stream sends it: one view, or for a batch backfill's change two, the
+// second under the kind's deprecated alias.
+func eventViews(ev any) []any {
+	v := eventView(ev)
+	if b, ok := v.(BatchEventView); ok && b.Kind == engine.KindBatchBackfill {
+		old := b
+		old.Kind = DeprecatedBatchBackfillKind
+		return []any{b, old}
+	}
+	return []any{v}
 }
 
 // eventView is an event of a stream or of the batch engine as the event

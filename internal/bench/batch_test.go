@@ -149,7 +149,7 @@ func wait(events <-chan engine.Event, d time.Duration) {
 	for {
 		select {
 		case ev := <-events:
-			if ev.Kind == "backfill" {
+			if ev.Kind == engine.KindBatchBackfill {
 				return
 			}
 		case <-t.C:

@@ -58,7 +58,8 @@ func dash(s string) string {
 
 // requestFlags are the options of a backfill request.
 type requestFlags struct {
-	name, runAt, from, to, dates, weekdays, monthDays, timeRange string
+	name, startAt, runAt, from, to, dates, weekdays, monthDays   string
+	timeRange                                                    string
 	downstream, upstream, coverage, userTZ                       string
 	values, excludeTasks, excludeOutputs                         []string
 	keepPaused, dryRunTask, waitScheduled, single, stopOnFailure bool
@@ -71,7 +72,11 @@ type requestFlags struct {
 func (f *requestFlags) register(c *cobra.Command) {
 	fl := c.Flags()
 	fl.StringVar(&f.name, "name", "", "backfill name (default TASK_YYYYMMDD_N)")
-	fl.StringVar(&f.runAt, "run-at", "", "start at this future time (RFC 3339) instead of now")
+	fl.StringVar(&f.startAt, "start-at", "", "start at this future time (RFC 3339) instead of now")
+	// --run-at is --start-at's old name: "run" names table backfills
+	// started together (docs/glossary.md).
+	fl.StringVar(&f.runAt, "run-at", "", "deprecated alias of --start-at")
+	_ = fl.MarkDeprecated("run-at", "use --start-at (the same time)")
 	fl.StringVar(&f.from, "from", "", "first data timestamp, YYYY-MM-DD")
 	fl.StringVar(&f.to, "to", "", "last data timestamp, YYYY-MM-DD (default: --from)")
 	fl.StringVar(&f.dates, "dates", "", "custom data timestamps, comma-separated YYYY-MM-DD (instead of --from/--to/--weekdays/--month-days)")
@@ -110,12 +115,19 @@ func (f *requestFlags) request(task string) (plan.Request, error) {
 		Paused: f.paused, DryRun: f.dryRun, WaitScheduled: f.waitScheduled, HourlyScope: f.hourlyScope,
 		ResourceGroup: f.resourceGroup, SingleInstance: f.single, Succeeded: f.succeeded, Running: f.running,
 		StopOnFailure: f.stopOnFailure, Confirm: f.confirm}
-	if f.runAt != "" {
-		t, err := time.Parse(time.RFC3339, f.runAt)
+	flag, at := "--start-at", f.startAt
+	switch {
+	case f.startAt != "" && f.runAt != "" && f.startAt != f.runAt:
+		return r, usageErr("--start-at %s and --run-at %s differ: give --start-at only (--run-at is its deprecated alias)", f.startAt, f.runAt)
+	case f.startAt == "":
+		flag, at = "--run-at", f.runAt
+	}
+	if at != "" {
+		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
-			return r, usageErr("--run-at %q: use RFC 3339, e.g. 2026-12-01T02:00:00+01:00", f.runAt)
+			return r, usageErr("%s %q: use RFC 3339, e.g. 2026-12-01T02:00:00+01:00", flag, at)
 		}
-		r.RunAt = &t
+		r.StartAt = &t
 	}
 	if err := f.dateFlags(&r.Dates); err != nil {
 		return r, err
@@ -388,7 +400,7 @@ func batchShowCmd(g *globals) *cobra.Command {
 				return g.printJSON(b)
 			}
 			fmt.Fprintf(g.stdout, "batch backfill %d %q of %s: %s\n  instances: %s\n  started by %s at %s; run at %s; finished %s\n  request: %s\n",
-				b.ID, b.Name, b.Task, b.State, stateCounts(b), b.StartedBy, ago(&b.CreatedAt), ago(&b.RunAt), ago(b.FinishedAt), b.Request)
+				b.ID, b.Name, b.Task, b.State, stateCounts(b), b.StartedBy, ago(&b.CreatedAt), ago(&b.StartAt), ago(b.FinishedAt), b.Request)
 			if b.Error != "" {
 				fmt.Fprintf(g.stdout, "  %s\n", b.Error)
 			}

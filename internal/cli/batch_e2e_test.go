@@ -116,14 +116,14 @@ tasks:
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("backfill --wait --json line %d: %v in %q", i, err, line)
 		}
-		if ev.BackfillID != 4 || (ev.Kind != "instance" && ev.Kind != "backfill") {
+		if ev.BackfillID != 4 || (ev.Kind != engine.KindInstance && ev.Kind != engine.KindBatchBackfill) {
 			t.Errorf("backfill --wait --json line %d: %+v", i, ev)
 		}
 		if ev.Kind == "instance" && ev.State == store.InstanceSucceeded {
 			succeeded++
 		}
 	}
-	if ev.Kind != "backfill" || ev.State != store.BatchSucceeded || succeeded != 2 {
+	if ev.Kind != engine.KindBatchBackfill || ev.State != store.BatchSucceeded || succeeded != 2 {
 		t.Errorf("backfill --wait --json: %d instance(s) succeeded, ends with %+v:\n%s", succeeded, ev, r.stdout)
 	}
 

@@ -14,8 +14,8 @@ import (
 // The scheduled time is shown in the user's zone too unless it reads the
 // same as in the task's for every instance (both UTC, say).
 func printPlan(g *globals, p api.PlanView) error {
-	fmt.Fprintf(g.stdout, "plan %q: %d instance(s), %d task(s), %d date(s), %d group(s); runs at %s\n",
-		p.Name, p.Count, len(p.Tasks), len(p.Dates), len(p.Groups), p.RunAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(g.stdout, "plan %q: %d instance(s), %d task(s), %d date(s), %d group(s); starts at %s\n",
+		p.Name, p.Count, len(p.Tasks), len(p.Dates), len(p.Groups), p.StartAt.Local().Format(time.RFC3339))
 	for i, grp := range p.Groups {
 		fmt.Fprintf(g.stdout, "  group %d: %s\n", i+1, strings.Join(grp, ", "))
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -55,7 +56,7 @@ func awaitInstanceEnd(ctx context.Context, es *eventStream, id int64) {
 			if !open {
 				return
 			}
-			if ev.Kind == "instance" && ev.InstanceID == id && ev.State != store.InstanceRunning {
+			if ev.Kind == engine.KindInstance && ev.InstanceID == id && ev.State != store.InstanceRunning {
 				return
 			}
 		case <-timeout.C:

@@ -132,7 +132,7 @@ func TestHelp(t *testing.T) {
 	t.Parallel()
 	expect(t, 0, []string{"run ", "streams ", "objects ", "backfill ", "verify ", "stream ", "demo ", "tasks ", "batch ", "doctor ", "audit ", "--addr", "--json", "--token"}, "--help")
 	expect(t, 0, []string{"preview ", "backfill ", "list ", "show ", "instances ", "log ", "export ", "stop ", "rerun ", "stop-instance ", "mark-succeeded "}, "batch", "--help")
-	expect(t, 0, []string{"--groups", "--downstream", "--coverage", "--paused", "--succeeded", "--run-at", "--time-range", "--confirm"}, "batch", "backfill", "--help")
+	expect(t, 0, []string{"--groups", "--downstream", "--coverage", "--paused", "--succeeded", "--start-at", "--time-range", "--confirm"}, "batch", "backfill", "--help")
 	expect(t, 0, []string{"initiate ", "stop ", "list "}, "backfill", "--help")
 	expect(t, 0, []string{"--wait", "completed and"}, "backfill", "initiate", "--help")
 	expect(t, 0, []string{"pause ", "resume ", "reset "}, "stream", "--help")

@@ -18,7 +18,7 @@ var requestFlagGroups = []flagGroup{
 	{"Dates", []string{"from", "to", "dates", "weekdays", "month-days", "time-range", "hourly-scope", "order"}},
 	{"Scope (which tasks)", []string{"upstream", "downstream", "coverage", "values", "exclude-task", "exclude-output", "keep-paused", "dry-run-task"}},
 	{"Concurrency groups", []string{"groups", "single-instance", "resource-group"}},
-	{"Policies", []string{"succeeded", "running", "paused", "dry-run-policy", "stop-on-failure", "wait-scheduled", "run-at", "confirm"}},
+	{"Policies", []string{"succeeded", "running", "paused", "dry-run-policy", "stop-on-failure", "wait-scheduled", "start-at", "confirm"}},
 }
 
 // flagGroupKey is the flag annotation that names a flag's group.

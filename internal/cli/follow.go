@@ -14,6 +14,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -87,6 +88,8 @@ func (es *eventStream) read() {
 		}
 		var ev event
 		switch {
+		case probe.Kind == api.DeprecatedBatchBackfillKind:
+			continue // the same change again, for API v1 clients
 		case probe.Kind != "":
 			if json.Unmarshal([]byte(data), &ev.Event) != nil {
 				continue

@@ -138,15 +138,15 @@ func (f *batchFollower) handle(ctx context.Context, ev engine.Event) (done bool,
 		if err := f.g.jsonLine(ev); err != nil {
 			return true, err
 		}
-		if ev.Kind == "backfill" {
+		if ev.Kind == engine.KindBatchBackfill {
 			f.lastFinal = ev.State
 		}
 	}
-	if ev.Kind == "instance" {
+	if ev.Kind == engine.KindInstance {
 		f.instanceChanged(ev)
 		return false, nil
 	}
-	if ev.Kind == "backfill" {
+	if ev.Kind == engine.KindBatchBackfill {
 		f.state = ev.State
 		if f.tty {
 			f.pr.update(f.bars())
@@ -190,7 +190,7 @@ func (f *batchFollower) finish(ctx context.Context, b api.BatchBackfillView) err
 			if b.FinishedAt != nil {
 				end = *b.FinishedAt
 			}
-			if err := f.g.jsonLine(engine.Event{Kind: "backfill", BackfillID: b.ID, State: b.State, Time: end}); err != nil {
+			if err := f.g.jsonLine(engine.Event{Kind: engine.KindBatchBackfill, BackfillID: b.ID, State: b.State, Time: end}); err != nil {
 				return err
 			}
 		}

@@ -329,7 +329,7 @@ func TestBatchFollowerHeader(t *testing.T) {
 	if head := f.bars()[0]; head.Label != "batch backfill 7" || head.Status != store.BatchWaiting || head.Done != 2 || head.Total != 3 || head.Ended {
 		t.Errorf("header at the start: %+v", head)
 	}
-	done, err := f.handle(context.Background(), engine.Event{Kind: "backfill", BackfillID: 7, State: store.BatchRunning})
+	done, err := f.handle(context.Background(), engine.Event{Kind: engine.KindBatchBackfill, BackfillID: 7, State: store.BatchRunning})
 	if head := f.bars()[0]; done || err != nil || head.Status != store.BatchRunning {
 		t.Errorf("header after the running event: %+v (%v %v)", head, done, err)
 	}

@@ -104,7 +104,14 @@ func TestCollector(t *testing.T) {
 # TYPE tidemark_backfill_rows_written gauge
 tidemark_backfill_rows_written{object="public.bad",stream="alpha"} 0
 tidemark_backfill_rows_written{object="public.orders",stream="alpha"} 118
-# HELP tidemark_backfill_runs Backfill runs of the stream by status, every run ever recorded.
+# HELP tidemark_backfills Backfills of the stream's tables by status, every backfill ever recorded.
+# TYPE tidemark_backfills gauge
+tidemark_backfills{status="active",stream="alpha"} 0
+tidemark_backfills{status="completed",stream="alpha"} 1
+tidemark_backfills{status="failed",stream="alpha"} 1
+tidemark_backfills{status="pending",stream="alpha"} 0
+tidemark_backfills{status="stopped",stream="alpha"} 0
+# HELP tidemark_backfill_runs Deprecated: tidemark_backfills under its old name, removed in the next release.
 # TYPE tidemark_backfill_runs gauge
 tidemark_backfill_runs{status="active",stream="alpha"} 0
 tidemark_backfill_runs{status="completed",stream="alpha"} 1
@@ -146,7 +153,7 @@ tidemark_stream_state{state="retrying",stream="alpha"} 0
 tidemark_stream_state{state="running",stream="alpha"} 0
 tidemark_stream_state{state="starting",stream="alpha"} 0
 `, bb.ID)
-	names := []string{"tidemark_backfill_rows_written", "tidemark_backfill_runs", "tidemark_batch_backfill_instances",
+	names := []string{"tidemark_backfill_rows_written", "tidemark_backfills", "tidemark_backfill_runs", "tidemark_batch_backfill_instances",
 		"tidemark_object_status", "tidemark_stream_events_total", "tidemark_stream_state"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

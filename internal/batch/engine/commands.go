@@ -141,7 +141,7 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string)
 		if err := e.adopt(rec, insts); err != nil {
 			return err
 		}
-		e.publish(Event{Kind: "backfill", BackfillID: rec.ID, State: rec.State})
+		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
 		return nil
 	})
 	if err != nil {

@@ -238,7 +238,7 @@ func (e *Engine) start(ctx context.Context, n *node, spec runner.Spec) {
 }
 
 func (e *Engine) publishInstance(n *node) {
-	ev := Event{Kind: "instance", InstanceID: n.id, Task: n.task.ID, State: n.state}
+	ev := Event{Kind: KindInstance, InstanceID: n.id, Task: n.task.ID, State: n.state}
 	if n.bf != nil {
 		ev.BackfillID = n.bf.rec.ID
 	}

@@ -74,9 +74,15 @@ type Engine struct {
 	s *state
 }
 
-// Event tells subscribers that an instance or a backfill changed.
+// Event kinds: an instance's change, or a batch backfill's.
+const (
+	KindInstance      = "instance"
+	KindBatchBackfill = "batch_backfill"
+)
+
+// Event tells subscribers that an instance or a batch backfill changed.
 type Event struct {
-	Kind       string    `json:"kind"` // "instance" or "backfill"
+	Kind       string    `json:"kind"` // KindInstance or KindBatchBackfill
 	BackfillID int64     `json:"backfill_id,omitempty"`
 	InstanceID int64     `json:"instance_id,omitempty"`
 	Task       string    `json:"task,omitempty"`

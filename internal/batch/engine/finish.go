@@ -209,7 +209,7 @@ func (e *Engine) checkDone(ctx context.Context, bf *backfill) {
 		return
 	}
 	bf.rec.State, bf.rec.Error, bf.rec.FinishedAt = final, msg, &finished
-	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: final})
+	e.publish(Event{Kind: KindBatchBackfill, BackfillID: bf.rec.ID, State: final})
 	e.log.Info("backfill ended", logkey.BatchBackfill(bf.rec.ID), "name", bf.rec.Name, "state", final)
 	// Finished backfills leave memory; a re-run loads them again.
 	e.dropIfEnded(bf)

@@ -164,7 +164,7 @@ func (e *Engine) startDue(ctx context.Context) (next time.Time) {
 			continue
 		}
 		bf.rec.State, bf.rec.StartedAt = store.BatchRunning, &started
-		e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: store.BatchRunning})
+		e.publish(Event{Kind: KindBatchBackfill, BackfillID: bf.rec.ID, State: store.BatchRunning})
 		for _, n := range bf.nodes {
 			e.consider(n)
 		}

@@ -155,7 +155,7 @@ func (e *Engine) reopen(ctx context.Context, bf *backfill, changes []store.Batch
 		return err
 	}
 	bf.rec.State, bf.rec.Error, bf.stopped = store.BatchRunning, "", false
-	e.publish(Event{Kind: "backfill", BackfillID: bf.rec.ID, State: store.BatchRunning})
+	e.publish(Event{Kind: KindBatchBackfill, BackfillID: bf.rec.ID, State: store.BatchRunning})
 	return nil
 }
 

@@ -163,7 +163,7 @@ func (b *builder) assemble(insts []Instance) *Plan {
 }
 
 // findStart finds the start task and when the backfill runs: now, or at
-// RunAt.
+// StartAt.
 func (b *builder) findStart() error {
 	req := b.req
 	if req.Task == "" {
@@ -176,19 +176,19 @@ func (b *builder) findStart() error {
 	b.root, _ = b.g.Index(rt.ID)
 
 	b.limit, b.runAt = b.in.Now, b.in.Now
-	if req.RunAt == nil {
+	if req.StartAt == nil {
 		return nil
 	}
-	b.runAt = *req.RunAt
-	if !req.RunAt.After(b.in.Now) {
-		return refuse("run_at", "%s is not in the future (now is %s); leave run_at out to run now",
-			req.RunAt.Format(time.RFC3339), b.in.Now.Format(time.RFC3339))
+	b.runAt = *req.StartAt
+	if !req.StartAt.After(b.in.Now) {
+		return refuse("start_at", "%s is not in the future (now is %s); leave start_at out to start now",
+			req.StartAt.Format(time.RFC3339), b.in.Now.Format(time.RFC3339))
 	}
 	// As the reference allows, a backfill that runs later may take data
 	// timestamps up to its run date: cycles due by the end of the day after
 	// it (in the start task's time zone).
 	loc := cmp.Or(rt.Schedule.Location, time.UTC)
-	b.limit = calendar.DateOf(req.RunAt.In(loc)).AddDays(2).Midnight(loc).Add(-time.Nanosecond)
+	b.limit = calendar.DateOf(req.StartAt.In(loc)).AddDays(2).Midnight(loc).Add(-time.Nanosecond)
 	return nil
 }
 

@@ -30,8 +30,8 @@ func (b *builder) checkDue(ds dateSelection) error {
 	if upTo, ok := b.lastDue(bad, day); ok {
 		msg += "; pick dates up to " + upTo.String()
 	}
-	if b.req.RunAt == nil {
-		msg += ", or set run_at after " + due.In(bad.loc).Format("2006-01-02 15:04 MST")
+	if b.req.StartAt == nil {
+		msg += ", or set start_at after " + due.In(bad.loc).Format("2006-01-02 15:04 MST")
 	}
 	return refuse(field, "%s", msg)
 }

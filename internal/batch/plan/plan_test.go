@@ -722,8 +722,9 @@ func TestNoCycleYet(t *testing.T) {
 	re = refused(t, g, req("p.a", plan.Dates{Mode: plan.DatesCustom, List: dates("2026-11-01", "2031-05-05")}), clock)
 	expectRefusal(t, re, "dates.list", "data timestamp 2031-05-05")
 
-	// With a later run_at, the dates up to its date are allowed (their
-	// cycles may be due after it, as the reference allows).
+	// With a later start_at (here as its deprecated alias run_at), the
+	// dates up to its date are allowed (their cycles may be due after it,
+	// as the reference allows).
 	runAt := time.Date(2026, 12, 2, 12, 0, 0, 0, berlin)
 	r := req("p.a", rng("2026-11-29", "2026-12-01"))
 	r.RunAt = &runAt
@@ -791,8 +792,9 @@ func TestRefusals(t *testing.T) {
 		{"no task", plan.Request{Dates: day}, "task", []string{"name the task"}},
 		{"unknown task", plan.Request{Task: "p.y", Dates: day}, "task", []string{`no task has ID or name "p.y"`, `did you mean "p.x"`}},
 		{"ambiguous task", plan.Request{Task: "load", Dates: day}, "task", []string{"a.load, b.load"}},
-		{"run_at now", plan.Request{Task: "p.x", Dates: day, RunAt: &now}, "run_at", []string{"not in the future"}},
-		{"run_at past", plan.Request{Task: "p.x", Dates: day, RunAt: &past}, "run_at", []string{"not in the future"}},
+		{"start_at now", plan.Request{Task: "p.x", Dates: day, StartAt: &now}, "start_at", []string{"not in the future"}},
+		{"run_at past", plan.Request{Task: "p.x", Dates: day, RunAt: &past}, "start_at", []string{"not in the future"}}, // the deprecated alias
+		{"start_at and run_at differ", plan.Request{Task: "p.x", Dates: day, StartAt: &now, RunAt: &past}, "start_at", []string{"differ", "send start_at only"}},
 		{"to before from", plan.Request{Task: "p.x", Dates: rng("2025-01-02", "2025-01-01")}, "dates.to", []string{"before dates.from"}},
 		{"no from", plan.Request{Task: "p.x", Dates: plan.Dates{To: date("2025-01-01")}}, "dates.from", []string{"required"}},
 		{"before 1900", plan.Request{Task: "p.x", Dates: rng("1899-12-31", "1900-01-01")}, "dates.from", []string{"1900-01-01"}},

@@ -17,9 +17,13 @@ type Request struct {
 	Name string `json:"name,omitempty"`
 	// Task is the task the backfill starts from: an ID or a unique name.
 	Task string `json:"task"`
-	// RunAt, when set, is when the backfill starts; it must be in the
+	// StartAt, when set, is when the backfill starts; it must be in the
 	// future. Nil runs now. Data timestamps whose cycles are due by then
 	// are allowed; later ones are refused.
+	StartAt *time.Time `json:"start_at,omitempty"`
+	// RunAt is StartAt's deprecated alias (API v1; docs/api.md): "run"
+	// names several table backfills started together. Sent with StartAt,
+	// the two must be equal.
 	RunAt *time.Time `json:"run_at,omitempty"`
 
 	Dates     Dates      `json:"dates"`

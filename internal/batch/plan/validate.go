@@ -68,6 +68,14 @@ func normalize(r Request) (Request, error) {
 	if r.Scope.Mode, err = enum("scope.mode", r.Scope.Mode, ScopeTask, ScopeTask, ScopeList, ScopeMass); err != nil {
 		return r, err
 	}
+	switch {
+	case r.StartAt == nil:
+		r.StartAt = r.RunAt
+	case r.RunAt != nil && !r.StartAt.Equal(*r.RunAt):
+		return r, refuse("start_at", "start_at %s and run_at %s differ: send start_at only (run_at is its deprecated alias)",
+			r.StartAt.Format(time.RFC3339), r.RunAt.Format(time.RFC3339))
+	}
+	r.RunAt = r.StartAt
 	if r.Groups == 0 {
 		r.Groups = 1
 	}

@@ -212,7 +212,7 @@ export async function openBackfillDialog(taskID, tasks) {
       if (!f.runAt.value.trim()) bad("run_at", "enter the date and time to start at, as YYYY-MM-DD HH:MM in your time zone");
       const at = localTime(f.runAt.value);
       if (!at) bad("run_at", JSON.stringify(f.runAt.value.trim()) + " is not a time as YYYY-MM-DD HH:MM: write it like " + isoDate(0) + " 18:30");
-      r.run_at = at.toISOString();
+      r.start_at = at.toISOString();
     }
     const dm = val("dates.mode");
     r.dates = { mode: dm };
@@ -314,7 +314,7 @@ export async function openBackfillDialog(taskID, tasks) {
     replace(preview,
       h("div", { class: "stats" }, stat("instances", num(p.count)), stat("skipped", num(p.skipped)), stat("dates", num((p.dates || []).length)),
         stat("groups", num((p.groups || []).length)), stat("tasks", num((p.tasks || []).length))),
-      h("div", { class: "plan-meta" }, h("span", {}, h("span", { class: "muted" }, "Name "), p.name), h("span", {}, h("span", { class: "muted" }, "Starts "), new Date(p.run_at) > Date.now() + 60000 ? fmtWall(Date.parse(p.run_at), userZone) + " (" + userZone + ")" : "now"),
+      h("div", { class: "plan-meta" }, h("span", {}, h("span", { class: "muted" }, "Name "), p.name), h("span", {}, h("span", { class: "muted" }, "Starts "), new Date(p.start_at) > Date.now() + 60000 ? fmtWall(Date.parse(p.start_at), userZone) + " (" + userZone + ")" : "now"),
         h("span", { class: "plan-tasks", title: (p.tasks || []).join("\n") }, h("span", { class: "muted" }, "Tasks "), (p.tasks || []).join(", "))),
       (p.warnings || []).length ? h("ul", { class: "warnings" }, p.warnings.map((w) => h("li", {}, w))) : null,
       p.truncated ? h("p", { class: "hint" }, `Showing the first ${num(p.instances.length)} of ${num(p.count)} instances.`) : null,

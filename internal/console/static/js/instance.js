@@ -12,7 +12,7 @@ const open = (s) => s === "waiting" || s === "running";
 // blocked one of the recurring schedule too); mark succeeded one that is
 // neither running nor already succeeded or dry-run.
 export function allowed(inst, backfillState) {
-  const scheduled = !inst.backfill_id;
+  const scheduled = !inst.batch_backfill_id;
   return {
     stop: open(inst.state) && (scheduled || open(backfillState || "running")),
     rerun: inst.state === "failed" || inst.state === "stopped" || (scheduled && inst.state === "blocked"),
@@ -116,7 +116,7 @@ export function instanceView(inst, task, tab = "log") {
     const outputs = Object.entries(inst.outputs || {});
     replace(body, kv([
       ["Instance", "#" + inst.id],
-      ["Backfill", inst.backfill_id ? h("a", { href: "#/batch/" + inst.backfill_id }, "#" + inst.backfill_id) : "the recurring schedule"],
+      ["Backfill", inst.batch_backfill_id ? h("a", { href: "#/batch/" + inst.batch_backfill_id }, "#" + inst.batch_backfill_id) : "the recurring schedule"],
       ["Task", h("a", { href: "#/tasks/" + enc(inst.task) }, inst.task)],
       ["State", [badge(inst.state), inst.mode !== "run" ? h("span", { class: "muted" }, " planned as " + inst.mode.replace("_", "-")) : null]],
       inst.reason && ["Reason", inst.reason],
@@ -191,19 +191,19 @@ export async function instancePage(main, [id], ctx) {
   if (!ctx.alive()) return;
   const task = tasks.find((t) => t.id === inst.task);
   let bf = null;
-  if (inst.backfill_id) bf = await get("/api/v1/batch/backfills/" + inst.backfill_id).catch(() => null);
+  if (inst.batch_backfill_id) bf = await get("/api/v1/batch/backfills/" + inst.batch_backfill_id).catch(() => null);
   if (!ctx.alive()) return;
   const actions = h("div", { class: "actions" });
   const state = h("span", {});
   const content = page(main, {
     title: `${inst.task} · #${inst.id}`,
-    crumbs: [["Batch backfills", "#/batch"], inst.backfill_id ? [bf ? bf.name : "#" + inst.backfill_id, "#/batch/" + inst.backfill_id] : ["recurring schedule"], [inst.task, "#/tasks/" + enc(inst.task)]],
+    crumbs: [["Batch backfills", "#/batch"], inst.batch_backfill_id ? [bf ? bf.name : "#" + inst.batch_backfill_id, "#/batch/" + inst.batch_backfill_id] : ["recurring schedule"], [inst.task, "#/tasks/" + enc(inst.task)]],
     actions: [state, actions],
   });
   const reload = async () => {
     try {
       inst = await get("/api/v1/batch/instances/" + id);
-      if (inst.backfill_id) bf = await get("/api/v1/batch/backfills/" + inst.backfill_id);
+      if (inst.batch_backfill_id) bf = await get("/api/v1/batch/backfills/" + inst.batch_backfill_id);
       if (ctx.alive()) paint();
     } catch (e) {
       toast(e.message, "error");

@@ -141,15 +141,15 @@ export async function taskPage(main, [id], ctx) {
       if (!ctx.alive()) return;
       const mine = new Map(); // backfill id → {states}
       for (const i of ins) {
-        if (!i.backfill_id) continue;
-        if (!mine.has(i.backfill_id)) mine.set(i.backfill_id, {});
-        const s = mine.get(i.backfill_id);
+        if (!i.batch_backfill_id) continue;
+        if (!mine.has(i.batch_backfill_id)) mine.set(i.batch_backfill_id, {});
+        const s = mine.get(i.batch_backfill_id);
         s[i.state] = (s[i.state] || 0) + 1;
       }
       const seen = new Map();
       for (const b of [...started, ...all]) if (mine.has(b.id) || b.task === task.id) seen.set(b.id, b);
       const rows = [...seen.values()].sort((a, b) => b.id - a.id).slice(0, 25);
-      const scheduled = ins.filter((i) => !i.backfill_id).slice(-5).reverse();
+      const scheduled = ins.filter((i) => !i.batch_backfill_id).slice(-5).reverse();
       replace(recent,
         table([
           { label: "#", class: "num", cell: (b) => h("a", { href: "#/batch/" + b.id }, "#" + b.id) },
@@ -170,6 +170,6 @@ export async function taskPage(main, [id], ctx) {
     }
   }
   const reload = throttle(() => { if (ctx.alive()) loadRecent(); }, 1500);
-  ctx.onEvent((ev) => { if (ev.kind === "backfill") reload(); });
+  ctx.onEvent((ev) => { if (ev.kind === "batch_backfill") reload(); });
   await loadRecent();
 }
