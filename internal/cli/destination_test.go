@@ -60,7 +60,7 @@ func TestFilesDestinationConfig(t *testing.T) {
 streams:
   - name: s
     source: {dsn: "postgres://tidemark@127.0.0.1:1/shop"}
-    destination: {type: files, path: "` + filepath.Join(dir, "out") + `", format: parquet, max_file_bytes: 10, dsn: "postgres://x@127.0.0.1/y"}
+    destination: {type: files, path: "` + filepath.Join(dir, "out") + `", format: csv, max_file_bytes: 10, dsn: "postgres://x@127.0.0.1/y"}
     include: [public.*]
     backfill: {verify: true}
 `
@@ -70,7 +70,7 @@ streams:
 	var stdout, stderr bytes.Buffer
 	code := Execute(t.Context(), func() {}, []string{"doctor", "-c", cfg}, &stdout, &stderr)
 	for _, want := range []string{
-		`streams[0].destination.format: "parquet" is not a format the files destination writes: use jsonl`,
+		`streams[0].destination.format: "csv" is not a format the files destination writes: use jsonl (the default) or parquet`,
 		"streams[0].destination.max_file_bytes: 10 is out of range: give a size from 65536 (64 KiB) to 4294967296 (4 GiB)",
 		"streams[0].destination.dsn: only postgres destinations have a dsn: remove it, or use path, format or max_file_bytes",
 	} {

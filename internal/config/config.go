@@ -209,7 +209,7 @@ type Destination struct {
 	Type string // a registered destination type (postgres, sqlite, files)
 	DSN  string // postgres:// URL, for TypePostgres
 	Path string // database file (sqlite), directory (files)
-	// Format is the files destination's file format (jsonl).
+	// Format is the files destination's file format (jsonl or parquet).
 	Format string
 	// MaxFileBytes is the size at which a files destination starts a
 	// table's next file within a batch (0: the type's default).

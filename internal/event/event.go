@@ -238,6 +238,14 @@ func appendAny(b []byte, v any) ([]byte, error) {
 	return nil, fmt.Errorf("value of type %T", v)
 }
 
+// RowObject is a row as an event's after carries it; KeyObject a key as
+// a delete's before and the message key carry it. Readers of files that
+// store values by type (Parquet) rebuild events with them.
+func RowObject(t *change.Table, r change.Row) ([]byte, error) { return rowJSON(t, r) }
+
+// KeyObject: see RowObject.
+func KeyObject(t *change.Table, k change.Key) ([]byte, error) { return keyJSON(t, k) }
+
 // keyJSON writes a key as the message key: {"col":value,…} in key order.
 func keyJSON(t *change.Table, k change.Key) ([]byte, error) {
 	cols := t.KeyColumns()

@@ -34,9 +34,17 @@ var itemsTable = &change.Table{ID: change.TableID{Schema: "public", Name: "items
 // missed changes), backfills it while a writer inserts, updates, deletes
 // and moves keys across chunks, and checks that the reference consumer
 // replaying the files ends with exactly the source's rows: live events
-// and the backfill's "r" events and chunk marks together reset it.
+// and the backfill's "r" events and chunk marks together reset it. It
+// runs for JSONL and for Parquet files (over the same seeded JSONL file:
+// the reader takes each file's format from its extension).
 func TestFilesBackfillWhileWriting(t *testing.T) {
-	e := newEnv(t, envOptions{dest: "files",
+	for _, format := range []string{files.FormatJSONL, files.FormatParquet} {
+		t.Run(format, func(t *testing.T) { testFilesBackfillWhileWriting(t, format) })
+	}
+}
+
+func testFilesBackfillWhileWriting(t *testing.T, format string) {
+	e := newEnv(t, envOptions{dest: "files", destKeys: "format: " + format,
 		setup: fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, note text);
 			INSERT INTO items SELECT g, g, 'note ' || g FROM generate_series(1, %d) g;`, filesRows),
 		yaml: "backfill: {mode: manual, chunk_size: 500, verify: false}"})
@@ -70,6 +78,10 @@ func TestFilesBackfillWhileWriting(t *testing.T) {
 		diff = diffEvents(e.sourceEvents(enc), r.Rows())
 		return diff == ""
 	}, func() string { return diff })
+	written, _ := filepath.Glob(filepath.Join(dir, e.cfg.Name, "public.items", "*", "*", "*", "*", "*."+format))
+	if len(written) < 2 { // the seeded file is JSONL
+		t.Errorf("%d .%s files, want the stream's files in its format", len(written), format)
+	}
 	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 package all
 
 import (
-	_ "github.com/tidemark/tidemark/internal/sink/files"    // JSONL event files
+	_ "github.com/tidemark/tidemark/internal/sink/files"    // JSONL or Parquet event files
 	_ "github.com/tidemark/tidemark/internal/sink/kafka"    // Kafka topics
 	_ "github.com/tidemark/tidemark/internal/sink/nats"     // NATS JetStream
 	_ "github.com/tidemark/tidemark/internal/sink/postgres" // PostgreSQL

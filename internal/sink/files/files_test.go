@@ -25,9 +25,12 @@ func encoder() *event.Encoder {
 	}}
 }
 
-func open(t *testing.T, dir string) *Sink {
+// formats are the file formats every format-agnostic test runs in.
+var formats = []string{FormatJSONL, FormatParquet}
+
+func open(t *testing.T, dir, format string) *Sink {
 	t.Helper()
-	s, err := Open(dir, minFileBytes)
+	s, err := OpenFormat(dir, format, minFileBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +62,9 @@ func events(t *testing.T, dir string) (lines, temps int) {
 			temps++
 		}
 		if seq, ok := seqOf(d.Name()); ok && seq <= c.Seq {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			lines += strings.Count(string(b), "\n")
+			n, err := countEvents(path)
+			lines += n
+			return err
 		}
 		return nil
 	})
@@ -73,15 +74,32 @@ func events(t *testing.T, dir string) (lines, temps int) {
 	return lines, temps
 }
 
+// countEvents counts a data file's events: its lines, or its Parquet rows.
+func countEvents(path string) (int, error) {
+	if filepath.Ext(path) == ".parquet" {
+		n := 0
+		err := parquetEvents(path, func([]byte) error { n++; return nil })
+		return n, err
+	}
+	b, err := os.ReadFile(path)
+	return strings.Count(string(b), "\n"), err
+}
+
 // TestCrashBetweenRenames stops a batch after the second of its files was
 // renamed into place, as a SIGKILL there would, then opens the directory
 // again and replays the batch split differently: every event is in the
 // files exactly once, and a reader before the restart sees only the
 // committed batch.
 func TestCrashBetweenRenames(t *testing.T) {
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) { testCrashBetweenRenames(t, format) })
+	}
+}
+
+func testCrashBetweenRenames(t *testing.T, format string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := open(t, dir, format)
 	if err := s.Apply(ctx, &sink.Batch{Stream: "s", Position: 100, Ops: inserts(0, 100)}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +120,7 @@ func TestCrashBetweenRenames(t *testing.T) {
 	if r, err := ReadTable(dir, "s", table); err != nil || r.Len() != 100 {
 		t.Fatalf("before the restart the reader sees %v rows (%v), want the committed 100", r.Len(), err)
 	}
-	s = open(t, dir) // the restart
+	s = open(t, dir, format) // the restart
 	c, err := s.Checkpoint(ctx, "s")
 	if err != nil || c.Position != 100 {
 		t.Fatalf("checkpoint after the crash: %+v %v, want position 100", c, err)
@@ -129,9 +147,15 @@ func TestCrashBetweenRenames(t *testing.T) {
 // chunk's files are named as backfill files and listed in the manifest,
 // and a manifest line of an unfinished batch is dropped at start.
 func TestCheckpointAndManifest(t *testing.T) {
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) { testCheckpointAndManifest(t, format) })
+	}
+}
+
+func testCheckpointAndManifest(t *testing.T, format string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := open(t, dir, format)
 	chunk := &sink.Chunk{Table: table, High: change.Key{change.Text("9")}, BackfillID: 4,
 		Rows: []change.Row{{change.Text("1"), change.Null}, {change.Text("9"), change.Text("b")}}}
 	cur := sink.Cursor{BackfillID: 4, After: change.Key{change.Text("9")}, Rows: 2}
@@ -139,20 +163,20 @@ func TestCheckpointAndManifest(t *testing.T) {
 		Cursors: map[change.TableID]sink.Cursor{table.ID: cur}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := open(t, dir).Checkpoint(ctx, "s")
+	c, err := open(t, dir, format).Checkpoint(ctx, "s")
 	if err != nil || c.Position != 7 || c.Resume != "0-1-5" || c.Cursors[table.ID].After.Encode() != cur.After.Encode() || c.Cursors[table.ID].Rows != 2 {
 		t.Fatalf("checkpoint %+v %v", c, err)
 	}
 	manifest := filepath.Join(dir, "s", "public.t", manifestName)
 	b, err := os.ReadFile(manifest)
-	if err != nil || !strings.Contains(string(b), `"backfill":4`) || !strings.Contains(string(b), `_backfill-4_001.jsonl`) || !strings.Contains(string(b), `"high":{"id":9}`) {
+	if err != nil || !strings.Contains(string(b), `"backfill":4`) || !strings.Contains(string(b), `_backfill-4_001.`+format) || !strings.Contains(string(b), `"high":{"id":9}`) {
 		t.Fatalf("manifest %s %v", b, err)
 	}
 	// A line of batch 2, which never reached the checkpoint.
 	if err := appendManifest(manifest, []manifestLine{{Seq: 2, Backfill: 5}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := open(t, dir).Checkpoint(ctx, "s"); err != nil {
+	if _, err := open(t, dir, format).Checkpoint(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(manifest); strings.Count(string(b), "\n") != 1 || strings.Contains(string(b), `"backfill":5`) {
@@ -186,9 +210,15 @@ func TestNamesStayInside(t *testing.T) {
 // written since the last (removed files are not read again) until
 // EndReads drops the replay.
 func TestFilesReadRange(t *testing.T) {
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) { testFilesReadRange(t, format) })
+	}
+}
+
+func testFilesReadRange(t *testing.T, format string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := open(t, dir, format)
 	if _, err := s.Checkpoint(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}

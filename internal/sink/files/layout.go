@@ -18,7 +18,7 @@ import (
 // A data file's name says which batch wrote it and which source positions
 // it holds (docs/destinations.md, "Files"):
 //
-//	<seq>_<from>-<to>[_backfill-<id>]_<part>.jsonl
+//	<seq>_<from>-<to>[_backfill-<id>]_<part>.<jsonl|parquet>
 //
 // seq is the batch's number (12 digits, so names sort by it), from and to
 // the positions before and after the batch (16 hex digits), part the
@@ -26,18 +26,18 @@ import (
 // ".<name>.tmp" beside it.
 const seqDigits = 12
 
-func fileName(seq uint64, from, to change.LSN, backfill int64, part int) string {
+func fileName(seq uint64, from, to change.LSN, backfill int64, part int, ext string) string {
 	kind := ""
 	if backfill != 0 {
 		kind = fmt.Sprintf("_backfill-%d", backfill)
 	}
-	return fmt.Sprintf("%0*d_%016x-%016x%s_%03d.jsonl", seqDigits, seq, uint64(from), uint64(to), kind, part)
+	return fmt.Sprintf("%0*d_%016x-%016x%s_%03d%s", seqDigits, seq, uint64(from), uint64(to), kind, part, ext)
 }
 
 // seqOf reads the batch number of a data file's name; false for other
 // files.
 func seqOf(name string) (uint64, bool) {
-	if len(name) < seqDigits+1 || name[seqDigits] != '_' || !strings.HasSuffix(name, ".jsonl") {
+	if _, ok := formatOfFile(name); !ok || len(name) < seqDigits+1 || name[seqDigits] != '_' {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(name[:seqDigits], 10, 64)
@@ -133,20 +133,24 @@ func cleanLeftovers(streamDir string, committed uint64) error {
 }
 
 // fileWriter writes one table's events of one batch and kind into numbered
-// temp files, starting the next when one passes maxBytes.
+// temp files in its format, starting the next when one passes maxBytes
+// (counted in the events' JSON size, whatever the format) or when the
+// format cannot take an event into the current file.
 type fileWriter struct {
 	dir      string
 	name     func(part int) string
+	format   fileFormat
 	maxBytes int64
 	part     int
 	f        *os.File
 	w        *bufio.Writer
+	enc      fileEncoder
 	size     int64
 	done     []string // temp files written and synced, in order
 }
 
-func (fw *fileWriter) add(line []byte) error {
-	if fw.f != nil && fw.size > 0 && fw.size+int64(len(line))+1 > fw.maxBytes {
+func (fw *fileWriter) add(e fileEvent) error {
+	if fw.f != nil && fw.size > 0 && (fw.size+int64(len(e.value))+1 > fw.maxBytes || !fw.enc.fits(e)) {
 		if err := fw.close(); err != nil {
 			return err
 		}
@@ -161,20 +165,23 @@ func (fw *fileWriter) add(line []byte) error {
 			return err
 		}
 		fw.f, fw.w, fw.size = f, bufio.NewWriterSize(f, 256<<10), 0
+		fw.enc = fw.format.create(fw.w)
 	}
-	fw.w.Write(line)
-	fw.w.WriteByte('\n')
-	fw.size += int64(len(line)) + 1
-	return nil
+	fw.size += int64(len(e.value)) + 1
+	return fw.enc.write(e)
 }
 
-// close flushes, fsyncs and closes the current file.
+// close ends, flushes, fsyncs and closes the current file.
 func (fw *fileWriter) close() error {
 	if fw.f == nil {
 		return nil
 	}
 	f := fw.f
 	fw.f = nil
+	if err := fw.enc.finish(); err != nil {
+		f.Close()
+		return err
+	}
 	if err := fw.w.Flush(); err != nil {
 		f.Close()
 		return err

@@ -52,7 +52,12 @@ func ReadTable(dir, stream string, t *change.Table) (*event.Replica, error) {
 	return r, nil
 }
 
+// replayFile applies a data file's events; its extension says its
+// format.
 func replayFile(r *event.Replica, path string) error {
+	if filepath.Ext(path) == (parquetFormat{}).ext() {
+		return parquetEvents(path, r.Apply)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err

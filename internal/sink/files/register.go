@@ -1,6 +1,7 @@
 package files
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,9 +16,6 @@ import (
 
 // TypeFiles is the destination type's name in a stream's config.
 const TypeFiles = "files"
-
-// FormatJSONL is the one file format written today.
-const FormatJSONL = "jsonl"
 
 // The smallest and largest max_file_bytes accepted.
 const (
@@ -34,15 +32,15 @@ func init() {
 			if d.Path == "" {
 				v.Add(p+".path", "missing: give the directory the files go to, e.g. path: /data/tidemark-files")
 			}
-			if d.Format != "" && d.Format != FormatJSONL {
-				v.Add(p+".format", "%s", fmt.Sprintf("%q is not a format the files destination writes: use jsonl (Parquet is not written yet)", d.Format))
+			if d.Format != "" && d.Format != FormatJSONL && d.Format != FormatParquet {
+				v.Add(p+".format", "%s", fmt.Sprintf("%q is not a format the files destination writes: use jsonl (the default) or parquet", d.Format))
 			}
 			if d.MaxFileBytes != 0 && (d.MaxFileBytes < minFileBytes || d.MaxFileBytes > maxFileBytes) {
 				v.Add(p+".max_file_bytes", "%s", fmt.Sprintf("%d is out of range: give a size from %d (64 KiB) to %d (4 GiB)", d.MaxFileBytes, minFileBytes, maxFileBytes))
 			}
 		},
 		Open: func(_ context.Context, d config.Destination) (sink.Sink, error) {
-			return Open(d.Path, d.MaxFileBytes)
+			return OpenFormat(d.Path, cmp.Or(d.Format, FormatJSONL), d.MaxFileBytes)
 		},
 		Doctor:  doctor,
 		Example: (*Sink)(nil),
@@ -73,7 +71,7 @@ func doctor(_ context.Context, in sink.DoctorInput) sink.DoctorReport {
 	if err != nil {
 		return sink.DoctorReport{Checks: []check.Check{check.Failed(name, check.ErrText(err), "")}}
 	}
-	detail := fmt.Sprintf("%s is a writable directory for JSONL event files; %s", dir, in.Position(change.LSN(c.Position), c.Resume))
+	detail := fmt.Sprintf("%s is a writable directory for %s event files; %s", dir, cmp.Or(in.Destination.Format, FormatJSONL), in.Position(change.LSN(c.Position), c.Resume))
 	return sink.DoctorReport{Checks: []check.Check{check.Passed(name, detail), disk}, Known: true,
 		Position: change.LSN(c.Position), Resume: c.Resume}
 }

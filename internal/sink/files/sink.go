@@ -1,5 +1,5 @@
 // Package files is the files destination: each stream's events
-// (internal/event) as JSONL files in a directory, in the layout Datastream
+// (internal/event) as JSONL or Parquet files in a directory, in the layout Datastream
 // writes to object storage — stream/schema.table/YYYY/MM/DD/HH/ — each
 // batch's files written to temp names, fsynced, renamed, and only then the
 // checkpoint, so that a replay after a crash neither loses nor duplicates
@@ -24,10 +24,11 @@ import (
 // batch continue in the next file.
 const DefaultMaxFileBytes = 64 << 20
 
-// Sink writes JSONL event files under one directory.
+// Sink writes event files of one format under one directory.
 type Sink struct {
 	dir      string
 	maxBytes int64
+	format   fileFormat
 	enc      *event.Encoder
 	now      func() time.Time
 	streams  map[string]*streamState
@@ -45,15 +46,20 @@ type streamState struct {
 	ckpt checkpointFile
 }
 
-// Open opens (creating it if needed) the directory files are written to.
-func Open(dir string, maxBytes int64) (*Sink, error) {
+// Open opens (creating it if needed) the directory JSONL files are
+// written to.
+func Open(dir string, maxBytes int64) (*Sink, error) { return OpenFormat(dir, FormatJSONL, maxBytes) }
+
+// OpenFormat opens the directory files of a format (FormatJSONL or
+// FormatParquet) are written to.
+func OpenFormat(dir, format string, maxBytes int64) (*Sink, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("files destination %s: %w", dir, err)
 	}
-	return &Sink{dir: dir, maxBytes: maxBytes, now: time.Now, streams: map[string]*streamState{}, afterRename: killBetweenRenames()}, nil
+	return &Sink{dir: dir, maxBytes: maxBytes, format: formatOf(format), now: time.Now, streams: map[string]*streamState{}, afterRename: killBetweenRenames()}, nil
 }
 
 // UseEncoder sets how changes become events: the stream gives the
@@ -119,7 +125,8 @@ func (bf *batchFiles) writer(id change.TableID, backfill int64) *fileWriter {
 	}
 	w := &fileWriter{
 		dir:      hourDir(tableDir(bf.st.dir, id), bf.at),
-		name:     func(part int) string { return fileName(bf.seq, bf.from, bf.to, backfill, part) },
+		name:     func(part int) string { return fileName(bf.seq, bf.from, bf.to, backfill, part, bf.s.format.ext()) },
+		format:   bf.s.format,
 		maxBytes: bf.s.maxBytes,
 	}
 	bf.writers[k] = w
@@ -181,7 +188,8 @@ func (s *Sink) write(ctx context.Context, bf *batchFiles, b *sink.Batch) error {
 				if m.Value == nil {
 					continue // tombstones are for compacted logs
 				}
-				if err := bf.writer(m.Table, 0).add(m.Value); err != nil {
+				e := fileEvent{value: m.Value, table: op.Change.Table, row: op.Change.Row, oldKey: op.Change.OldKey}
+				if err := bf.writer(m.Table, 0).add(e); err != nil {
 					return fmt.Errorf("files destination: %w", err)
 				}
 			}
@@ -205,7 +213,7 @@ func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 		if err != nil {
 			return sink.Rejected(t.ID, err)
 		}
-		if err := w.add(m.Value); err != nil {
+		if err := w.add(fileEvent{value: m.Value, table: t, row: r}); err != nil {
 			return fmt.Errorf("files destination: %w", err)
 		}
 	}
@@ -214,7 +222,7 @@ func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 	if err != nil {
 		return sink.Rejected(t.ID, err)
 	}
-	if err := w.add(mark.Value); err != nil {
+	if err := w.add(fileEvent{value: mark.Value, table: t}); err != nil {
 		return fmt.Errorf("files destination: %w", err)
 	}
 	var bounds struct {
