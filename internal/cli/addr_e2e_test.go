@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,6 +28,11 @@ tasks:
 	dir := filepath.Dir(cfg)
 	hostPort := fmt.Sprintf("127.0.0.1:%d", port)
 	poll(t, d, "the API", func() bool { return tidemark(t, "tasks", "-c", cfg).code == 0 })
+	// The daemon says at start where its console is.
+	poll(t, d, "the console's URL http://"+hostPort+"/ui/ in the daemon's log", func() bool {
+		log, err := os.ReadFile(filepath.Join(dir, "daemon.log"))
+		return err == nil && strings.Contains(string(log), "http://"+hostPort+"/ui/")
+	})
 
 	nowhere := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	preview := []string{"batch", "preview", "extract", "--from", "2025-01-01"}

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/console"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/metrics"
 	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
@@ -213,7 +214,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		})
 	}
-	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
+	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "console", "http://"+d.Addr+console.Prefix, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
 	close(d.Ready)
 	return g.Wait()
 }
