@@ -353,8 +353,14 @@ func eventView(ev any) any {
 		}
 		return v
 	case engine.Event:
-		return BatchEventView{Kind: e.Kind, BatchBackfillID: e.BackfillID, BackfillID: e.BackfillID, InstanceID: e.InstanceID,
-			Task: e.Task, State: e.State, Time: e.Time}
+		return BatchEvent(e)
 	}
 	return ev
+}
+
+// BatchEvent is the batch engine's event as the API sends it (and the
+// CLI's --json prints it).
+func BatchEvent(e engine.Event) BatchEventView {
+	return BatchEventView{Kind: e.Kind, BatchBackfillID: e.BackfillID, BackfillID: e.BackfillID, InstanceID: e.InstanceID,
+		Task: e.Task, State: e.State, Time: e.Time}
 }

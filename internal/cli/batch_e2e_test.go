@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -110,13 +111,15 @@ tasks:
 		t.Fatalf("backfill --wait --json: %s", r)
 	}
 	succeeded := 0
-	var ev engine.Event
+	var ev api.BatchEventView
 	for i, line := range lines {
-		ev = engine.Event{}
+		ev = api.BatchEventView{}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("backfill --wait --json line %d: %v in %q", i, err, line)
 		}
-		if ev.BackfillID != 4 || (ev.Kind != engine.KindInstance && ev.Kind != engine.KindBatchBackfill) {
+		// The API's event: the batch backfill under its name and its
+		// deprecated alias.
+		if ev.BatchBackfillID != 4 || ev.BackfillID != 4 || (ev.Kind != engine.KindInstance && ev.Kind != engine.KindBatchBackfill) {
 			t.Errorf("backfill --wait --json line %d: %+v", i, ev)
 		}
 		if ev.Kind == "instance" && ev.State == store.InstanceSucceeded {

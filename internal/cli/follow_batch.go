@@ -135,7 +135,7 @@ func (f *batchFollower) handle(ctx context.Context, ev engine.Event) (done bool,
 		return false, nil
 	}
 	if f.g.json && ev.Kind != "check" {
-		if err := f.g.jsonLine(ev); err != nil {
+		if err := f.g.jsonLine(api.BatchEvent(ev)); err != nil {
 			return true, err
 		}
 		if ev.Kind == engine.KindBatchBackfill {
@@ -190,7 +190,7 @@ func (f *batchFollower) finish(ctx context.Context, b api.BatchBackfillView) err
 			if b.FinishedAt != nil {
 				end = *b.FinishedAt
 			}
-			if err := f.g.jsonLine(engine.Event{Kind: engine.KindBatchBackfill, BackfillID: b.ID, State: b.State, Time: end}); err != nil {
+			if err := f.g.jsonLine(api.BatchEvent(engine.Event{Kind: engine.KindBatchBackfill, BackfillID: b.ID, State: b.State, Time: end})); err != nil {
 				return err
 			}
 		}

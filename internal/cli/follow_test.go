@@ -151,7 +151,8 @@ func TestFollowBackfills(t *testing.T) {
 }
 
 // The end of the batch backfill is missed: the read of its record ends it,
-// and --json still ends with the backfill's final state.
+// and --json still ends with the backfill's final state. It prints the
+// API's events, but not the copies under the deprecated kind.
 func TestFollowBatchJSON(t *testing.T) {
 	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	ev := func(kind string, backfill, instance int64, state string) string {
@@ -159,10 +160,11 @@ func TestFollowBatchJSON(t *testing.T) {
 		if kind == "instance" {
 			e.Task = "sales.load"
 		}
-		return jsonOf(t, e)
+		return jsonOf(t, api.BatchEvent(e))
 	}
 	events := []string{
-		ev("backfill", 7, 0, "running"),
+		ev(engine.KindBatchBackfill, 7, 0, "running"),
+		ev(api.DeprecatedBatchBackfillKind, 7, 0, "running"), // the same, for v1 clients
 		ev("instance", 7, 1, "running"),
 		ev("instance", 8, 5, "running"), // another backfill's
 		ev("instance", 7, 1, "succeeded"),
@@ -181,7 +183,7 @@ func TestFollowBatchJSON(t *testing.T) {
 	if err := g.followBatch(ctx, es, api.BatchBackfillView{ID: 7, State: store.BatchRunning, Instances: 1}); err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Join([]string{events[0], events[1], events[3], ev("backfill", 7, 0, "succeeded")}, "\n") + "\n"
+	want := strings.Join([]string{events[0], events[2], events[4], ev(engine.KindBatchBackfill, 7, 0, "succeeded")}, "\n") + "\n"
 	if out.String() != want {
 		t.Errorf("output:\n%s\nwant\n%s", out.String(), want)
 	}
