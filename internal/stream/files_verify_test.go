@@ -32,25 +32,34 @@ func TestFilesVerify(t *testing.T) {
 	if path := rewriteEvent(t, e.cfg.Destination.Path, `"id":1234,"note":"note 1234"`, `"id":1234,"note":"tampered"`); path == "" {
 		t.Fatal("no file holds row 1234")
 	}
+	e.verifyFindsAndRepairs(id, "1234")
+}
+
+// verifyFindsAndRepairs verifies a table whose destination row with key
+// (one value) was damaged: exactly one range differs, at that key; a
+// repair's run ends with a verify that matches, and so does a verify
+// after it.
+func (e *env) verifyFindsAndRepairs(id change.TableID, key string) {
+	e.t.Helper()
 	checks, err := e.s.Verify(e.ctx, []change.TableID{id}, 0)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	bad := badRanges(checks[0])
-	if checks[0].Match || len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{"1234"}) {
-		t.Fatalf("verify after tampering with row 1234: %+v, differing %+v", checks[0].Error, bad)
+	if checks[0].Match || len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{key}) {
+		e.t.Fatalf("verify after damaging row %s: %s, differing %+v", key, checks[0].Error, bad)
 	}
 	checks, err = e.s.Repair(e.ctx, checks)
 	if err != nil || checks[0].Repair == nil {
-		t.Fatalf("repair: %v, %+v", err, checks[0])
+		e.t.Fatalf("repair: %v, %+v", err, checks[0])
 	}
-	e.waitLoaded("items")
+	e.waitLoadedID(id)
 	if run := e.waitVerified(checks[0].Repair.ID); run.Verify.Status != VerifyMatch {
-		t.Fatalf("the repair's verify: %+v", *run.Verify)
+		e.t.Fatalf("the repair's verify: %+v", *run.Verify)
 	}
 	checks, err = e.s.Verify(e.ctx, []change.TableID{id}, 0)
 	if err != nil || !checks[0].Match {
-		t.Fatalf("verify after the repair: %v %+v", err, checks)
+		e.t.Fatalf("verify after the repair: %v %+v", err, checks)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/sink/sinktest"
 )
 
 var table = &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Key: []int{0}, Columns: []change.Column{
@@ -205,10 +206,9 @@ func TestNamesStayInside(t *testing.T) {
 	}
 }
 
-// TestFilesReadRange: a files destination reads back what it wrote, by
-// key range in the source's order, replaying on each read only the files
-// written since the last (removed files are not read again) until
-// EndReads drops the replay.
+// TestFilesReadRange: a files destination reads back what it wrote by
+// replaying its files, each read adding only the files of batches after
+// the last one read (sinktest.ReplayReads).
 func TestFilesReadRange(t *testing.T) {
 	for _, format := range formats {
 		t.Run(format, func(t *testing.T) { testFilesReadRange(t, format) })
@@ -222,59 +222,15 @@ func testFilesReadRange(t *testing.T, format string) {
 	if _, err := s.Checkpoint(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	var rows []change.Row
-	for i := 1; i <= 20; i++ {
-		rows = append(rows, change.Row{change.Text(fmt.Sprint(i)), change.Text(fmt.Sprint("v", i))})
-	}
-	chunk := &sink.Chunk{Table: table, BackfillID: 1, Last: true, Rows: rows}
-	if err := s.Apply(ctx, &sink.Batch{Stream: "s", Position: 1, Ops: []sink.Op{{Chunk: chunk}}}); err != nil {
-		t.Fatal(err)
-	}
-	keys := func(rs []change.Row) string {
-		var ks []string
-		for _, r := range rs {
-			ks = append(ks, r[0].Text+"="+r[1].Text)
-		}
-		return strings.Join(ks, " ")
-	}
-	read := func(low, high string, want string) {
-		t.Helper()
-		var lo, hi change.Key
-		if low != "" {
-			lo = change.Key{change.Text(low)}
-		}
-		if high != "" {
-			hi = change.Key{change.Text(high)}
-		}
-		got, err := s.ReadRange(ctx, table, lo, hi)
-		if err != nil {
+	pos := change.LSN(0)
+	sinktest.ReplayReads(t, s, table, func(ops []sink.Op) {
+		pos++
+		if err := s.Apply(ctx, &sink.Batch{Stream: "s", Position: pos, Ops: ops}); err != nil {
 			t.Fatal(err)
 		}
-		if keys(got) != want {
-			t.Fatalf("(%s, %s]: %s, want %s", low, high, keys(got), want)
+	}, func() {
+		if err := os.RemoveAll(filepath.Join(dir, "s", "public.t")); err != nil {
+			t.Fatal(err)
 		}
-	}
-	read("", "3", "1=v1 2=v2 3=v3")
-	read("8", "11", "9=v9 10=v10 11=v11")
-
-	// The replay holds what it read: removing the files does not change
-	// it, and the next batch's files are added to it.
-	if err := os.RemoveAll(filepath.Join(dir, "s", "public.t")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Apply(ctx, &sink.Batch{Stream: "s", Position: 2, Ops: inserts(21, 23)}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.ReadRange(ctx, table, change.Key{change.Text("18")}, nil)
-	if err != nil || len(got) != 4 || got[0][0].Text != "19" || got[3][0].Text != "22" {
-		t.Fatalf("after the next batch: %v %v", keys(got), err)
-	}
-	got, err = s.ReadKeys(ctx, table, []change.Key{{change.Text("4")}, {change.Text("99")}})
-	if err != nil || keys(got) != "4=v4" {
-		t.Fatalf("ReadKeys: %s %v", keys(got), err)
-	}
-	s.EndReads(table.ID)
-	if got, err := s.ReadRange(ctx, table, nil, nil); err != nil || len(got) != 2 || got[0][0].Text != "21" {
-		t.Fatalf("after EndReads: %d rows %v", len(got), err)
-	}
+	})
 }

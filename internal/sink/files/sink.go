@@ -36,9 +36,8 @@ type Sink struct {
 	// into place (renamed of total so far); an error stops the batch
 	// there, as a crash would.
 	afterRename func(renamed, total int) error
-	// reads holds the tables verify is reading, replayed so far
-	// (reader.go).
-	reads sink.Replays[uint64]
+	// Replays reads tables back by replaying their files (reader.go).
+	sink.Replays[uint64]
 }
 
 type streamState struct {
@@ -59,7 +58,9 @@ func OpenFormat(dir, format string, maxBytes int64) (*Sink, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("files destination %s: %w", dir, err)
 	}
-	return &Sink{dir: dir, maxBytes: maxBytes, format: formatOf(format), now: time.Now, streams: map[string]*streamState{}, afterRename: killBetweenRenames()}, nil
+	s := &Sink{dir: dir, maxBytes: maxBytes, format: formatOf(format), now: time.Now, streams: map[string]*streamState{}, afterRename: killBetweenRenames()}
+	s.Replays = sink.NewReplays("files destination", s.catchUp)
+	return s, nil
 }
 
 // UseEncoder sets how changes become events: the stream gives the
@@ -69,7 +70,7 @@ func (s *Sink) UseEncoder(e *event.Encoder) { s.enc = e }
 // Close drops the replays reads held; every file is closed when its
 // batch ends.
 func (s *Sink) Close() error {
-	s.reads.Clear()
+	s.Clear()
 	return nil
 }
 

@@ -48,6 +48,8 @@ type Sink struct {
 	// crash would. beforeCheckpoint runs once a batch is acknowledged.
 	afterPublish     func(n int) error
 	beforeCheckpoint func() error
+	// Replays reads tables back by replaying their subjects (reader.go).
+	sink.Replays[uint64]
 }
 
 type streamState struct {
@@ -74,7 +76,9 @@ func Open(ctx context.Context, d config.Destination) (*Sink, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats destination: %w", err)
 	}
-	return &Sink{d: d, nc: nc, js: js, limit: limit, now: time.Now, streams: map[string]*streamState{}}, nil
+	s := &Sink{d: d, nc: nc, js: js, limit: limit, now: time.Now, streams: map[string]*streamState{}}
+	s.Replays = sink.NewReplays("nats destination", s.catchUp)
+	return s, nil
 }
 
 // connect connects with the destination's credentials and TLS files.
@@ -112,8 +116,9 @@ func messageLimit(nc *natsio.Conn, d config.Destination) (int64, error) {
 // UseEncoder sets how changes become events (sink.EventWriter).
 func (s *Sink) UseEncoder(e *event.Encoder) { s.enc = e }
 
-// Close closes the connection.
+// Close closes the connection and drops the replays reads held.
 func (s *Sink) Close() error {
+	s.Clear()
 	s.nc.Close()
 	return nil
 }

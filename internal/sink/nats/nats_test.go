@@ -17,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/natsserver"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/sink/sinktest"
 )
 
 var server *natsserver.Server
@@ -345,4 +346,33 @@ func TestNatsDoctor(t *testing.T) {
 	if r := doctor(ctx, in); r.Known || len(r.Checks) != 1 || !strings.Contains(r.Checks[0].Fix, "streams[0].destination.url") {
 		t.Errorf("doctor without a server: %+v", r)
 	}
+}
+
+// TestNatsReadRange: a NATS destination reads back what it published by
+// replaying its subject, each read adding only the messages after the
+// last stream sequence read (sinktest.ReplayReads; the wipe purges the
+// subject).
+func TestNatsReadRange(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, dest(), 0)
+	const stream = "readrange"
+	if _, err := s.Checkpoint(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+	pos := change.LSN(1000)
+	sinktest.ReplayReads(t, s, table, func(ops []sink.Op) {
+		pos += 1000
+		if err := s.Apply(ctx, &sink.Batch{Stream: stream, Position: pos, Ops: ops}); err != nil {
+			t.Fatal(err)
+		}
+	}, func() {
+		n := namesOf(s.d, stream)
+		str, err := s.js.Stream(ctx, n.stream)
+		if err == nil {
+			err = str.Purge(ctx, jetstream.WithPurgeSubject(n.subject(table.ID)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,41 +31,12 @@ func ReadTable(ctx context.Context, d config.Destination, stream string, t *chan
 		return nil, err
 	}
 	n := namesOf(d, stream)
-	subj := n.subject(t.ID)
 	str, err := js.Stream(ctx, n.stream)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", n.stream, err)
 	}
-	last, err := str.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return r, nil
+	if _, err := replaySubject(ctx, str, n.subject(t.ID), 0, r.Apply); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", n.stream, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: last message on %s: %w", n.stream, subj, err)
-	}
-	cons, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: consumer on %s: %w", n.stream, subj, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, err
-	}
-	defer it.Stop()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: read %s: %w", n.stream, subj, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		if err := r.Apply(m.Data()); err != nil {
-			return nil, fmt.Errorf("%s message %d: %w", subj, meta.Sequence.Stream, err)
-		}
-		if meta.Sequence.Stream >= last.Sequence {
-			return r, nil
-		}
-	}
+	return r, nil
 }

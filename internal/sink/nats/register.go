@@ -40,8 +40,12 @@ func init() {
 	})
 }
 
-// A NATS destination has none of the capabilities: it appends events.
-var _ sink.EventWriter = (*Sink)(nil)
+// A NATS destination appends events, and is read back by replaying them
+// (reader.go).
+var (
+	_ sink.EventWriter = (*Sink)(nil)
+	_ sink.Reader      = (*Sink)(nil)
+)
 
 var streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
 
