@@ -399,7 +399,7 @@ func batchShowCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(b)
 			}
-			fmt.Fprintf(g.stdout, "batch backfill %d %q of %s: %s\n  instances: %s\n  started by %s at %s; run at %s; finished %s\n  request: %s\n",
+			fmt.Fprintf(g.stdout, "batch backfill %d %q of %s: %s\n  instances: %s\n  started by %s at %s; to start at %s; finished %s\n  request: %s\n",
 				b.ID, b.Name, b.Task, b.State, stateCounts(b), b.StartedBy, ago(&b.CreatedAt), ago(&b.StartAt), ago(b.FinishedAt), b.Request)
 			if b.Error != "" {
 				fmt.Fprintf(g.stdout, "  %s\n", b.Error)

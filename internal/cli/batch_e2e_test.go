@@ -64,6 +64,10 @@ tasks:
 	if b.StartedBy != "cli" || b.States[store.InstanceSucceeded] != 6 {
 		t.Errorf("backfill: %+v", b)
 	}
+	// Its start time is start_at ("run" names table backfills started together).
+	if r := cli("batch", "show", "1"); !strings.Contains(r.stdout, "; to start at ") || strings.Contains(r.stdout, "run at") {
+		t.Errorf("batch show 1: %s, want its start time as \"to start at\"", r)
+	}
 	if r := cli("batch", "list"); !strings.Contains(r.stdout, "january") || !strings.Contains(r.stdout, "succeeded 6") {
 		t.Errorf("list: %s", r)
 	}

@@ -63,7 +63,7 @@ export async function batchListPage(main, _params, ctx) {
     { label: "Instances", cell: (b) => stackBar(b.states || {}, b.instances) },
     { label: "Started by", cell: (b) => b.started_by },
     { label: "Created", cell: (b) => h("span", { title: time(b.created_at) + " " + userZone }, ago(b.created_at)) },
-    { label: "Runs at", cell: (b) => Math.abs(new Date(b.start_at) - new Date(b.created_at)) < 2000 ? h("span", { class: "muted" }, "at once") : time(b.start_at) },
+    { label: "Starts at", cell: (b) => Math.abs(new Date(b.start_at) - new Date(b.created_at)) < 2000 ? h("span", { class: "muted" }, "at once") : time(b.start_at) },
     { label: "Took", class: "num", cell: took },
   ];
   async function load() {
@@ -208,7 +208,7 @@ export async function batchPage(main, [id], ctx) {
         card("Start task", h("a", { href: "#/tasks/" + enc(b.task) }, b.task)),
         card("Started by", b.started_by),
         card("Created", h("span", { title: time(b.created_at) + " " + userZone }, ago(b.created_at))),
-        card(b.finished_at ? "Took" : b.started_at ? "Running for" : "Runs at", b.started_at ? took(b) : time(b.start_at))),
+        card(b.finished_at ? "Took" : b.started_at ? "Running for" : "Starts at", b.started_at ? took(b) : time(b.start_at))),
       b.error ? h("div", { class: "notice " + (b.state === "failed" ? "bad" : ""), dataset: { banner: "" } }, b.error,
         n ? h("div", { class: "notice-next", dataset: { need: "operator" } }, "Once the cause is fixed, ",
           h("a", { href: "#", dataset: { action: "point-rerun" }, onclick: (ev) => { ev.preventDefault(); pointAt(rerunBtn); } }, `Re-run failed (${num(n)})`),
