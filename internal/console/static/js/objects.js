@@ -145,7 +145,11 @@ export async function streamPage(main, [name], ctx) {
       const newest = new Map(pushed.map((r) => [r.id, r]));
       for (const r of newest.values()) if (!listed.has(r.id) || ahead(r, listed.get(r.id))) listed.set(r.id, r);
       const known = (id) => listed.get(id) || s.runs.get(id);
-      const missing = objs.filter((o) => o.backfill_id && (!known(o.backfill_id) || known(o.backfill_id).status !== o.status)).slice(0, 20);
+      // A run is re-read when its object says more than the run known here
+      // (another status, or loaded while the run is still loading), so a
+      // row never shows a loaded object beside a loading run.
+      const stale = (o, r) => !r || r.status !== o.status || (o.status === "completed" && o.loaded && !r.loaded_at);
+      const missing = objs.filter((o) => o.backfill_id && stale(o, known(o.backfill_id))).slice(0, 20);
       const fetched = await Promise.all(missing.map((o) => get(runs + "/" + o.backfill_id).catch(() => null)));
       if (!ctx.alive()) return;
       // From here on nothing waits: the state and the page change together.
