@@ -31,8 +31,40 @@ var filesTable = &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, 
 // source's rows, and no live change (its transaction, position, operation
 // and key) is in the files twice.
 func TestSIGKILLIntoFiles(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "files")
+	// Kill 1: the daemon kills itself between two renames of a batch (a
+	// chunk of 1,000 rows fills several 64 KiB files).
+	e := startEventCrash(t, "filescrash", crashRows, fmt.Sprintf(`{type: files, path: %q, max_file_bytes: 65536}`, out),
+		"TIDEMARK_TEST_FILES_KILL_BETWEEN_RENAMES=3")
+	e.killedItself("between two renames")
+	if leftovers := tempFiles(t, out); leftovers == 0 {
+		t.Error("no temp file was left by the kill between renames: the failpoint did not hit a batch mid-way")
+	}
+	e.restartAndKillMidChunks()
+	e.waitReplay(func() (*event.Replica, error) { return files.ReadTable(out, e.stream, filesTable) })
+	if dups := duplicateChanges(t, fileEvents(t, out)); dups != "" {
+		t.Errorf("live changes written twice:\n%s", dups)
+	}
+	e.finish()
+}
+
+// eventCrash is a crash test of a stream into an event destination: a
+// source table t, a writer, a backfill of t, and a daemon killed twice.
+type eventCrash struct {
+	*crashEnv
+	rows     int // in t at the start
+	src      *pgx.Conn
+	backfill func() store.Backfill
+	writes   func() int
+}
+
+// startEventCrash starts the daemon streaming a new source table t of
+// rows rows into dest (a YAML flow mapping) with the failpoint env set,
+// starts the writer and initiates the backfill. The stream name is the
+// test's own: replication slots are named per server.
+func startEventCrash(t *testing.T, stream string, rows int, dest string, failpoint string) *eventCrash {
 	ctx := context.Background()
-	srcDSN, err := server.CreateDatabase(ctx, "files_src")
+	srcDSN, err := server.CreateDatabase(ctx, stream+"_src")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,90 +72,94 @@ func TestSIGKILLIntoFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close(ctx)
+	t.Cleanup(func() { src.Close(ctx) })
 	if _, err := src.Exec(ctx, fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
-		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows)); err != nil {
+		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, rows)); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tidemark.yaml")
 	metaPath := filepath.Join(dir, "meta.db")
-	out := filepath.Join(dir, "files")
 	addr := freeAddr(t)
 	err = os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
 metadata: sqlite://%s
 api: {listen: "%s"}
 streams:
-  - name: filescrash
+  - name: %s
     source: {type: postgres, dsn: "%s"}
-    destination: {type: files, path: "%s", max_file_bytes: 65536}
+    destination: %s
     include: ["public.t"]
-    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 15000, chunk_write_target: 0}
+    backfill: {mode: manual, chunk_size: 1000, rows_per_second: %d, chunk_write_target: 0}
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 500ms}
-`, metaPath, addr, srcDSN, out)), 0o600)
+`, metaPath, addr, stream, srcDSN, dest, rows/4)), 0o600) // the backfill takes about 4 s: the kills land in it
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A stream name of its own: replication slots are named per server,
-	// and the other crash tests' stream is "crash".
-	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, addr: addr, stream: "filescrash",
-		env: []string{"TIDEMARK_TEST_FILES_KILL_BETWEEN_RENAMES=3"}}
+	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, addr: addr, stream: stream, env: []string{failpoint}}
 	c.start()
-	backfill := c.watch(metaPath)
-	writes := startWriter(t, srcDSN)
+	e := &eventCrash{crashEnv: c, rows: rows, src: src, backfill: c.watch(metaPath)}
+	e.writes = startWriter(t, srcDSN)
 	c.initiate()
-	// Kill 1: the daemon kills itself between two renames of a batch (a
-	// chunk of 1,000 rows fills several 64 KiB files).
+	return e
+}
+
+// killedItself waits for the daemon to end by its failpoint.
+func (e *eventCrash) killedItself(where string) {
+	e.t.Helper()
 	select {
-	case <-c.done:
+	case <-e.done:
 	case <-time.After(3 * time.Minute):
-		t.Fatal("the daemon did not kill itself between two renames within 3 minutes")
+		e.t.Fatalf("the daemon did not kill itself %s within 3 minutes", where)
 	}
-	c.cmd, c.env = nil, nil
-	if leftovers := tempFiles(t, out); leftovers == 0 {
-		t.Error("no temp file was left by the kill between renames: the failpoint did not hit a batch mid-way")
-	}
-	c.start()
-	// Kill 2: while chunks are being read.
-	c.waitFor("half the table read", func() bool { return backfill().RowsRead >= crashRows/2 })
-	c.kill()
-	c.start()
-	c.waitFor("backfill completed", func() bool { return backfill().Status == store.StatusCompleted })
-	n := writes()
+	e.cmd, e.env = nil, nil
+}
+
+// restartAndKillMidChunks restarts the daemon, kills it while chunks are
+// read, restarts it again and waits for the backfill to complete.
+func (e *eventCrash) restartAndKillMidChunks() {
+	e.start()
+	e.waitFor("half the table read", func() bool { return e.backfill().RowsRead >= int64(e.rows/2) })
+	e.kill()
+	e.start()
+	e.waitFor("backfill completed", func() bool { return e.backfill().Status == store.StatusCompleted })
+}
+
+// waitReplay stops the writer and waits until what read replays equals
+// the source's rows.
+func (e *eventCrash) waitReplay(read func() (*event.Replica, error)) {
+	e.t.Helper()
+	n := e.writes()
 	typ, err := source.Lookup("postgres")
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	enc := typ.Encoder("filescrash", "", true, "test")
-	// The stream catches up with the writer's last changes.
+	enc := typ.Encoder(e.stream, "", true, "test")
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		r, err := files.ReadTable(out, "filescrash", filesTable)
+		r, err := read()
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
-		diff := replayDiff(t, ctx, src, enc, r)
+		diff := replayDiff(e.t, e.ctx, e.src, enc, r)
 		if diff == "" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the files do not replay to the source's rows: %s", diff)
+			e.t.Fatalf("the destination does not replay to the source's rows: %s", diff)
 		}
-		// A replay reads every file: poll once a second, and stop if the
-		// daemon died.
+		// A replay reads everything written: poll once a second, and
+		// stop if the daemon died.
 		select {
-		case <-c.done:
-			t.Fatal("the daemon exited while the files caught up")
+		case <-e.done:
+			e.t.Fatal("the daemon exited while the destination caught up")
 		case <-time.After(time.Second):
 		}
 	}
-	if dups := duplicateChanges(t, out); dups != "" {
-		t.Errorf("live changes written twice:\n%s", dups)
-	}
-	t.Logf("%d concurrent writes; backfill read %d rows", n, backfill().RowsRead)
-	c.stop()
+	e.t.Logf("%d concurrent writes; backfill read %d rows", n, e.backfill().RowsRead)
 }
+
+func (e *eventCrash) finish() { e.stop() }
 
 func tempFiles(t *testing.T, dir string) int {
 	n := 0
@@ -180,10 +216,44 @@ func replayDiff(t *testing.T, ctx context.Context, src *pgx.Conn, enc *event.Enc
 }
 
 // duplicateChanges lists live change events (c, u, d) that occur twice in
-// the committed files: the same transaction, position, operation and key.
-func duplicateChanges(t *testing.T, dir string) string {
+// events: the same transaction, position, operation and key.
+func duplicateChanges(t *testing.T, events [][]byte) string {
 	seen := map[string]int{}
 	var dups []string
+	for _, value := range events {
+		var e struct {
+			Op     string
+			Before map[string]json.RawMessage
+			After  map[string]json.RawMessage
+			Source struct {
+				TxID uint32 `json:"txId"`
+				LSN  uint64
+			}
+		}
+		if err := json.Unmarshal(value, &e); err != nil {
+			t.Fatalf("%s: %v", value, err)
+		}
+		if e.Op != "c" && e.Op != "u" && e.Op != "d" {
+			continue
+		}
+		id := e.After["id"]
+		if e.Op == "d" {
+			id = e.Before["id"]
+		}
+		k := fmt.Sprintf("tx %d lsn %d %s id %s", e.Source.TxID, e.Source.LSN, e.Op, id)
+		if seen[k]++; seen[k] == 2 {
+			dups = append(dups, k)
+		}
+	}
+	if len(dups) > 10 {
+		dups = append(dups[:10], fmt.Sprintf("… %d more", len(dups)-10))
+	}
+	return strings.Join(dups, "\n")
+}
+
+// fileEvents reads every event of the committed JSONL files under dir.
+func fileEvents(t *testing.T, dir string) [][]byte {
+	var out [][]byte
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".jsonl") || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") {
 			return err
@@ -193,37 +263,12 @@ func duplicateChanges(t *testing.T, dir string) string {
 			return err
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var e struct {
-				Op     string
-				Before map[string]json.RawMessage
-				After  map[string]json.RawMessage
-				Source struct {
-					TxID uint32 `json:"txId"`
-					LSN  uint64
-				}
-			}
-			if err := json.Unmarshal([]byte(line), &e); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if e.Op != "c" && e.Op != "u" && e.Op != "d" {
-				continue
-			}
-			id := e.After["id"]
-			if e.Op == "d" {
-				id = e.Before["id"]
-			}
-			k := fmt.Sprintf("tx %d lsn %d %s id %s", e.Source.TxID, e.Source.LSN, e.Op, id)
-			if seen[k]++; seen[k] == 2 {
-				dups = append(dups, k)
-			}
+			out = append(out, []byte(line))
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dups) > 10 {
-		dups = append(dups[:10], fmt.Sprintf("… %d more", len(dups)-10))
-	}
-	return strings.Join(dups, "\n")
+	return out
 }

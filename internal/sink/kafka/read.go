@@ -82,42 +82,51 @@ func consume(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string
 // of its own (a partition's chunk marks reset its own keys), and returns
 // the replicas merged: the table as a consumer of the topic holds it.
 func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table) (*event.Replica, error) {
-	k := d.Kafka
-	if k.Topic == "" {
-		k.Topic = DefaultTopic
-	}
-	conn, err := connOpts(d)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := kgo.NewClient(conn...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
 	keyCols := make([]string, len(t.Key))
 	for i, kc := range t.KeyColumns() {
 		keyCols[i] = kc.Name
 	}
 	parts := map[int32]*event.Replica{}
-	topic := TopicName(k.Topic, stream, t.ID)
-	err = consume(ctx, conn, kadm.NewClient(cl), topic, func(r *kgo.Record) error {
+	err := ReadEvents(ctx, d, stream, t.ID, func(r *kgo.Record) error {
 		rep, ok := parts[r.Partition]
 		if !ok {
 			rep = event.NewReplica(keyCols)
 			parts[r.Partition] = rep
 		}
 		if err := rep.Apply(r.Value); err != nil {
-			return fmt.Errorf("%s partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
+			return fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read topic %s: %w", topic, err)
+		return nil, err
 	}
 	out := event.NewReplica(keyCols)
 	for _, rep := range parts {
 		out.Merge(rep)
 	}
 	return out, nil
+}
+
+// ReadEvents calls fn with every record of a table's topic a
+// read_committed consumer sees now, each partition in order.
+func ReadEvents(ctx context.Context, d config.Destination, stream string, id change.TableID, fn func(*kgo.Record) error) error {
+	k := d.Kafka
+	if k.Topic == "" {
+		k.Topic = DefaultTopic
+	}
+	conn, err := connOpts(d)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(conn...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topic := TopicName(k.Topic, stream, id)
+	if err := consume(ctx, conn, kadm.NewClient(cl), topic, fn); err != nil {
+		return fmt.Errorf("read topic %s: %w", topic, err)
+	}
+	return nil
 }

@@ -84,7 +84,7 @@ func Open(ctx context.Context, d config.Destination) (*Sink, error) {
 		return nil, fmt.Errorf("kafka destination: %w", err)
 	}
 	s := &Sink{cfg: k, maxBytes: maxBytes, conn: conn, base: base, adm: kadm.NewClient(base), now: time.Now,
-		topics: map[string]int{}, streams: map[string]*streamState{}}
+		topics: map[string]int{}, streams: map[string]*streamState{}, beforeCommit: killBeforeCommit()}
 	compact := "compact"
 	if _, err := s.ensureTopic(ctx, k.CheckpointTopic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
 		base.Close()
