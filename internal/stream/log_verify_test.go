@@ -13,7 +13,7 @@ import (
 	"github.com/tidemark/tidemark/internal/source"
 )
 
-// TestLogVerify: a backfill into a NATS destination ends with a
+// TestLogVerify: a backfill into a NATS or Kafka destination ends with a
 // verify by replay that matches (a time with zone included, which events
 // carry in UTC). An update event forged into the log, as a stray producer
 // would write it, makes verify report that key, and a repair's reset
@@ -23,7 +23,7 @@ func TestLogVerify(t *testing.T) {
 	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "items"}, Key: []int{0}, Columns: []change.Column{
 		{Name: "id", Tag: change.TagInt64}, {Name: "note", Tag: change.TagText}, {Name: "tz", Tag: change.TagTimeTZ},
 	}}
-	for _, dest := range []string{"nats"} {
+	for _, dest := range []string{"nats", "kafka"} {
 		t.Run(dest, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{dest: dest, yaml: "backfill: {mode: automatic, chunk_size: 500}", setup: `

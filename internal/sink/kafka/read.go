@@ -18,45 +18,56 @@ import (
 // transaction markers) are kept to see where a partition ends, not
 // passed to fn; records of aborted transactions are never read.
 func consume(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string, fn func(*kgo.Record) error) error {
+	_, err := consumeFrom(ctx, conn, adm, topic, nil, fn)
+	return err
+}
+
+// consumeFrom is consume from the offsets of after (the next offset of
+// each partition it names; the partition's start for the others). It
+// returns the offsets it read up to, to resume from.
+func consumeFrom(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string, after map[int32]int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	from := map[int32]kgo.Offset{}
 	end := map[int32]int64{}
+	reached := map[int32]int64{}
 	for p, e := range ends[topic] {
 		if e.Err != nil {
-			return fmt.Errorf("partition %d: %w", p, e.Err)
+			return nil, fmt.Errorf("partition %d: %w", p, e.Err)
 		}
 		st, _ := starts.Lookup(topic, p)
-		if e.Offset > st.Offset {
-			from[p] = kgo.NewOffset().At(st.Offset)
+		first := max(st.Offset, after[p])
+		reached[p] = max(first, e.Offset)
+		if e.Offset > first {
+			from[p] = kgo.NewOffset().At(first)
 			end[p] = e.Offset
 		}
 	}
 	if len(from) == 0 {
-		return nil
+		return reached, nil
 	}
 	opts := append(append([]kgo.Opt{}, conn...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	for len(end) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		var fetchErr error
 		fs.EachError(func(t string, p int32, err error) { fetchErr = fmt.Errorf("%s partition %d: %w", t, p, err) })
 		if fetchErr != nil {
-			return fetchErr
+			return nil, fetchErr
 		}
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
@@ -66,7 +77,7 @@ func consume(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string
 			}
 			if !r.Attrs.IsControl() {
 				if err := fn(r); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if r.Offset == last-1 {
@@ -74,7 +85,7 @@ func consume(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic string
 			}
 		}
 	}
-	return nil
+	return reached, nil
 }
 
 // ReadTable is the reference consumer of a Kafka destination: it reads a

@@ -54,6 +54,8 @@ type Sink struct {
 	// before its transaction commits; an error stops Apply there with the
 	// transaction left open, as a crash would.
 	beforeCommit func() error
+	// Replays reads tables back by replaying their topics (reader.go).
+	sink.Replays[map[int32]int64]
 }
 
 type streamState struct {
@@ -85,6 +87,7 @@ func Open(ctx context.Context, d config.Destination) (*Sink, error) {
 	}
 	s := &Sink{cfg: k, maxBytes: maxBytes, conn: conn, base: base, adm: kadm.NewClient(base), now: time.Now,
 		topics: map[string]int{}, streams: map[string]*streamState{}, beforeCommit: killBeforeCommit()}
+	s.Replays = sink.NewReplays("kafka destination", s.catchUp)
 	compact := "compact"
 	if _, err := s.ensureTopic(ctx, k.CheckpointTopic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
 		base.Close()
@@ -105,6 +108,7 @@ func (s *Sink) Close() error {
 		st.cl.Close()
 		delete(s.streams, name)
 	}
+	s.Clear()
 	s.base.Close()
 	return nil
 }
