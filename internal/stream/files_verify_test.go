@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,7 +51,14 @@ func (e *env) verifyFindsAndRepairs(id change.TableID, key string) {
 	if checks[0].Match || len(bad) != 1 || len(bad[0].DifferingKeys) != 1 || !slices.Equal(bad[0].DifferingKeys[0], []string{key}) {
 		e.t.Fatalf("verify after damaging row %s: %s, differing %+v", key, checks[0].Error, bad)
 	}
-	checks, err = e.s.Repair(e.ctx, checks)
+	e.repairAndMatch(id, checks)
+}
+
+// repairAndMatch repairs what a verify of one table found: the repair's
+// run ends with a verify that matches, and so does a verify after it.
+func (e *env) repairAndMatch(id change.TableID, checks []ObjectCheck) {
+	e.t.Helper()
+	checks, err := e.s.Repair(e.ctx, checks)
 	if err != nil || checks[0].Repair == nil {
 		e.t.Fatalf("repair: %v, %+v", err, checks[0])
 	}
@@ -94,4 +103,59 @@ func badRanges(oc ObjectCheck) []RangeCheck {
 		}
 	}
 	return bad
+}
+
+// TestFilesVerifyDeletedChunk: in a files destination writing Parquet, a
+// backfill's verify by replay matches; deleting the files of one chunk
+// (found in the table's manifest) makes verify report that chunk's range,
+// missing its rows, and a repair writes them again.
+func TestFilesVerifyDeletedChunk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "files", destKeys: "format: parquet", yaml: "backfill: {mode: automatic, chunk_size: 500}", setup: `
+		CREATE TABLE items (id bigint PRIMARY KEY, note text, tz timetz, at timestamp(3));
+		INSERT INTO items SELECT g, 'note ' || g, '04:05:06.25+05:30', '2024-02-29 13:45:01.123' FROM generate_series(1, 2000) g;`})
+	id := change.TableID{Schema: "public", Name: "items"}
+	e.start()
+	if run := e.waitVerified(e.waitLoaded("items").BackfillID); run.Verify.Status != VerifyMatch || run.Verify.DestRows != 2000 {
+		t.Fatalf("the backfill's verify: %+v, want a match over 2000 rows", *run.Verify)
+	}
+	tableDir := filepath.Join(e.cfg.Destination.Path, e.cfg.Name, "public.items")
+	b, err := os.ReadFile(filepath.Join(tableDir, "_backfills.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			Files []string        `json:"files"`
+			High  json.RawMessage `json:"high"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if string(m.High) != `{"id":1500}` {
+			continue
+		}
+		for _, f := range m.Files {
+			if !strings.HasSuffix(f, ".parquet") {
+				t.Fatalf("chunk file %s is not Parquet", f)
+			}
+			if err := os.Remove(filepath.Join(tableDir, f)); err != nil {
+				t.Fatal(err)
+			}
+			deleted++
+		}
+	}
+	if deleted == 0 {
+		t.Fatalf("no chunk up to 1500 in the manifest:\n%s", b)
+	}
+	checks, err := e.s.Verify(e.ctx, []change.TableID{id}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := badRanges(checks[0])
+	if checks[0].Match || len(bad) != 1 || fmt.Sprint(bad[0].Low, bad[0].High) != "[1000] [1500]" || bad[0].DestRows != 0 || bad[0].SourceRows != 500 {
+		t.Fatalf("verify after deleting the chunk (1000, 1500]: %s, differing %+v", checks[0].Error, bad)
+	}
+	e.repairAndMatch(id, checks)
 }
