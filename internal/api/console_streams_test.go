@@ -125,6 +125,12 @@ func TestConsoleStreamsBackfill(t *testing.T) {
 	b.open("#/streams", `tr[data-stream=`+jsString(e.name)+`] a[data-action="objects"]`)
 	b.waitJS(`document.querySelector('tr[data-stream=` + jsString(e.name) + `] [data-status]').dataset.status === "running"`)
 	b.waitJS(`document.querySelector('tr[data-stream=` + jsString(e.name) + `] [data-count="-"]') !== null`)
+	// The list says what the stream reads and writes, where as the title.
+	if ends := jsValue[[]string](b, `(() => { const s = document.querySelector('tr[data-stream=`+jsString(e.name)+`] [data-destination]');
+		return [s.dataset.source, s.dataset.destination, s.textContent, s.title]; })()`); ends[0] != "postgres" || ends[1] == "" ||
+		!strings.Contains(ends[2], "postgres → ") || !strings.Contains(ends[3], "destination: ") || strings.Contains(ends[3], "password") {
+		t.Errorf("the stream's source and destination show %q", ends)
+	}
 	b.run(chromedp.Click(chromedp.CSS(`tr[data-stream=` + jsString(e.name) + `] a[data-action="objects"]`)))
 	b.waitJS(objectRow(ord) + ` !== null && ` + objectRow(cust) + ` !== null`)
 	if got := jsValue[string](b, `location.hash`); got != "#/streams/"+e.name {

@@ -12,23 +12,51 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fanout"
+	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // StreamView is a stream as the API shows it.
 type StreamView struct {
-	Name             string    `json:"name"`
-	State            string    `json:"state"`
-	Reason           string    `json:"reason,omitempty"`
-	UpdatedAt        time.Time `json:"updated_at"`
-	RetainedWALBytes int64     `json:"retained_wal_bytes"`
+	Name             string       `json:"name"`
+	State            string       `json:"state"`
+	Reason           string       `json:"reason,omitempty"`
+	UpdatedAt        time.Time    `json:"updated_at"`
+	RetainedWALBytes int64        `json:"retained_wal_bytes"`
+	Source           EndpointView `json:"source"`
+	Destination      EndpointView `json:"destination"`
+}
+
+// EndpointView is a stream's source or destination: its type, where it is
+// (never with a password) and, for a destination, what it can do beyond
+// applying changes (sink.Capabilities: a log cannot replace key ranges,
+// so a filtered backfill into it is refused).
+type EndpointView struct {
+	Type         string   `json:"type"`
+	Title        string   `json:"title,omitempty"`
+	Where        string   `json:"where"`
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 func (s *Server) view(name string) StreamView {
 	str := s.streams[name]
 	st := str.State()
-	return StreamView{Name: name, State: st.State, Reason: st.Reason, UpdatedAt: st.UpdatedAt, RetainedWALBytes: str.RetainedWAL()}
+	cfg := str.Config()
+	return StreamView{Name: name, State: st.State, Reason: st.Reason, UpdatedAt: st.UpdatedAt, RetainedWALBytes: str.RetainedWAL(),
+		Source: EndpointView{Type: cfg.Source.Type, Where: config.Redact(cfg.Source.DSN)}, Destination: destinationView(cfg)}
+}
+
+func destinationView(cfg config.Stream) EndpointView {
+	d := cfg.Destination
+	v := EndpointView{Type: d.Type, Where: sink.Where(d, cfg.Name), Capabilities: []string{}}
+	if t, err := sink.Lookup(d.Type); err == nil {
+		v.Title = t.Title
+		for _, c := range sink.Capabilities(t.Example) {
+			v.Capabilities = append(v.Capabilities, string(c))
+		}
+	}
+	return v
 }
 
 func (s *Server) listStreams(w http.ResponseWriter, r *http.Request, _ string) error {

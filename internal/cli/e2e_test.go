@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -208,8 +209,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return len(streams) == 1 && streams[0].Name == "s" && streams[0].State == store.StateRunning
 	})
-	if r := cli("streams"); r.code != 0 || !strings.Contains(r.stdout, "STREAM") || !strings.Contains(r.stdout, "running") {
+	if r := cli("streams"); r.code != 0 || !strings.Contains(r.stdout, "STREAM") || !strings.Contains(r.stdout, "running") ||
+		!strings.Contains(r.stdout, "postgres") || !strings.Contains(r.stdout, "sqlite") {
 		t.Errorf("streams: %s", r)
+	}
+	// Where the stream reads and writes, with what the destination can do.
+	var views []api.StreamView
+	cliJSON(&views, "streams")
+	if v := views[0]; v.Source.Type != "postgres" || v.Source.Where == "" || v.Destination.Type != "sqlite" || v.Destination.Where != dest ||
+		!slices.Contains(v.Destination.Capabilities, "replace key ranges") {
+		t.Errorf("streams --json shows source %+v, destination %+v", v.Source, v.Destination)
 	}
 	object := func() api.ObjectView {
 		t.Helper()

@@ -36,9 +36,9 @@ func streamsCmd(g *globals) *cobra.Command {
 				return g.printJSON(out)
 			}
 			tw := g.table()
-			fmt.Fprintln(tw, "STREAM\tSTATE\tWAL RETAINED\tREASON")
+			fmt.Fprintln(tw, "STREAM\tSTATE\tSOURCE\tDESTINATION\tWAL RETAINED\tREASON")
 			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.State, bytesText(s.RetainedWALBytes), cell(s.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.State, s.Source.Type, s.Destination.Type, bytesText(s.RetainedWALBytes), cell(s.Reason))
 			}
 			return tw.Flush()
 		},

@@ -37,6 +37,10 @@ type Type struct {
 	// Example is a value of the type's Sink, a nil pointer will do: its
 	// capabilities are the type's.
 	Example Sink
+	// Where says where a stream's destination is, for a person, without
+	// secrets ("/data/out, parquet"); nil shows the redacted DSN or the
+	// path.
+	Where func(d config.Destination, stream string) string
 }
 
 // DoctorInput is what a destination type's checks get.
@@ -116,6 +120,18 @@ func Open(ctx context.Context, d config.Destination) (Sink, error) {
 		return nil, fmt.Errorf("open destination: %w", err)
 	}
 	return s, nil
+}
+
+// Where says where stream's destination d is, for a person, without
+// secrets (Type.Where).
+func Where(d config.Destination, stream string) string {
+	if t, err := Lookup(d.Type); err == nil && t.Where != nil {
+		return t.Where(d, stream)
+	}
+	if d.DSN != "" {
+		return config.Redact(d.DSN)
+	}
+	return d.Path
 }
 
 // Refusal says why a destination of type typ cannot do what (an option or

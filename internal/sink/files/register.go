@@ -44,6 +44,9 @@ func init() {
 		},
 		Doctor:  doctor,
 		Example: (*Sink)(nil),
+		Where: func(d config.Destination, _ string) string {
+			return d.Path + ", " + cmp.Or(d.Format, FormatJSONL)
+		},
 	})
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -35,6 +36,9 @@ func init() {
 		},
 		Doctor:  doctor,
 		Example: (*Sink)(nil),
+		Where: func(d config.Destination, _ string) string {
+			return strings.Join(d.Kafka.Brokers, ",") + ", topics " + cmp.Or(d.Kafka.Topic, DefaultTopic)
+		},
 	})
 }
 

@@ -37,6 +37,9 @@ func init() {
 		},
 		Doctor:  doctor,
 		Example: (*Sink)(nil),
+		Where: func(d config.Destination, stream string) string {
+			return redact(d.URL) + ", stream " + namesOf(d, stream).stream
+		},
 	})
 }
 
@@ -88,13 +91,28 @@ func urlProblem(s string) string {
 	return fmt.Sprintf("%q is not a NATS URL: use the scheme nats://, tls://, ws:// or wss://", redact(s))
 }
 
-// redact hides the password of URLs, for messages.
+// redact hides the password of URLs, for messages, and a user without a
+// password too: in a NATS URL that is a token.
 func redact(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			// Unparsable, or no user the parser saw: hide whatever comes
+			// before an @.
+			if at := strings.LastIndexByte(p, '@'); at >= 0 {
+				start := 0
+				if sch := strings.Index(p, "://"); sch >= 0 && sch < at {
+					start = sch + len("://")
+				}
+				parts[i] = p[:start] + "xxxxx" + p[at:]
+			}
+			continue
 		}
+		if _, hasPassword := u.User.Password(); !hasPassword {
+			u.User = url.User("xxxxx")
+		}
+		parts[i] = u.Redacted()
 	}
 	return strings.Join(parts, ",")
 }

@@ -191,12 +191,24 @@ export async function streamPage(main, [name], ctx) {
     const loaded = [...s.objects.values()].filter((o) => o.loaded).length;
     replace(facts,
       fact("State", h("div", { class: "sk-state" }, stateCell(v)), v.updated_at ? "changed " + ago(v.updated_at) : "", time(v.updated_at, undefined, true)),
+      fact("Source", (v.source || {}).type || "?", (v.source || {}).where || "", (v.source || {}).where),
+      fact("Destination", (v.destination || {}).title || (v.destination || {}).type || "?", (v.destination || {}).where || "",
+        destinationTitle(v.destination)),
       fact("Retained WAL", bytes(v.retained_wal_bytes), "held back on the source by the slot"),
       fact("Objects", num(s.objects.size), s.objects.size ? num(loaded) + " fully loaded" : "none discovered yet"),
       fact("Backfills", h("div", { class: "sk-counts" }, statuses.filter((st) => counts[st]).map((st) =>
         h("span", { class: "sk-count s-" + (st === "-" ? "none" : st), dataset: { count: st } }, h("b", {}, num(counts[st])), " ", st === "-" ? "not backfilled" : st))),
       counts.active || counts.pending ? "running now" : ""),
     );
+  }
+
+  // destinationTitle says what the destination can do beyond applying
+  // changes: a log cannot replace key ranges, so filtered backfills into
+  // it are refused.
+  function destinationTitle(d) {
+    if (!d) return null;
+    const can = d.capabilities || [];
+    return (d.where || "") + "\n" + (can.length ? "It can " + list(can, 4) + "." : "It appends events: it cannot replace key ranges or alter tables.");
   }
 
   // syncRows puts the current page of the filtered, sorted objects in the

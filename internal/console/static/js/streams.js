@@ -28,6 +28,7 @@ export async function streamsPage(main, _params, ctx) {
     h("thead", {}, h("tr", {},
       h("th", {}, "Stream"),
       h("th", {}, "State"),
+      h("th", { title: "The source the stream reads and the destination it writes (hover for where)" }, "From → to"),
       h("th", { title: "The stream's objects (source tables) by the status of their latest backfill" }, "Objects"),
       h("th", { class: "num", title: "WAL the replication slot holds back on the source, as last measured" }, "Retained WAL"),
       h("th", { title: "When the state last changed" }, "Updated"),
@@ -93,11 +94,19 @@ export async function streamsPage(main, _params, ctx) {
   function makeRow(v) {
     const controls = streamControls(v, () => refreshSoon());
     const cells = [h("td", {}, h("a", { class: "sk-streamname", href: streamHref(v.name) }, v.name)),
-      h("td", { class: "sk-statecell" }), h("td"), h("td", { class: "num" }), h("td")];
+      h("td", { class: "sk-statecell" }), h("td", { class: "sk-ends" }), h("td"), h("td", { class: "num" }), h("td")];
     const tr = h("tr", { dataset: { stream: v.name } }, cells,
       h("td", { class: "sk-actcol" }, h("div", { class: "sk-rowactions" },
         h("a", { class: "btn small", href: streamHref(v.name), dataset: { action: "objects" } }, "Objects"), controls.nodes)));
     return { tr, cells, controls, sig: "" };
+  }
+
+  // endsCell names the source and destination types, where each is as
+  // the title.
+  function endsCell(v) {
+    const src = v.source || {}, dst = v.destination || {};
+    return h("span", { title: "source: " + (src.where || "?") + "\ndestination: " + (dst.where || "?"), dataset: { source: src.type || "", destination: dst.type || "" } },
+      src.type || "?", h("span", { class: "muted" }, " → "), dst.title || dst.type || "?");
   }
 
   function fill(row, v) {
@@ -107,7 +116,8 @@ export async function streamsPage(main, _params, ctx) {
     const sig = JSON.stringify([v, lag, objs && objs.map((o) => [o.status, o.loaded]), objs === null, ago(v.updated_at)]);
     if (row.sig === sig) return;
     row.sig = sig;
-    const [, state, objects, wal, updated] = row.cells;
+    const [, state, ends, objects, wal, updated] = row.cells;
+    replace(ends, endsCell(v));
     replace(state, stateCell(v),
       lag && lag.over ? h("div", { class: "sk-lag", title: lag.reason || "" }, "lag " + secs(lag.lag_seconds) + " (warns over " + secs(lag.threshold_seconds) + ")") : null);
     replace(objects, objectsSummary(v.name, objs));
