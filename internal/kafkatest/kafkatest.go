@@ -29,24 +29,45 @@ type Cluster struct {
 	dir   string
 }
 
+// Options tune a cluster. The zero value serves anyone in plain text.
+type Options struct {
+	// Partitions of a topic created without a count (default 1).
+	Partitions int
+	// SASL, when set, is the mechanism the broker requires (PLAIN,
+	// SCRAM-SHA-256 or SCRAM-SHA-512), and User and Password the one
+	// login it accepts.
+	SASL, User, Password string
+	// TLSCert and TLSKey, when set, are the PEM files the broker serves
+	// TLS with.
+	TLSCert, TLSKey string
+}
+
 // Start builds the kfake command and starts it on a free loopback port,
 // topics created without a partition count getting partitions. The
 // child also exits when the test process dies (its standard input
 // closes).
 func Start(ctx context.Context, partitions int) (*Cluster, error) {
+	return StartWith(ctx, Options{Partitions: partitions})
+}
+
+// StartWith is Start with SASL or TLS.
+func StartWith(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Partitions <= 0 {
+		o.Partitions = 1
+	}
 	dir, err := os.MkdirTemp("", "tidemark-kfake-")
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	if err := c.start(ctx, partitions); err != nil {
+	if err := c.start(ctx, o); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) start(ctx context.Context, partitions int) error {
+func (c *Cluster) start(ctx context.Context, o Options) error {
 	bin := filepath.Join(c.dir, "kfake")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/tidemark/tidemark/internal/kafkatest/kfake")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -57,7 +78,15 @@ func (c *Cluster) start(ctx context.Context, partitions int) error {
 		return err
 	}
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(bin, "-port", strconv.Itoa(port), "-partitions", strconv.Itoa(partitions))
+	args := []string{"-port", strconv.Itoa(port), "-partitions", strconv.Itoa(o.Partitions)}
+	if o.SASL != "" {
+		args = append(args, "-sasl", o.SASL, "-user", o.User)
+	}
+	if o.TLSCert != "" {
+		args = append(args, "-tls-cert", o.TLSCert, "-tls-key", o.TLSKey)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KFAKE_PASSWORD="+o.Password)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {

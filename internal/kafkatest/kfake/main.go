@@ -6,6 +6,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -19,8 +20,25 @@ import (
 func main() {
 	port := flag.Int("port", 0, "loopback port to listen on")
 	partitions := flag.Int("partitions", 1, "partitions of a topic created without a count")
+	sasl := flag.String("sasl", "", "SASL mechanism the broker requires: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	user := flag.String("user", "", "the SASL user")
+	// The password comes on the environment, not the command line.
+	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve TLS with")
+	tlsKey := flag.String("tls-key", "", "PEM key of -tls-cert")
 	flag.Parse()
-	c, err := kfake.NewCluster(kfake.Ports(*port), kfake.DefaultNumPartitions(*partitions))
+	opts := []kfake.Opt{kfake.Ports(*port), kfake.DefaultNumPartitions(*partitions)}
+	if *sasl != "" {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(*sasl, *user, os.Getenv("KFAKE_PASSWORD")))
+	}
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kfake:", err)
+			os.Exit(1)
+		}
+		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kfake:", err)
 		os.Exit(1)

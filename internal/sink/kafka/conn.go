@@ -3,11 +3,14 @@ package kafka
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -68,4 +71,32 @@ func tlsConfig(d config.Destination) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// What a failure to reach the brokers most likely means, for its message
+// and the doctor's fix: franz-go passes a failed TLS handshake and a
+// refused login on as they come.
+var (
+	errLogin = errors.New("SASL authentication refused")
+	errCert  = errors.New("the brokers' TLS certificate is not trusted")
+)
+
+// explain adds to an error from the brokers what it most likely means
+// and what to do.
+func explain(err error, d config.Destination) error {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &invalid):
+		return fmt.Errorf("%w: %w: set tls_ca to the PEM file of the CA that signed the brokers' certificate", err, errCert)
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("%w: %w: check sasl_mechanism, sasl_username and sasl_password", err, errLogin)
+	case d.Kafka.SASLMechanism != "" && errors.Is(err, io.EOF):
+		// Some brokers (kfake among them) close the connection on a wrong
+		// password rather than answer with an error.
+		return fmt.Errorf("%w: the broker closed the connection: %w, or tls is off where the brokers want TLS: check sasl_mechanism, sasl_username, sasl_password and tls", err, errLogin)
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -90,8 +91,14 @@ func doctor(ctx context.Context, in sink.DoctorInput) sink.DoctorReport {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	fail := func(err error) sink.DoctorReport {
-		return sink.DoctorReport{Checks: []check.Check{check.Failed(name, check.ErrText(err),
-			"check "+in.Key+".brokers and the TLS and SASL keys, and that the brokers are reachable from here")}}
+		fix := "check " + in.Key + ".brokers and the TLS and SASL keys, and that the brokers are reachable from here"
+		switch {
+		case errors.Is(err, errLogin):
+			fix = "check " + in.Key + ".sasl_mechanism, sasl_username and sasl_password against the user the brokers know"
+		case errors.Is(err, errCert):
+			fix = "set " + in.Key + ".tls_ca to the PEM file of the CA that signed the brokers' certificate"
+		}
+		return sink.DoctorReport{Checks: []check.Check{check.Failed(name, check.ErrText(err), fix)}}
 	}
 	s, err := Open(ctx, in.Destination)
 	if err != nil {

@@ -91,7 +91,7 @@ func Open(ctx context.Context, d config.Destination) (*Sink, error) {
 	compact := "compact"
 	if _, err := s.ensureTopic(ctx, k.CheckpointTopic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
 		base.Close()
-		return nil, err
+		return nil, explain(err, d)
 	}
 	return s, nil
 }
