@@ -30,6 +30,12 @@ type Replica struct {
 	dirtyAll bool
 }
 
+// A Watch sees each event value a reader applies to a replica, in the
+// order it applies them (a topic's in each partition's order), so that a
+// test can follow one key's events as well as the rows they leave. The
+// value is only valid during the call.
+type Watch func(value []byte)
+
 type replicaRow struct {
 	key   []any
 	after map[string]json.RawMessage

@@ -97,37 +97,7 @@ func newEnvOn(t *testing.T, server *pgserver.Server, o envOptions) *env {
 	}
 	e := &env{t: t, ctx: ctx, src: conn, srcDSN: srcDSN, dest: o.dest}
 	dir := t.TempDir()
-	destYAML := fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "dest.db"))
-	if o.dest == "postgres" {
-		e.dstDSN, err = server.CreateDatabase(ctx, fmt.Sprintf("dst%d", n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
-	}
-	if o.dest == "kafka" {
-		c, err := kafkatest.Start(ctx, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Stop)
-		destYAML = fmt.Sprintf(`{type: kafka, brokers: ["%s"], partitions: 3}`, c.Addr)
-	}
-	if o.dest == "files" {
-		destYAML = fmt.Sprintf(`{type: files, path: "%s"}`, filepath.Join(dir, "files"))
-	}
-	if o.dest == "nats" {
-		srv, err := natsserver.Start(ctx, natsserver.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Registered before the stream's stop, so it runs after it.
-		t.Cleanup(srv.Stop)
-		destYAML = fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())
-	}
-	if o.destKeys != "" {
-		destYAML = strings.TrimSuffix(destYAML, "}") + ", " + o.destKeys + "}"
-	}
+	destYAML := e.destYAML(server, dir, n, o.destKeys)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
   - name: s%d
@@ -147,6 +117,48 @@ streams:
 	}
 	t.Cleanup(func() { e.st.Close() })
 	return e
+}
+
+// destYAML is the destination of the test's stream, of type e.dest
+// (sqlite when empty), in dir or on a server started for the test (a
+// PostgreSQL database on server), with the extra keys keys.
+func (e *env) destYAML(server *pgserver.Server, dir string, n int64, keys string) string {
+	y := e.destYAMLOf(server, dir, n)
+	if keys != "" {
+		y = strings.TrimSuffix(y, "}") + ", " + keys + "}"
+	}
+	return y
+}
+
+func (e *env) destYAMLOf(server *pgserver.Server, dir string, n int64) string {
+	t := e.t
+	t.Helper()
+	switch e.dest {
+	case "postgres":
+		var err error
+		if e.dstDSN, err = server.CreateDatabase(e.ctx, fmt.Sprintf("dst%d", n)); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
+	case "kafka":
+		c, err := kafkatest.Start(e.ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
+		return fmt.Sprintf(`{type: kafka, brokers: ["%s"], partitions: 3}`, c.Addr)
+	case "files":
+		return fmt.Sprintf(`{type: files, path: "%s"}`, filepath.Join(dir, "files"))
+	case "nats":
+		srv, err := natsserver.Start(e.ctx, natsserver.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Registered before the stream's stop, so it runs after it.
+		t.Cleanup(srv.Stop)
+		return fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())
+	}
+	return fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "dest.db"))
 }
 
 // dropSlots drops the replication slots of a test's source database when

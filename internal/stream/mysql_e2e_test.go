@@ -127,19 +127,18 @@ func TestMySQLBackfillWhileWriting(t *testing.T) {
 // mysqlEnv is an env whose source is a MySQL database.
 func mysqlEnv(t *testing.T, dsn, db, dest string) *env {
 	t.Helper()
+	return mysqlEnvWith(t, dsn, db, envOptions{dest: dest})
+}
+
+// mysqlEnvWith is mysqlEnv with the destination and its extra keys of o.
+func mysqlEnvWith(t *testing.T, dsn, db string, o envOptions) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	n := dbSeq.Add(1)
 	dir := t.TempDir()
-	e := &env{t: t, ctx: ctx, dest: dest}
-	destYAML := fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "dest.db"))
-	if dest == "postgres" {
-		var err error
-		if e.dstDSN, err = server.CreateDatabase(ctx, fmt.Sprintf("dst%d", n)); err != nil {
-			t.Fatal(err)
-		}
-		destYAML = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, e.dstDSN)
-	}
+	e := &env{t: t, ctx: ctx, dest: o.dest}
+	destYAML := e.destYAML(server, dir, n, o.destKeys)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
   - name: s%d

@@ -16,8 +16,9 @@ import (
 // files in the order they were written into the reference consumer, which
 // then holds the table as a consumer of the files would. A file being
 // written (a temp name) and files of a batch after the stream's
-// checkpoint are not read: they are not committed.
-func ReadTable(dir, stream string, t *change.Table) (*event.Replica, error) {
+// checkpoint are not read: they are not committed. Each watch sees the
+// events as they are replayed.
+func ReadTable(dir, stream string, t *change.Table, watch ...event.Watch) (*event.Replica, error) {
 	streamDir := filepath.Join(dir, escapeName(stream))
 	c, err := readCheckpoint(streamDir)
 	if err != nil {
@@ -45,18 +46,24 @@ func ReadTable(dir, stream string, t *change.Table) (*event.Replica, error) {
 	}
 	r := event.NewReplica(keyCols)
 	for _, f := range data {
-		if err := replayFile(r, f.path); err != nil {
+		if err := replayFile(r, f.path, watch); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// replayFile applies a data file's events; its extension says its
-// format.
-func replayFile(r *event.Replica, path string) error {
+// replayFile applies a data file's events, each seen by the watches
+// first; its extension says its format.
+func replayFile(r *event.Replica, path string, watch []event.Watch) error {
+	apply := func(value []byte) error {
+		for _, w := range watch {
+			w(value)
+		}
+		return r.Apply(value)
+	}
 	if filepath.Ext(path) == (parquetFormat{}).ext() {
-		return parquetEvents(path, r.Apply)
+		return parquetEvents(path, apply)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -66,7 +73,7 @@ func replayFile(r *event.Replica, path string) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
 	for line := 1; sc.Scan(); line++ {
-		if err := r.Apply(sc.Bytes()); err != nil {
+		if err := apply(sc.Bytes()); err != nil {
 			return fmt.Errorf("%s line %d: %w", path, line, err)
 		}
 	}

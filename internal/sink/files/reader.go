@@ -27,7 +27,7 @@ func (s *Sink) catchUp(_ context.Context, r *sink.Replay[uint64]) error {
 		return err
 	}
 	for _, p := range paths {
-		if err := replayFile(r.Reader.Part(0), p); err != nil {
+		if err := replayFile(r.Reader.Part(0), p, nil); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 	}

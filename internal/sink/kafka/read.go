@@ -92,7 +92,8 @@ func consumeFrom(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic st
 // table's topic read_committed, each partition in order into a replica
 // of its own (a partition's chunk marks reset its own keys), and returns
 // the replicas merged: the table as a consumer of the topic holds it.
-func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table) (*event.Replica, error) {
+// Each watch sees the records' values as they are applied.
+func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table, watch ...event.Watch) (*event.Replica, error) {
 	keyCols := make([]string, len(t.Key))
 	for i, kc := range t.KeyColumns() {
 		keyCols[i] = kc.Name
@@ -103,6 +104,9 @@ func ReadTable(ctx context.Context, d config.Destination, stream string, t *chan
 		if !ok {
 			rep = event.NewReplica(keyCols)
 			parts[r.Partition] = rep
+		}
+		for _, w := range watch {
+			w(r.Value)
 		}
 		if err := rep.Apply(r.Value); err != nil {
 			return fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, err)

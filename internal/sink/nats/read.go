@@ -14,8 +14,9 @@ import (
 // ReadTable is the reference consumer of a NATS destination: it replays
 // the subject of a stream's table, from the first message to the last
 // the server holds now, into event.Replica, which then holds the table as
-// a consumer of the subject would.
-func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table) (*event.Replica, error) {
+// a consumer of the subject would. Each watch sees the messages' values
+// as they are applied.
+func ReadTable(ctx context.Context, d config.Destination, stream string, t *change.Table, watch ...event.Watch) (*event.Replica, error) {
 	keyCols := make([]string, len(t.Key))
 	for i, kc := range t.KeyColumns() {
 		keyCols[i] = kc.Name
@@ -35,7 +36,13 @@ func ReadTable(ctx context.Context, d config.Destination, stream string, t *chan
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", n.stream, err)
 	}
-	if _, err := replaySubject(ctx, str, n.subject(t.ID), 0, r.Apply); err != nil {
+	apply := func(value []byte) error {
+		for _, w := range watch {
+			w(value)
+		}
+		return r.Apply(value)
+	}
+	if _, err := replaySubject(ctx, str, n.subject(t.ID), 0, apply); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", n.stream, err)
 	}
 	return r, nil
