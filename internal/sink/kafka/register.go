@@ -43,8 +43,12 @@ func init() {
 	})
 }
 
-// A Kafka destination has none of the capabilities: it appends events.
-var _ sink.EventWriter = (*Sink)(nil)
+// A Kafka destination appends events, and is read back by replaying them
+// (reader.go).
+var (
+	_ sink.EventWriter = (*Sink)(nil)
+	_ sink.Reader      = (*Sink)(nil)
+)
 
 func validate(v *config.Checker, p string, d *config.Destination) {
 	k := d.Kafka
