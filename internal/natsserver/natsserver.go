@@ -35,6 +35,10 @@ type Server struct {
 type Options struct {
 	// User and Password, when set, are the only login the server accepts.
 	User, Password string
+	// TLSCert and TLSKey, when set, are the PEM files the server requires
+	// TLS with; TLSCA is the CA that signed TLSCert, which Start trusts
+	// while it waits for the server.
+	TLSCert, TLSKey, TLSCA string
 }
 
 // Binary finds the nats-server executable.
@@ -96,6 +100,9 @@ func (s *Server) config() string {
 	c := fmt.Sprintf("listen: %s\npid_file: %s\njetstream {\n  store_dir: %s\n}\n",
 		strconv.Quote("127.0.0.1:"+strconv.Itoa(s.Port)), strconv.Quote(filepath.Join(s.Dir, "nats.pid")),
 		strconv.Quote(filepath.Join(s.Dir, "jetstream")))
+	if s.opts.TLSCert != "" {
+		c += fmt.Sprintf("tls {\n  cert_file: %s\n  key_file: %s\n}\n", strconv.Quote(s.opts.TLSCert), strconv.Quote(s.opts.TLSKey))
+	}
 	if s.opts.User != "" {
 		c += fmt.Sprintf("authorization {\n  user: %s\n  password: %s\n}\n", strconv.Quote(s.opts.User), strconv.Quote(s.opts.Password))
 	}
@@ -104,7 +111,11 @@ func (s *Server) config() string {
 
 func (s *Server) waitReady(ctx context.Context) error {
 	return s.proc.WaitReady(ctx, func(ctx context.Context) error {
-		nc, err := nats.Connect(s.URL(), nats.UserInfo(s.opts.User, s.opts.Password))
+		opts := []nats.Option{nats.UserInfo(s.opts.User, s.opts.Password)}
+		if s.opts.TLSCA != "" {
+			opts = append(opts, nats.RootCAs(s.opts.TLSCA))
+		}
+		nc, err := nats.Connect(s.URL(), opts...)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // The SASL mechanisms, as sasl_mechanism names them.
@@ -84,12 +85,8 @@ var (
 // explain adds to an error from the brokers what it most likely means
 // and what to do.
 func explain(err error, d config.Destination) error {
-	var verify *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var host x509.HostnameError
-	var invalid x509.CertificateInvalidError
 	switch {
-	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &invalid):
+	case sink.CertUntrusted(err):
 		return fmt.Errorf("%w: %w: set tls_ca to the PEM file of the CA that signed the brokers' certificate", err, errCert)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("%w: %w: check sasl_mechanism, sasl_username and sasl_password", err, errLogin)

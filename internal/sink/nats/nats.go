@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	natsio "github.com/nats-io/nats.go"
@@ -95,9 +96,28 @@ func connect(d config.Destination) (*natsio.Conn, error) {
 	}
 	nc, err := natsio.Connect(d.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats destination %s: %w", redact(d.URL), err)
+		return nil, fmt.Errorf("nats destination %s: %w", redact(d.URL), explain(err))
 	}
 	return nc, nil
+}
+
+// What a failed connection most likely means, for its message and the
+// doctor's fix.
+var (
+	errLogin = errors.New("the server refused the login: check the user and password in url, or the credentials file")
+	errCert  = errors.New("the server's TLS certificate is not trusted: set tls_ca to the PEM file of the CA that signed it")
+)
+
+// explain adds to a connection error what it means and what to do.
+func explain(err error) error {
+	switch {
+	case sink.CertUntrusted(err):
+		return fmt.Errorf("%w: %w", err, errCert)
+	case errors.Is(err, natsio.ErrAuthorization),
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
+		return fmt.Errorf("%w: %w", err, errLogin)
+	}
+	return err
 }
 
 // messageLimit is the largest message the sink sends: max_message_bytes,

@@ -139,7 +139,12 @@ func doctor(ctx context.Context, in sink.DoctorInput) sink.DoctorReport {
 		return sink.DoctorReport{Checks: []check.Check{check.Failed(name, check.ErrText(err), fix)}}
 	}
 	nc, err := connect(d)
-	if err != nil {
+	switch {
+	case errors.Is(err, errLogin):
+		return failed(err, "check the user and password in "+in.Key+".url, or "+in.Key+".credentials, against the server's authorization")
+	case errors.Is(err, errCert):
+		return failed(err, "set "+in.Key+".tls_ca to the PEM file of the CA that signed the server's certificate")
+	case err != nil:
 		return failed(err, "check "+in.Key+".url and the credentials and TLS keys, and that the server is up")
 	}
 	defer nc.Close()
