@@ -40,6 +40,9 @@ type Options struct {
 	// TLSCert and TLSKey, when set, are the PEM files the broker serves
 	// TLS with.
 	TLSCert, TLSKey string
+	// TLSClientCA, when set, is the CA that must have signed the client
+	// certificate the broker requires of every client.
+	TLSClientCA string
 }
 
 // Start builds the kfake command and starts it on a free loopback port,
@@ -83,7 +86,7 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		args = append(args, "-sasl", o.SASL, "-user", o.User)
 	}
 	if o.TLSCert != "" {
-		args = append(args, "-tls-cert", o.TLSCert, "-tls-key", o.TLSKey)
+		args = append(args, "-tls-cert", o.TLSCert, "-tls-key", o.TLSKey, "-tls-client-ca", o.TLSClientCA)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KFAKE_PASSWORD="+o.Password)

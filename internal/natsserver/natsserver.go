@@ -39,6 +39,9 @@ type Options struct {
 	// TLS with; TLSCA is the CA that signed TLSCert, which Start trusts
 	// while it waits for the server.
 	TLSCert, TLSKey, TLSCA string
+	// TLSClientCert and TLSClientKey, when set, make the server require a
+	// client certificate signed by TLSCA; Start presents this one.
+	TLSClientCert, TLSClientKey string
 }
 
 // Binary finds the nats-server executable.
@@ -101,7 +104,11 @@ func (s *Server) config() string {
 		strconv.Quote("127.0.0.1:"+strconv.Itoa(s.Port)), strconv.Quote(filepath.Join(s.Dir, "nats.pid")),
 		strconv.Quote(filepath.Join(s.Dir, "jetstream")))
 	if s.opts.TLSCert != "" {
-		c += fmt.Sprintf("tls {\n  cert_file: %s\n  key_file: %s\n}\n", strconv.Quote(s.opts.TLSCert), strconv.Quote(s.opts.TLSKey))
+		c += fmt.Sprintf("tls {\n  cert_file: %s\n  key_file: %s\n", strconv.Quote(s.opts.TLSCert), strconv.Quote(s.opts.TLSKey))
+		if s.opts.TLSClientCert != "" {
+			c += fmt.Sprintf("  ca_file: %s\n  verify: true\n", strconv.Quote(s.opts.TLSCA))
+		}
+		c += "}\n"
 	}
 	if s.opts.User != "" {
 		c += fmt.Sprintf("authorization {\n  user: %s\n  password: %s\n}\n", strconv.Quote(s.opts.User), strconv.Quote(s.opts.Password))
@@ -114,6 +121,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		opts := []nats.Option{nats.UserInfo(s.opts.User, s.opts.Password)}
 		if s.opts.TLSCA != "" {
 			opts = append(opts, nats.RootCAs(s.opts.TLSCA))
+		}
+		if s.opts.TLSClientCert != "" {
+			opts = append(opts, nats.ClientCert(s.opts.TLSClientCert, s.opts.TLSClientKey))
 		}
 		nc, err := nats.Connect(s.URL(), opts...)
 		if err != nil {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ func main() {
 	// The password comes on the environment, not the command line.
 	tlsCert := flag.String("tls-cert", "", "PEM certificate to serve TLS with")
 	tlsKey := flag.String("tls-key", "", "PEM key of -tls-cert")
+	clientCA := flag.String("tls-client-ca", "", "PEM CA that must have signed a client certificate every client presents")
 	flag.Parse()
 	opts := []kfake.Opt{kfake.Ports(*port), kfake.DefaultNumPartitions(*partitions)}
 	if *sasl != "" {
@@ -36,7 +38,18 @@ func main() {
 			fmt.Fprintln(os.Stderr, "kfake:", err)
 			os.Exit(1)
 		}
-		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+		c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if *clientCA != "" {
+			pem, err := os.ReadFile(*clientCA)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kfake:", err)
+				os.Exit(1)
+			}
+			c.ClientCAs = x509.NewCertPool()
+			c.ClientCAs.AppendCertsFromPEM(pem)
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		opts = append(opts, kfake.TLS(c))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

@@ -25,12 +25,12 @@ func secured(t *testing.T, mechanism string) config.Destination {
 		t.Fatal(err)
 	}
 	c, err := kafkatest.StartWith(t.Context(), kafkatest.Options{Partitions: 2, SASL: strings.ToUpper(mechanism),
-		User: "tidemark", Password: authPassword, TLSCert: certs.Cert, TLSKey: certs.Key})
+		User: "tidemark", Password: authPassword, TLSCert: certs.Cert, TLSKey: certs.Key, TLSClientCA: certs.CA})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	d := config.Destination{Type: TypeKafka, TLSCA: certs.CA, Kafka: config.Kafka{Brokers: []string{c.Addr},
+	d := config.Destination{Type: TypeKafka, TLSCA: certs.CA, TLSCert: certs.ClientCert, TLSKey: certs.ClientKey, Kafka: config.Kafka{Brokers: []string{c.Addr},
 		TLS: true, SASLMechanism: mechanism, SASLUsername: "tidemark", SASLPassword: authPassword}}
 	return d
 }
@@ -80,6 +80,8 @@ func TestKafkaAuthFailures(t *testing.T) {
 			Want: []string{"SASL authentication", "sasl_mechanism"}, Fix: "sasl_mechanism"},
 		{Name: "no CA", Change: func(d *config.Destination) { d.TLSCA = "" },
 			Want: []string{"certificate is not trusted", "tls_ca"}, Fix: "tls_ca"},
+		{Name: "no client certificate", Change: func(d *config.Destination) { d.TLSCert, d.TLSKey = "", "" },
+			Want: []string{"client certificate", "tls_cert"}, Fix: "tls_cert"},
 		{Name: "wrong CA", Change: func(d *config.Destination) { d.TLSCA = other.CA },
 			Want: []string{"certificate is not trusted", "tls_ca"}, Fix: "tls_ca"},
 	}, func(t *testing.T, d config.Destination) error {

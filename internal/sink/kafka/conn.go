@@ -78,8 +78,9 @@ func tlsConfig(d config.Destination) (*tls.Config, error) {
 // and the doctor's fix: franz-go passes a failed TLS handshake and a
 // refused login on as they come.
 var (
-	errLogin = errors.New("SASL authentication refused")
-	errCert  = errors.New("the brokers' TLS certificate is not trusted")
+	errLogin      = errors.New("SASL authentication refused")
+	errCert       = errors.New("the brokers' TLS certificate is not trusted")
+	errClientCert = errors.New("the brokers refused the client certificate, or its lack")
 )
 
 // explain adds to an error from the brokers what it most likely means
@@ -88,6 +89,8 @@ func explain(err error, d config.Destination) error {
 	switch {
 	case sink.CertUntrusted(err):
 		return fmt.Errorf("%w: %w: set tls_ca to the PEM file of the CA that signed the brokers' certificate", err, errCert)
+	case sink.ClientCertRefused(err):
+		return fmt.Errorf("%w: %w: set tls_cert and tls_key to a client certificate the brokers' CA signed and its key", err, errClientCert)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("%w: %w: check sasl_mechanism, sasl_username and sasl_password", err, errLogin)
 	case d.Kafka.SASLMechanism != "" && errors.Is(err, io.EOF):

@@ -99,6 +99,8 @@ func doctor(ctx context.Context, in sink.DoctorInput) sink.DoctorReport {
 		switch {
 		case errors.Is(err, errLogin):
 			fix = "check " + in.Key + ".sasl_mechanism, sasl_username and sasl_password against the user the brokers know"
+		case errors.Is(err, errClientCert):
+			fix = "set " + in.Key + ".tls_cert and tls_key to a client certificate the brokers accept and its key"
 		case errors.Is(err, errCert):
 			fix = "set " + in.Key + ".tls_ca to the PEM file of the CA that signed the brokers' certificate"
 		}

@@ -26,12 +26,13 @@ func secured(t *testing.T) config.Destination {
 		t.Fatal(err)
 	}
 	srv, err := natsserver.Start(t.Context(), natsserver.Options{User: "tm", Password: authPassword,
-		TLSCert: certs.Cert, TLSKey: certs.Key, TLSCA: certs.CA})
+		TLSCert: certs.Cert, TLSKey: certs.Key, TLSCA: certs.CA,
+		TLSClientCert: certs.ClientCert, TLSClientKey: certs.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	return config.Destination{Type: TypeNATS, TLSCA: certs.CA,
+	return config.Destination{Type: TypeNATS, TLSCA: certs.CA, TLSCert: certs.ClientCert, TLSKey: certs.ClientKey,
 		URL: strings.Replace(srv.URL(), "nats://", "tls://tm:"+authPassword+"@", 1)}
 }
 
@@ -80,6 +81,8 @@ func TestNatsAuthFailures(t *testing.T) {
 			Want: []string{"Authorization Violation", "refused the login", "user and password in url"}, Fix: "streams[0].destination.url"},
 		{Name: "no CA", Change: func(d *config.Destination) { d.TLSCA = "" },
 			Want: []string{"certificate is not trusted", "tls_ca"}, Fix: "streams[0].destination.tls_ca"},
+		{Name: "no client certificate", Change: func(d *config.Destination) { d.TLSCert, d.TLSKey = "", "" },
+			Want: []string{"client certificate", "tls_cert"}, Fix: "tls_cert"},
 		{Name: "wrong CA", Change: func(d *config.Destination) { d.TLSCA = other.CA },
 			Want: []string{"certificate is not trusted", "tls_ca"}, Fix: "streams[0].destination.tls_ca"},
 	}, func(t *testing.T, d config.Destination) error {

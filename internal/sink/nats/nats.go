@@ -104,8 +104,9 @@ func connect(d config.Destination) (*natsio.Conn, error) {
 // What a failed connection most likely means, for its message and the
 // doctor's fix.
 var (
-	errLogin = errors.New("the server refused the login: check the user and password in url, or the credentials file")
-	errCert  = errors.New("the server's TLS certificate is not trusted: set tls_ca to the PEM file of the CA that signed it")
+	errLogin      = errors.New("the server refused the login: check the user and password in url, or the credentials file")
+	errCert       = errors.New("the server's TLS certificate is not trusted: set tls_ca to the PEM file of the CA that signed it")
+	errClientCert = errors.New("the server refused the client certificate, or its lack: set tls_cert and tls_key to a certificate the server's CA signed and its key")
 )
 
 // explain adds to a connection error what it means and what to do.
@@ -113,6 +114,8 @@ func explain(err error) error {
 	switch {
 	case sink.CertUntrusted(err):
 		return fmt.Errorf("%w: %w", err, errCert)
+	case sink.ClientCertRefused(err):
+		return fmt.Errorf("%w: %w", err, errClientCert)
 	case errors.Is(err, natsio.ErrAuthorization),
 		strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
 		return fmt.Errorf("%w: %w", err, errLogin)

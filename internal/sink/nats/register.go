@@ -142,6 +142,8 @@ func doctor(ctx context.Context, in sink.DoctorInput) sink.DoctorReport {
 	switch {
 	case errors.Is(err, errLogin):
 		return failed(err, "check the user and password in "+in.Key+".url, or "+in.Key+".credentials, against the server's authorization")
+	case errors.Is(err, errClientCert):
+		return failed(err, "set "+in.Key+".tls_cert and tls_key to a client certificate the server accepts and its key")
 	case errors.Is(err, errCert):
 		return failed(err, "set "+in.Key+".tls_ca to the PEM file of the CA that signed the server's certificate")
 	case err != nil:
