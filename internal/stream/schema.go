@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,11 +39,16 @@ type schemaState struct {
 	// stopped lists the tables whose changes are dropped, and why.
 	stopped map[change.TableID]string
 	// trans caches, by the table a change came with, its translation.
-	trans   map[*change.Table]*translation
-	ddl     ddlSink // nil: the destination cannot follow schema changes
-	catalog func(context.Context, change.TableID) (map[int16]source.Attribute, error)
-	hooks   schemaHooks
-	retry   retryPolicy
+	trans map[*change.Table]*translation
+	ddl   ddlSink // nil: the destination cannot follow schema changes
+	// tableless is set for a destination that holds no tables (a log,
+	// files): each change goes out in the shape it was logged in, and
+	// judged holds the shapes already compared with the table's.
+	tableless bool
+	judged    map[*change.Table]bool
+	catalog   func(context.Context, change.TableID) (map[int16]source.Attribute, error)
+	hooks     schemaHooks
+	retry     retryPolicy
 }
 
 // ddlSink is what the applier asks of the destination for schema changes,
@@ -66,7 +72,7 @@ type schemaHooks struct {
 
 func newSchemaState(stream string, initial func(change.TableID) *change.Table) *schemaState {
 	return &schemaState{stream: stream, initial: initial, dest: map[change.TableID]*change.Table{},
-		stopped: map[change.TableID]string{}, trans: map[*change.Table]*translation{},
+		stopped: map[change.TableID]string{}, trans: map[*change.Table]*translation{}, judged: map[*change.Table]bool{},
 		retry: retryPolicy{Initial: time.Second, Max: time.Minute}}
 }
 
@@ -170,7 +176,7 @@ func (a *applier) translationOf(t *change.Table) *translation {
 		return nil
 	}
 	d := s.destOf(t.ID)
-	if d == nil {
+	if d == nil || s.tableless {
 		return &translation{to: t, identity: true}
 	}
 	if tr := s.trans[t]; tr != nil && tr.to == d {
@@ -199,6 +205,9 @@ func (a *applier) reshape(ctx context.Context, in *change.Table) (*change.Table,
 	}
 	if d == in || change.SameShape(d, in) {
 		return d, nil
+	}
+	if s.tableless {
+		return a.followInEvents(ctx, d, in)
 	}
 	if tr := s.trans[in]; tr != nil && tr.to == d {
 		return d, nil // judged before: an older shape
@@ -237,6 +246,41 @@ func (a *applier) reshape(ctx context.Context, in *change.Table) (*change.Table,
 		s.hooks.refill(in.ID)
 	}
 	return s.dest[in.ID], nil
+}
+
+// followInEvents is reshape for a destination that holds no tables (a
+// log, files): there is nothing to alter, and every change goes out in the
+// shape it was logged in, so a consumer sees columns come and go as the
+// source's log does. A newer shape becomes the table's (the shape chunks
+// are merged in and verify reads with); an added column whose values in
+// older rows the log lacks asks for a refill, which re-sends the table.
+func (a *applier) followInEvents(ctx context.Context, d, in *change.Table) (*change.Table, error) {
+	s := a.schema
+	if s.judged[in] {
+		return in, nil
+	}
+	var attrs map[int16]source.Attribute
+	if s.catalog != nil {
+		var err error
+		if attrs, err = s.catalog(ctx, in.ID); err != nil {
+			return nil, fmt.Errorf("read the source's columns of %s: %w", in.ID, err)
+		}
+	}
+	if p := planShape(d, in, attrs); p.fail != "" || len(p.steps) > 0 { // in is the newer
+		s.dest[in.ID] = in
+		a.log.Info("events carry a new shape of the table", logkey.Object(in.ID.String()), "change", cmp.Or(p.fail, describeSteps(p.steps)))
+		if s.hooks.shaped != nil {
+			s.hooks.shaped(in.ID, in)
+		}
+		if p.refill && s.hooks.refill != nil {
+			s.hooks.refill(in.ID)
+		}
+	}
+	if len(s.judged) > 4096 {
+		clear(s.judged)
+	}
+	s.judged[in] = true
+	return in, nil
 }
 
 // schemaRefusal is a schema change the destination refused.
@@ -310,9 +354,16 @@ func (a *applier) conformChunk(ctx context.Context, pc *pendingChunk) (*change.T
 	}
 	for i := range pc.window {
 		for j, c := range pc.window[i].changes {
-			if c.Table != d {
-				pc.window[i].changes[j] = a.translationOf(c.Table).change(c) // cached: d is the destination's shape
+			if c.Table == d {
+				continue
 			}
+			// Cached when d is the destination's shape; a destination
+			// without tables merges in the chunk's own shape.
+			tr := a.translationOf(c.Table)
+			if tr.to != d {
+				tr = newTranslation(c.Table, d)
+			}
+			pc.window[i].changes[j] = tr.change(c)
 		}
 	}
 	return d, nil

@@ -194,6 +194,8 @@ func (s *Stream) newSchema(src source.Source, snk sink.Sink, q *schemaQueue) *sc
 	if d, ok := snk.(ddlSink); ok {
 		st.ddl = d
 	}
+	_, holdsTables := snk.(sink.TableCreator)
+	st.tableless = !holdsTables
 	st.hooks = schemaHooks{
 		shaped: func(id change.TableID, t *change.Table) {
 			s.mu.Lock()
