@@ -248,7 +248,9 @@ func itemsWriter(t *testing.T, exec func(q string, args ...any) error, q itemsSQ
 	go func() {
 		defer wg.Done()
 		r := rand.New(rand.NewPCG(7, 1))
-		pace := time.NewTicker(time.Millisecond)
+		// About 300 statements a second: enough to land in every chunk's
+		// window, and eight cases in parallel do not swamp two cores.
+		pace := time.NewTicker(3 * time.Millisecond)
 		defer pace.Stop()
 		for i := 0; ; i++ {
 			select {
