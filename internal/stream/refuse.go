@@ -51,7 +51,9 @@ func rejectedHint(snk sink.Sink) string {
 // refusals are the tables the destination refused while the stream runs.
 // The writer adds them and drops their operations from every batch it
 // writes after; the applier takes them to stop the tables, and forgets one
-// when it streams the table again (for a backfill), with the writer idle.
+// when it streams the table again (for a backfill). Batches the writer
+// still holds then carry none of the table's changes: the applier dropped
+// them while the table was stopped.
 type refusals struct {
 	mu     sync.Mutex
 	tables map[change.TableID]bool

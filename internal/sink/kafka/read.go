@@ -72,15 +72,17 @@ func consumeFrom(ctx context.Context, conn []kgo.Opt, adm *kadm.Client, topic st
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
 			last, open := end[r.Partition]
-			if !open || r.Offset >= last {
+			if !open {
 				continue
 			}
-			if !r.Attrs.IsControl() {
+			if r.Offset < last && !r.Attrs.IsControl() {
 				if err := fn(r); err != nil {
 					return nil, err
 				}
 			}
-			if r.Offset == last-1 {
+			// At or past the end: compaction may have removed the record
+			// (or marker) at last-1 itself.
+			if r.Offset >= last-1 {
 				delete(end, r.Partition)
 			}
 		}

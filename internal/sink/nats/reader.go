@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -55,9 +56,9 @@ func replaySubject(ctx context.Context, str jetstream.Stream, subj string, after
 	}
 	defer it.Stop()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := nextMessage(ctx, it)
 		if err != nil {
-			return after, fmt.Errorf("read %s: %w", subj, err)
+			return after, fmt.Errorf("read %s up to message %d: %w", subj, last.Sequence, err)
 		}
 		meta, err := m.Metadata()
 		if err != nil {
@@ -66,8 +67,24 @@ func replaySubject(ctx context.Context, str jetstream.Stream, subj string, after
 		if err := fn(m.Data()); err != nil {
 			return after, fmt.Errorf("%s message %d: %w", subj, meta.Sequence.Stream, err)
 		}
-		if meta.Sequence.Stream >= last.Sequence {
+		// The last message may have gone (max_age, a purge) since it was
+		// asked for: none pending ends the read as well.
+		if meta.Sequence.Stream >= last.Sequence || meta.NumPending == 0 {
 			return meta.Sequence.Stream, nil
 		}
 	}
+}
+
+// nextWait bounds the wait for a message known to be in the stream, so a
+// read whose messages were deleted meanwhile fails instead of hanging.
+const nextWait = 30 * time.Second
+
+func nextMessage(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, nextWait)
+	defer cancel()
+	m, err := it.Next(jetstream.NextContext(ctx))
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("no message within %s: were the stream's messages deleted or purged? %w", nextWait, err)
+	}
+	return m, err
 }

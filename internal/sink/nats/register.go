@@ -91,30 +91,27 @@ func urlProblem(s string) string {
 	return fmt.Sprintf("%q is not a NATS URL: use the scheme nats://, tls://, ws:// or wss://", redact(s))
 }
 
-// redact hides the password of URLs, for messages, and a user without a
-// password too: in a NATS URL that is a token.
+// userinfo is the part of a URL before its host: up to the last @ before
+// the path, so a password holding ',' or '@' is all of it.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/]*)@`)
+
+// redact hides the passwords of a server URL list, for messages, and a
+// user without a password too: in a NATS URL that is a token. Whatever
+// precedes an @ in a string without a scheme is hidden as well.
 func redact(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || u.User == nil {
-			// Unparsable, or no user the parser saw: hide whatever comes
-			// before an @.
-			if at := strings.LastIndexByte(p, '@'); at >= 0 {
-				start := 0
-				if sch := strings.Index(p, "://"); sch >= 0 && sch < at {
-					start = sch + len("://")
-				}
-				parts[i] = p[:start] + "xxxxx" + p[at:]
-			}
-			continue
+	out := userinfo.ReplaceAllStringFunc(s, func(m string) string {
+		sub := userinfo.FindStringSubmatch(m)
+		if user, _, ok := strings.Cut(sub[2], ":"); ok && !strings.ContainsAny(user, ",@") {
+			return sub[1] + user + ":xxxxx@"
 		}
-		if _, hasPassword := u.User.Password(); !hasPassword {
-			u.User = url.User("xxxxx")
+		return sub[1] + "xxxxx@"
+	})
+	if !strings.Contains(out, "://") {
+		if at := strings.LastIndexByte(out, '@'); at >= 0 {
+			return "xxxxx" + out[at:]
 		}
-		parts[i] = u.Redacted()
 	}
-	return strings.Join(parts, ",")
+	return out
 }
 
 func splitSubject(s string) []string { return strings.Split(s, ".") }
