@@ -34,7 +34,7 @@ func TestSIGKILLIntoFiles(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "files")
 	// Kill 1: the daemon kills itself between two renames of a batch (a
 	// chunk of 1,000 rows fills several 64 KiB files).
-	e := startEventCrash(t, "filescrash", crashRows, fmt.Sprintf(`{type: files, path: %q, max_file_bytes: 65536}`, out),
+	e := startEventCrash(t, "filescrash", crashRows/2, fmt.Sprintf(`{type: files, path: %q, max_file_bytes: 65536}`, out),
 		"TIDEMARK_TEST_FILES_KILL_BETWEEN_RENAMES=3")
 	e.killedItself("between two renames")
 	if leftovers := tempFiles(t, out); leftovers == 0 {

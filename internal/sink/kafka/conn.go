@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -91,6 +92,10 @@ func explain(err error, d config.Destination) error {
 		return fmt.Errorf("%w: %w: set tls_ca to the PEM file of the CA that signed the brokers' certificate", err, errCert)
 	case sink.ClientCertRefused(err):
 		return fmt.Errorf("%w: %w: set tls_cert and tls_key to a client certificate the brokers' CA signed and its key", err, errClientCert)
+	case (d.Kafka.TLS || d.TLSCA != "") && d.TLSCert == "" && closedConn(err):
+		// Under TLS 1.3 the broker checks the client's certificate after
+		// the handshake, and its refusal may arrive as a closed connection.
+		return fmt.Errorf("%w: the broker closed the connection after TLS: %w: set tls_cert and tls_key to a client certificate the brokers' CA signed and its key; with SASL, also check sasl_mechanism, sasl_username and sasl_password", err, errClientCert)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("%w: %w: check sasl_mechanism, sasl_username and sasl_password", err, errLogin)
 	case d.Kafka.SASLMechanism != "" && errors.Is(err, io.EOF):
@@ -99,4 +104,10 @@ func explain(err error, d config.Destination) error {
 		return fmt.Errorf("%w: the broker closed the connection: %w, or tls is off where the brokers want TLS: check sasl_mechanism, sasl_username, sasl_password and tls", err, errLogin)
 	}
 	return err
+}
+
+// closedConn says whether err is the peer closing the connection.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "after TLS handshake")
 }

@@ -96,7 +96,7 @@ func connect(d config.Destination) (*natsio.Conn, error) {
 	}
 	nc, err := natsio.Connect(d.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats destination %s: %w", redact(d.URL), explain(err))
+		return nil, fmt.Errorf("nats destination %s: %w", redact(d.URL), explain(err, d))
 	}
 	return nc, nil
 }
@@ -110,11 +110,15 @@ var (
 )
 
 // explain adds to a connection error what it means and what to do.
-func explain(err error) error {
+func explain(err error, d config.Destination) error {
 	switch {
 	case sink.CertUntrusted(err):
 		return fmt.Errorf("%w: %w", err, errCert)
-	case sink.ClientCertRefused(err):
+	case sink.ClientCertRefused(err),
+		// Under TLS 1.3 the server checks the client's certificate after
+		// the handshake, and the refusal may reach the client only as a
+		// closed connection.
+		d.TLSCert == "" && strings.Contains(err.Error(), "after TLS handshake"):
 		return fmt.Errorf("%w: %w", err, errClientCert)
 	case errors.Is(err, natsio.ErrAuthorization),
 		strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
