@@ -632,7 +632,12 @@ func TestConsoleStreamsScoped(t *testing.T) {
 	click(confirmDialog + ` input[name="as_one_run"]`)
 	b.shot("objects-one-run-confirm")
 	click(confirmDialog + ` button[data-action="yes"]`)
-	b.waitJS(`document.querySelector('` + confirmDialog + `') === null && window.tmToasts.some((s) => / as run \d+$/.test(s))`)
+	// A refusal stays in the dialog: say what it was.
+	b.waitJS(`document.querySelector('` + confirmDialog + `') === null || document.querySelector('` + confirmDialog + ` .error-box') !== null`)
+	if refusal := jsValue[string](b, `(document.querySelector('`+confirmDialog+` .error-box') || {}).textContent || ""`); refusal != "" {
+		t.Fatalf("initiating items and tags as one run was refused: %s", refusal)
+	}
+	b.waitJS(`window.tmToasts.some((s) => / as run \d+$/.test(s))`)
 	a, c := runsOf(items)[0], runsOf(tags)[0]
 	if a.ID == subset.ID || a.RunID == 0 || c.RunID != a.RunID || a.Options["filter"] != nil || a.Options["columns"] != nil {
 		t.Fatalf("initiated as one run: items %+v, tags %+v", a, c)
