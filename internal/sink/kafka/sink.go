@@ -235,7 +235,7 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 	if err != nil {
 		return err
 	}
-	next := withBatch(st.ckpt, b)
+	next := st.ckpt.Advanced(b)
 	ck, err := checkpointRecord(s.cfg.CheckpointTopic, b.Stream, next)
 	if err != nil {
 		return err

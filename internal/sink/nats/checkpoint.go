@@ -20,48 +20,21 @@ import (
 // stream sequence of its last message. Messages of the stream's subjects
 // after that sequence belong to a batch that did not finish (tail).
 type checkpoint struct {
-	Position  uint64         `json:"position"`
-	Resume    string         `json:"resume,omitempty"`
-	StreamSeq uint64         `json:"stream_seq"`
-	Cursors   []cursorRecord `json:"cursors,omitempty"`
-}
-
-type cursorRecord struct {
-	Schema     string          `json:"schema"`
-	Table      string          `json:"table"`
-	BackfillID int64           `json:"backfill_id"`
-	After      json.RawMessage `json:"after,omitempty"` // sink.MarshalKey's form
-	Done       bool            `json:"done,omitempty"`
-	Rows       int64           `json:"rows"`
+	Position  uint64              `json:"position"`
+	Resume    string              `json:"resume,omitempty"`
+	StreamSeq uint64              `json:"stream_seq"`
+	Cursors   []sink.CursorRecord `json:"cursors,omitempty"`
 }
 
 func (c checkpoint) sink() (sink.Checkpoint, error) {
 	out := sink.Checkpoint{Position: change.LSN(c.Position), Resume: c.Resume}
-	for _, r := range c.Cursors {
-		var after []byte
-		if len(r.After) > 0 {
-			after = r.After
-		}
-		if err := out.AddCursor(change.TableID{Schema: r.Schema, Name: r.Table},
-			sink.Cursor{BackfillID: r.BackfillID, Done: r.Done, Rows: r.Rows}, after); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
+	return out, out.AddCursorRecords(c.Cursors)
 }
 
 // fromSink is the checkpoint holding cp, its last message at seq.
 func fromSink(cp sink.Checkpoint, seq uint64) (checkpoint, error) {
-	c := checkpoint{Position: uint64(cp.Position), Resume: cp.Resume, StreamSeq: seq}
-	for id, cur := range cp.Cursors {
-		after, err := sink.MarshalKey(cur.After)
-		if err != nil {
-			return c, err
-		}
-		c.Cursors = append(c.Cursors, cursorRecord{Schema: id.Schema, Table: id.Name, BackfillID: cur.BackfillID,
-			After: after, Done: cur.Done, Rows: cur.Rows})
-	}
-	return c, nil
+	cursors, err := cp.CursorRecords()
+	return checkpoint{Position: uint64(cp.Position), Resume: cp.Resume, StreamSeq: seq, Cursors: cursors}, err
 }
 
 // readCheckpoint reads a stream's checkpoint and its revision; found is
