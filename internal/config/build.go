@@ -426,7 +426,28 @@ func (b *builder) task(p string, r *rawTask, loc *time.Location) dag.Task {
 		}
 		t.Schedule = sched
 	}
+	for i := range r.Reads {
+		t.Reads = append(t.Reads, b.read(fmt.Sprintf("%s.reads[%d]", p, i), &r.Reads[i], loc))
+	}
 	return t
+}
+
+// read builds one of a task's reads; its time zone is the task's unless
+// it gives one.
+func (b *builder) read(p string, r *rawRead, loc *time.Location) dag.Read {
+	rd := dag.Read{
+		Stream:     b.str(p+".stream", r.Stream, ""),
+		Object:     b.str(p+".object", r.Object, ""),
+		DateColumn: b.str(p+".date_column", r.DateColumn, ""),
+		Location:   loc,
+	}
+	if tz, _, ok := b.location(p+".timezone", r.Timezone); ok {
+		rd.Location = tz
+	}
+	if pat, err := ParsePattern(rd.Object); err == nil {
+		rd.Table, _ = pat.Table() // validation reports a pattern with wildcards
+	}
+	return rd
 }
 
 // params builds a params or outputs mapping in file order. The values are

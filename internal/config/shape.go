@@ -170,6 +170,15 @@ type rawTask struct {
 	RetryBackoff   scalar    `yaml:"retry_backoff"`
 	Timeout        scalar    `yaml:"timeout"`
 	ResourceGroup  scalar    `yaml:"resource_group"`
+	Reads          []rawRead `yaml:"reads"`
+}
+
+// rawRead is one entry of a task's reads.
+type rawRead struct {
+	Stream     scalar `yaml:"stream"`
+	Object     scalar `yaml:"object"`
+	DateColumn scalar `yaml:"date_column"`
+	Timezone   scalar `yaml:"timezone"`
 }
 
 // scalar is one leaf value as written. The zero scalar is an absent or null
@@ -315,6 +324,11 @@ func decode(data []byte) (raw rawConfig, problems []Problem, broken []string, fa
 			repairElements(child(top, list))
 		}
 		repairElements(child(child(top, "api"), "tokens"))
+		if tasks := child(top, "tasks"); tasks != nil && tasks.Kind == yaml.SequenceNode {
+			for _, t := range tasks.Content {
+				repairElements(child(t, "reads"))
+			}
+		}
 	}
 	_ = root.Decode(&raw) // the first pass reported whatever fails here
 	return raw, problems, broken, false
@@ -528,7 +542,7 @@ var rawTypes = map[string]reflect.Type{}
 func init() {
 	for _, v := range []any{rawConfig{}, rawAPI{}, rawToken{}, rawLog{}, rawStream{},
 		rawSource{}, rawReadTimeouts{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{},
-		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}} {
+		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}, rawRead{}} {
 		t := reflect.TypeOf(v)
 		rawTypes[t.String()] = t
 	}

@@ -111,6 +111,7 @@ func (v *Checker) tasks(c *Config) {
 		}
 		v.params(p, t, c)
 		v.env(p, t)
+		v.reads(p, t, c)
 		v.intRange(p+".retries", t.Retries, 0, maxRetries)
 		v.nonNegative(p+".retry_backoff", t.RetryBackoff, maxRetryBackoff, "0 (retry at once) or more, e.g. 10s")
 		v.nonNegative(p+".timeout", t.Timeout, maxTaskTimeout, "0 (no timeout) or more, e.g. 1h")
@@ -386,6 +387,14 @@ func list[T any](items []T, name func(T) string) string {
 
 // orUse returns ", or use a, b or c" naming items, or "" when there are
 // none.
+// or is s, or else when s is empty.
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
 func orUse[T any](items []T, name func(T) string) string {
 	if l := list(items, name); l != "" {
 		return ", or use " + l
@@ -398,4 +407,43 @@ func orList(s []string) string {
 		return strings.Join(s[:n-1], ", ") + " or " + s[n-1]
 	}
 	return strings.Join(s, "")
+}
+
+// reads checks what a task reads: a configured stream, one table it
+// replicates, named once, and a date column. Whether the table and column
+// exist, and the column's type, are checked when the daemon starts
+// (docs/lineage.md).
+func (v *Checker) reads(p string, t *dag.Task, c *Config) {
+	seen := map[string]int{}
+	for i, r := range t.Reads {
+		rp := fmt.Sprintf("%s.reads[%d]", p, i)
+		s, ok := c.Stream(r.Stream)
+		switch {
+		case r.Stream == "":
+			v.add(rp+".stream", "missing: name the stream that replicates the table (%s)", or(list(c.Streams, func(s Stream) string { return s.Name }), "declare one under streams"))
+		case !ok:
+			v.add(rp+".stream", "no stream %q: declare it under streams%s", shown(r.Stream), orUse(c.Streams, func(s Stream) string { return s.Name }))
+		}
+		pat, err := ParsePattern(r.Object)
+		_, literal := pat.Table()
+		switch {
+		case r.Object == "":
+			v.add(rp+".object", "missing: name the table the task reads, e.g. object: public.orders")
+		case err != nil:
+			v.add(rp+".object", "%v", err)
+		case !literal:
+			v.add(rp+".object", "%q names several tables: name one table, without * or ?", shown(r.Object))
+		case ok && !s.Includes(r.Table):
+			v.add(rp+".object", "stream %s does not replicate %s: add it to the stream's include (or remove it from exclude)", s.Name, FormatTable(r.Table))
+		}
+		if r.DateColumn == "" {
+			v.add(rp+".date_column", "missing: name the column that places a row on a business date (a date, timestamp or timestamptz column)")
+		}
+		key := r.Stream + "\x00" + FormatTable(r.Table)
+		if k, dup := seen[key]; dup && literal && r.Stream != "" {
+			v.add(rp, "reads %s of stream %s again (also reads[%d]): keep one", FormatTable(r.Table), r.Stream, k)
+		} else {
+			seen[key] = i
+		}
+	}
 }

@@ -109,6 +109,24 @@ var batchCases = []problemCase{
 		{"tasks[2].depends_on[5]", "a task cannot depend on itself: remove it, or set self_dependent: true to depend on its previous cycle"},
 		{"tasks[2].depends_on[7]", "listed twice (also depends_on[6]): keep one"},
 		{"tasks[2].depends_on[8]", "empty: name a task of project default, or write project.name for a task of another project"}}},
+	{"reads", streams(nil) + tasks(kv{"reads": `[{stream: shop, object: public.orders, date_column: created_at, timezone: Asia/Shanghai},
+		{object: public.orders, date_column: d}, {stream: shopp, object: public.orders, date_column: d},
+		{stream: shop, date_column: d}, {stream: shop, object: "public.*", date_column: d},
+		{stream: shop, object: other.orders, date_column: d}, {stream: shop, object: public.items},
+		{stream: shop, object: '"public".orders', date_column: d}, {stream: shop, object: public.x, date_column: d, timezone: Mars/Base},
+		{stream: shop, object: '"unclosed', date_column: d}, [shop]]`}), []Problem{
+		{"tasks[0].reads[10]", "expected a mapping of keys to values, found a list"},
+		{"tasks[0].reads[8].timezone", `unknown time zone "Mars/Base": use an IANA time zone name, e.g. Europe/Paris or UTC`},
+		{"tasks[0].reads[1].stream", "missing: name the stream that replicates the table (shop)"},
+		{"tasks[0].reads[2].stream", `no stream "shopp": declare it under streams, or use shop`},
+		{"tasks[0].reads[3].object", "missing: name the table the task reads, e.g. object: public.orders"},
+		{"tasks[0].reads[4].object", `"public.*" names several tables: name one table, without * or ?`},
+		{"tasks[0].reads[5].object", "stream shop does not replicate other.orders: add it to the stream's include (or remove it from exclude)"},
+		{"tasks[0].reads[6].date_column", "missing: name the column that places a row on a business date (a date, timestamp or timestamptz column)"},
+		{"tasks[0].reads[7]", "reads public.orders of stream shop again (also reads[0]): keep one"},
+		{"tasks[0].reads[9].object", `table pattern "\"unclosed": unterminated double quote: close the quoted name with "`}}},
+	{"reads key", streams(nil) + tasks(kv{"reads": "[{stream: shop, object: public.orders, date_column: d, time_zone: UTC}]"}), []Problem{
+		{"tasks[0].reads[0].time_zone", "unknown key (line 2): did you mean timezone?"}}},
 	{"cycle", tasks(kv{"name": "a", "depends_on": "[c]"}, kv{"name": "b", "depends_on": "[a]", "self_dependent": "true"},
 		kv{"name": "c", "depends_on": "[b]"}, kv{"name": "d", "depends_on": "[c]"}), []Problem{
 		{"tasks", "the tasks' dependencies form a cycle: default.a → default.b → default.c → default.a: " +

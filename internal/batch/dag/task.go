@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/calendar"
+	"github.com/tidemark/tidemark/internal/change"
 )
 
 // Task types.
@@ -58,6 +59,25 @@ type Task struct {
 	RetryBackoff  time.Duration // doubles after each failed attempt
 	Timeout       time.Duration // 0 is none
 	ResourceGroup string
+
+	// Reads lists the streamed objects the task reads, each with the
+	// column that places a row on a business date (docs/lineage.md).
+	Reads []Read
+}
+
+// Read is a streamed object a task reads.
+type Read struct {
+	Stream string // a configured stream's name
+	// Object is the table as written ("schema.table", quoted where its
+	// names need it); Table is the table it names, once it parsed.
+	Object string
+	Table  change.TableID
+	// DateColumn places each row on a business date; a date, timestamp
+	// or timestamptz column.
+	DateColumn string
+	// Location is the time zone the column's values are read in: the
+	// task's own unless the read gives one.
+	Location *time.Location
 }
 
 // Param is a named value.
