@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -65,6 +66,24 @@ type TaskView struct {
 	Params        []ParamView `json:"params,omitempty"`
 	Outputs       []ParamView `json:"outputs,omitempty"`
 	Code          string      `json:"code,omitempty"`
+	// Reads are the streamed objects the task reads (docs/lineage.md).
+	Reads []ReadView `json:"reads"`
+}
+
+// ReadView is a streamed object a task reads.
+type ReadView struct {
+	Stream     string `json:"stream"`
+	Object     string `json:"object"`
+	DateColumn string `json:"date_column"`
+	Timezone   string `json:"timezone"`
+}
+
+func readViews(rs []dag.Read) []ReadView {
+	out := make([]ReadView, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, ReadView{Stream: r.Stream, Object: config.FormatTable(r.Table), DateColumn: r.DateColumn, Timezone: r.Location.String()})
+	}
+	return out
 }
 
 func taskView(g *dag.Graph, t *dag.Task) TaskView {
@@ -76,7 +95,8 @@ func taskView(g *dag.Graph, t *dag.Task) TaskView {
 		Schedule: t.Schedule.String(), Timezone: t.Schedule.Location.String(),
 		Upstream: nonNil(g.Upstream(t.ID)), Downstream: nonNil(g.Downstream(t.ID)),
 		SelfDependent: t.SelfDependent, Paused: t.Paused, DryRun: t.DryRun, Single: t.SingleInstance,
-		ResourceGroup: t.ResourceGroup, Params: paramViews(t.Params), Outputs: paramViews(t.Outputs), Code: code}
+		ResourceGroup: t.ResourceGroup, Params: paramViews(t.Params), Outputs: paramViews(t.Outputs), Code: code,
+		Reads: readViews(t.Reads)}
 }
 
 func nonNil(s []string) []string {

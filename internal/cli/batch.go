@@ -31,7 +31,7 @@ func tasksCmd(g *globals) *cobra.Command {
 				return g.printJSON(out)
 			}
 			tw := g.table()
-			fmt.Fprintln(tw, "TASK\tTYPE\tSCHEDULE\tTIME ZONE\tUPSTREAM\tFLAGS")
+			fmt.Fprintln(tw, "TASK\tTYPE\tSCHEDULE\tTIME ZONE\tUPSTREAM\tREADS\tFLAGS")
 			for _, t := range out {
 				var flags []string
 				for _, f := range []struct {
@@ -42,7 +42,12 @@ func tasksCmd(g *globals) *cobra.Command {
 						flags = append(flags, f.name)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Schedule, t.Timezone, dash(strings.Join(t.Upstream, ",")), dash(strings.Join(flags, ",")))
+				var reads []string
+				for _, r := range t.Reads {
+					reads = append(reads, r.Stream+":"+r.Object+"("+r.DateColumn+")")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Schedule, t.Timezone, dash(strings.Join(t.Upstream, ",")),
+					dash(strings.Join(reads, ",")), dash(strings.Join(flags, ",")))
 			}
 			return tw.Flush()
 		},

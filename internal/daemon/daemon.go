@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/console"
+	"github.com/tidemark/tidemark/internal/lineage"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/metrics"
 	_ "github.com/tidemark/tidemark/internal/sink/all"   // the destination types streams open
@@ -95,6 +96,9 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 		d.streams = append(d.streams, s)
 	}
 	if len(cfg.Tasks) > 0 {
+		if err := lineage.CheckReads(ctx, cfg, log); err != nil {
+			return fmt.Errorf("what tasks read:\n%w", err)
+		}
 		var err error
 		if d.batch, err = newEngine(cfg, st, log); err != nil {
 			return err

@@ -27,8 +27,9 @@ type Type struct {
 	Config config.SourceKind
 	// Open connects to the source a stream's configuration names.
 	Open func(ctx context.Context, cfg config.Source, opts Options, log *slog.Logger) (Source, error)
-	// OpenEstimator opens a short-lived connection that sizes tables,
-	// for estimates asked of a stream that is not running.
+	// OpenEstimator opens a short-lived connection that sizes and
+	// describes tables, for estimates asked of a stream that is not
+	// running and for checking what tasks read.
 	OpenEstimator func(ctx context.Context, cfg config.Source) (Estimator, error)
 	// FormatPosition writes a position in the source's own notation
 	// (PostgreSQL: 0/16B3748).
@@ -89,9 +90,10 @@ type Options struct {
 	ProbeInterval time.Duration
 }
 
-// Estimator sizes tables outside a running stream.
+// Estimator sizes and describes tables outside a running stream.
 type Estimator interface {
 	EstimateTable(ctx context.Context, id change.TableID) (TableSize, error)
+	Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error)
 	Close(ctx context.Context) error
 }
 

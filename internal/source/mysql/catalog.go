@@ -158,7 +158,7 @@ func describeColumns(c *client.Conn, id change.TableID) (*change.Table, error) {
 		t.Columns = append(t.Columns, col)
 	}
 	if len(t.Columns) == 0 {
-		return nil, fmt.Errorf("describe %s: table not found (or has no columns)", quoteTable(id))
+		return nil, fmt.Errorf("describe %s: %w", quoteTable(id), source.ErrNoTable)
 	}
 	return t, nil
 }

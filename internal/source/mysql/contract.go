@@ -292,4 +292,8 @@ func (e estimator) EstimateTable(ctx context.Context, id change.TableID) (source
 	return estimateTable(ctx, e.src, id)
 }
 
+func (e estimator) Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error) {
+	return e.src.Describe(ctx, id, keyCols)
+}
+
 func (e estimator) Close(context.Context) error { return e.src.Close() }

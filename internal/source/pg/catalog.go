@@ -81,7 +81,7 @@ func Describe(ctx context.Context, q queryer, id change.TableID, keyCols []strin
 		return nil, fmt.Errorf("describe %s: %w", id, err)
 	}
 	if len(t.Columns) == 0 {
-		return nil, fmt.Errorf("describe %s: table not found (or has no columns)", id)
+		return nil, fmt.Errorf("describe %s: %w", id, ErrNoTable)
 	}
 	if len(keyCols) == 0 {
 		if keyCols, err = indexKey(ctx, q, id); err != nil {

@@ -90,5 +90,16 @@ func (c *CatalogConn) EstimateTable(ctx context.Context, id change.TableID) (Tab
 	return EstimateTable(ctx, tx, id)
 }
 
+// Describe reads one table's shape in a read transaction of its own.
+func (c *CatalogConn) Describe(ctx context.Context, id change.TableID, keyCols []string) (*change.Table, error) {
+	tx, err := beginRead(ctx, c.conn, readCommitted, c.timeouts)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.rollback(ctx)
+	t, err := Describe(ctx, tx, id, keyCols)
+	return t, classify(err)
+}
+
 // Close closes the connection.
 func (c *CatalogConn) Close(ctx context.Context) error { return c.conn.Close(ctx) }
