@@ -234,6 +234,10 @@ export function drawDag(tasks, { focus, near = new Set(), onOpen, onBackfill, ma
   }
   for (const [id, pos] of lay.nodes) {
     const t = byID.get(id);
+    if (t.read) {
+      nodeLayer.append(objectNode(t, pos));
+      continue;
+    }
     const cls = ["node", id === focus ? "focus" : "", near.has(id) ? "near" : "", t.paused ? "paused" : "", t.dry_run ? "dryrun" : "", match && !match(t) ? "dim" : ""].filter(Boolean).join(" ");
     const flags = [t.paused ? "paused" : "", t.dry_run ? "dry-run" : ""].filter(Boolean);
     const btn = s("g", { class: "node-bf", transform: `translate(${W - 30},6)`, role: "button", "aria-label": "Backfill " + id, "data-action": "node-backfill" },
@@ -265,6 +269,39 @@ export function drawDag(tasks, { focus, near = new Set(), onOpen, onBackfill, ma
   wrap.className = "dag-wrap";
   wrap.append(svg);
   return wrap;
+}
+
+// withReads adds the streamed objects tasks read ({stream, object}) as
+// source nodes upstream of their readers, so that the DAG shows where a
+// task's data comes from (docs/lineage.md). An object node's id is
+// "object:STREAM/OBJECT", its read the first read naming it.
+export function withReads(tasks) {
+  const objects = new Map();
+  const readers = tasks.map((t) => {
+    const ids = (t.reads || []).map((r) => {
+      const id = "object:" + r.stream + "/" + r.object;
+      if (!objects.has(id)) objects.set(id, { id, name: r.object, project: "", upstream: [], downstream: [], read: r, readers: [] });
+      objects.get(id).readers.push(t.id);
+      return id;
+    });
+    return ids.length ? { ...t, upstream: [...ids, ...t.upstream] } : t;
+  });
+  return [...objects.values(), ...readers];
+}
+
+// objectNode draws a streamed object a task reads; it opens the object's
+// page.
+function objectNode(o, pos) {
+  const r = o.read;
+  const href = "#/streams/" + encodeURIComponent(r.stream) + "/objects/" + encodeURIComponent(r.object);
+  const g = s("g", { class: "node object", transform: `translate(${pos.x},${pos.y})`, tabindex: 0, role: "link", "data-object": r.stream + "/" + r.object, "aria-label": `${r.object} of stream ${r.stream}` },
+    s("title", {}, `${r.object}, streamed by ${r.stream}\nread by ${o.readers.join(", ")}\nClick to open the object.`),
+    s("rect", { class: "box", width: W, height: H }),
+    s("text", { class: "name", x: 16, y: 22 }, fit(r.object, 24)),
+    s("text", { class: "sub", x: 16, y: 40 }, fit("stream " + r.stream, 28)));
+  g.addEventListener("click", () => { location.hash = href; });
+  g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") location.hash = href; });
+  return g;
 }
 
 // lineage is id with its ancestors and descendants up to levels each way

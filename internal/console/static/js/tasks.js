@@ -3,7 +3,7 @@
 // backfills that ran it. Backfills start from either.
 import { APIError, enc, get, q } from "./api.js";
 import { ago, badge, errorBox, h, num, page, replace, table, throttle, time, toast, userZone } from "./ui.js";
-import { backfillIcon, drawDag, lineage } from "./dag.js";
+import { backfillIcon, drawDag, lineage, withReads } from "./dag.js";
 import { openBackfillDialog } from "./batchdialog.js";
 import { stackBar } from "./batch.js";
 
@@ -42,11 +42,11 @@ export async function tasksPage(main, _params, ctx) {
   const tasks = await loadTasks(main, "Tasks");
   if (!tasks || !ctx.alive()) return;
   const projects = [...new Set(tasks.map((t) => t.project))].sort();
-  const search = h("input", { type: "search", name: "filter", placeholder: "Filter: name, project, owner, output…", class: "filter", value: ctx.query.get("q") || "" });
+  const search = h("input", { type: "search", name: "filter", placeholder: "Filter: name, project, owner, output, table read…", class: "filter", value: ctx.query.get("q") || "" });
   const content = page(main, { title: "Tasks", crumbs: [["Recurring tasks and their dependencies"]], actions: [search] });
   const matches = (t) => {
     const s = search.value.trim().toLowerCase();
-    return !s || [t.id, t.owner, t.output, t.type, t.schedule].some((v) => (v || "").toLowerCase().includes(s));
+    return !s || [t.id, t.owner, t.output, t.type, t.schedule, ...(t.reads || []).map((r) => r.object)].some((v) => (v || "").toLowerCase().includes(s));
   };
   const stat = (k, v) => h("div", { class: "card" }, h("div", { class: "k" }, k), h("div", { class: "v" }, v));
   const edges = tasks.reduce((a, t) => a + t.upstream.length, 0);
@@ -75,7 +75,7 @@ export async function tasksPage(main, _params, ctx) {
     { label: "", cell: (t) => h("button", { class: "btn small", type: "button", dataset: { action: "backfill", task: t.id, need: "operator" }, onclick: () => backfill(t.id, tasks) }, "Backfill…") },
   ];
   function render() {
-    replace(graphBox, drawDag(tasks, { onOpen: open, onBackfill: (id) => backfill(id, tasks), match: search.value.trim() ? matches : null }));
+    replace(graphBox, drawDag(withReads(tasks), { onOpen: open, onBackfill: (id) => backfill(id, tasks), match: search.value.trim() ? matches : null }));
     const shown = tasks.filter(matches);
     replace(tableBox, table(columns, shown, { empty: "No task matches “" + search.value + "”.", rowAttrs: (t) => ({ dataset: { task: t.id } }) }));
   }
@@ -103,6 +103,11 @@ export async function taskPage(main, [id], ctx) {
     actions: [h("button", { class: "btn primary", type: "button", dataset: { action: "backfill", need: "operator" }, onclick: () => backfill(task.id, tasks) }, "Backfill…")],
   });
   const links = (ids) => ids.length ? ids.map((u, i) => [i ? ", " : "", h("a", { href: "#/tasks/" + enc(u) }, u)]) : h("span", { class: "muted" }, "none");
+  const reads = (rs) => rs && rs.length
+    ? h("ul", { class: "reads" }, rs.map((r) => h("li", { dataset: { read: r.stream + "/" + r.object } },
+      h("a", { href: "#/streams/" + enc(r.stream) + "/objects/" + enc(r.object) }, r.object), " of ", h("a", { href: "#/streams/" + enc(r.stream) }, r.stream),
+      h("span", { class: "muted" }, ` by ${r.date_column} (${r.timezone})`))))
+    : h("span", { class: "muted" }, "no streamed objects");
   const kv = (pairs) => h("dl", { class: "kv" }, pairs.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   const params = (ps, empty) => ps && ps.length
     ? h("table", { class: "mini" }, ps.map((p) => h("tr", {}, h("td", { class: "mono" }, p.name), h("td", { class: "mono" }, p.value))))
@@ -119,7 +124,7 @@ export async function taskPage(main, [id], ctx) {
         kv([["ID", h("span", { class: "mono" }, task.id)], ["Project", task.project], ["Owner", task.owner || "—"], ["Output", task.output || "—"],
           ["Type", task.type], ["Schedule", h("span", { class: "mono" }, task.schedule)], ["Time zone", task.timezone],
           ["Resource group", task.resource_group], ["Flags", flags(task).some(Boolean) ? flags(task) : "—"],
-          ["Upstream", links(task.upstream)], ["Downstream", links(task.downstream)]]),
+          ["Upstream", links(task.upstream)], ["Downstream", links(task.downstream)], ["Reads", reads(task.reads)]]),
         h("h3", {}, "Parameters"), params(task.params, "No parameters."),
         h("h3", {}, "Output parameters"), params(task.outputs, "No output parameters.")),
       h("section", { class: "panel code-panel" }, h("h2", {}, task.type === "sql" ? "SQL" : "Command"),
@@ -128,7 +133,7 @@ export async function taskPage(main, [id], ctx) {
     h("section", { class: "panel dag-panel" },
       h("div", { class: "panel-head" }, h("h2", {}, "Lineage"),
         h("span", { class: "legend muted" }, `${num(sub.length)} of ${num(tasks.length)} tasks: everything above and below ${task.name}; direct neighbours highlighted`)),
-      drawDag(sub, { focus: task.id, near, onOpen: (t) => { if (t !== task.id) open(t); }, onBackfill: (t) => backfill(t, tasks) })),
+      drawDag(withReads(sub), { focus: task.id, near, onOpen: (t) => { if (t !== task.id) open(t); }, onBackfill: (t) => backfill(t, tasks) })),
     h("section", {}, h("h2", {}, "Recent backfills that ran it"), recent));
 
   async function loadRecent() {
