@@ -177,6 +177,10 @@ type Batch struct {
 	// Cursors holds the backfill cursors changed in this batch; a cursor with
 	// BackfillID 0 removes the table's cursor.
 	Cursors map[change.TableID]Cursor
+	// BeforeCommit, when set, is called by a ChangeReporter once every op
+	// is applied and before the destination commits, with each chunk's
+	// Changed filled; an error rolls the batch back.
+	BeforeCommit func(ctx context.Context) error
 }
 
 // Op is one step of a batch: a row change or a chunk.
@@ -215,6 +219,9 @@ type Chunk struct {
 	// Skipped is set by Apply: how many rows of an UpdateOnly chunk the
 	// destination lacked, so were not written.
 	Skipped int64
+	// Changed, when not nil, asks a ChangeReporter to note the values of
+	// the columns it names in the rows the chunk changes (changes.go).
+	Changed *Changes
 }
 
 // Origin is what an event destination writes in the source block of an

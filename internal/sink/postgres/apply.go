@@ -87,6 +87,9 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	if err := p.flush(ctx); err != nil {
 		return err
 	}
+	if err := b.CallBeforeCommit(ctx); err != nil {
+		return fmt.Errorf("before commit: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}

@@ -29,6 +29,18 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		}
 	}
 	ch.Removed, ch.Skipped = 0, 0
+	// A tracked chunk's range is read first, in this transaction, to tell
+	// what the chunk changes (sink.ChangeReporter).
+	var old []change.Row
+	if ch.Changed != nil {
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+		if old, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
+			return err
+		}
+		ch.NoteChanges(old)
+	}
 	if ch.UpdateOnly {
 		return queueUpdates(ctx, p, ts, ch)
 	}
@@ -38,7 +50,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
 	if !ch.Keep {
-		if done, err := s.applyChunkDiff(ctx, p, ts, ch); err != nil || done {
+		if done, err := s.applyChunkDiff(ctx, p, ts, ch, old); err != nil || done {
 			return err
 		}
 	}
@@ -192,7 +204,8 @@ func needsEscape(s string) bool {
 	return false
 }
 
-// applyChunkDiff compares the range's destination rows with the chunk's
+// applyChunkDiff compares the range's destination rows (existing, when the
+// chunk is tracked, else read here) with the chunk's
 // (as text: the session settings fix every type's text form) and writes
 // only what differs: rows the range lacks are COPYed straight in (it was
 // read in this transaction, and the sink is the table's writer), the few
@@ -202,7 +215,7 @@ func needsEscape(s string) bool {
 // done is false when the caller's set-based path is the better one: an
 // empty range, many differing rows, or rows carrying Unchanged values; or
 // when a row the range lacked turned out to be there (the COPY is undone).
-func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk) (bool, error) {
+func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (bool, error) {
 	for _, r := range ch.Rows {
 		for _, v := range r {
 			if v.Unchanged {
@@ -210,12 +223,17 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 			}
 		}
 	}
-	if err := p.flush(ctx); err != nil {
-		return false, err
+	if ch.Changed == nil { // else existing holds the range, read already
+		if err := p.flush(ctx); err != nil {
+			return false, err
+		}
+		var err error
+		if existing, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
+			return false, err
+		}
 	}
-	existing, err := s.readRange(ctx, ch.Table, ch.Low, ch.High)
-	if err != nil || len(existing) == 0 {
-		return false, err
+	if len(existing) == 0 {
+		return false, nil
 	}
 	have := make(map[string]change.Row, len(existing))
 	for _, r := range existing {

@@ -34,14 +34,19 @@ func init() {
 
 // The capabilities of a PostgreSQL destination: all of them.
 var (
-	_ sink.TableCreator  = (*Sink)(nil)
-	_ sink.RangeReplacer = (*Sink)(nil)
-	_ sink.Reader        = (*Sink)(nil)
-	_ sink.Alterer       = (*Sink)(nil)
+	_ sink.TableCreator   = (*Sink)(nil)
+	_ sink.RangeReplacer  = (*Sink)(nil)
+	_ sink.Reader         = (*Sink)(nil)
+	_ sink.Alterer        = (*Sink)(nil)
+	_ sink.ChangeReporter = (*Sink)(nil)
 )
 
 // ReplacesRanges declares that Apply replaces a chunk's range in place.
 func (s *Sink) ReplacesRanges() {}
+
+// ReportsChanges declares that Apply notes what tracked chunks change and
+// calls BeforeCommit.
+func (s *Sink) ReportsChanges() {}
 
 // checkpointSQL reads a stream's position and resume token without
 // creating anything. The token is read as a field of the row: a checkpoint

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) sink.Sink) {
 		{"ChunkUnboundedAndPartialRows", testChunkUnboundedAndPartialRows},
 		{"ChunkKeep", testChunkKeep},
 		{"ChunkUpdateOnly", testChunkUpdateOnly},
+		{"ChunkReportsChanges", testChunkReportsChanges},
 		{"CompositeKey", testCompositeKey},
 		{"ReadRangeBounds", testReadRangeBounds},
 		{"ReadKeys", testReadKeys},

@@ -59,6 +59,9 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	if err := s.writeCheckpoint(ctx, w, b); err != nil {
 		return err
 	}
+	if err := b.CallBeforeCommit(ctx); err != nil {
+		return fmt.Errorf("before commit: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -198,6 +201,14 @@ func (s *Sink) applyChunk(ctx context.Context, w *txn, ch *sink.Chunk) error {
 		}
 	}
 	ch.Removed = 0
+	if ch.Changed != nil {
+		var old []change.Row
+		err := scanRange(ctx, w, ts, ts.all(), ch.Low, ch.High, func(vals []any) { old = append(old, ts.decodeRow(vals)) })
+		if err != nil {
+			return fmt.Errorf("read the range's rows: %w", err)
+		}
+		ch.NoteChanges(old)
+	}
 	if ch.UpdateOnly {
 		return s.updateRows(ctx, w, ts, ch)
 	}

@@ -36,14 +36,19 @@ func init() {
 
 // The capabilities of a SQLite destination: all of them.
 var (
-	_ sink.TableCreator  = (*Sink)(nil)
-	_ sink.RangeReplacer = (*Sink)(nil)
-	_ sink.Reader        = (*Sink)(nil)
-	_ sink.Alterer       = (*Sink)(nil)
+	_ sink.TableCreator   = (*Sink)(nil)
+	_ sink.RangeReplacer  = (*Sink)(nil)
+	_ sink.Reader         = (*Sink)(nil)
+	_ sink.Alterer        = (*Sink)(nil)
+	_ sink.ChangeReporter = (*Sink)(nil)
 )
 
 // ReplacesRanges declares that Apply replaces a chunk's range in place.
 func (s *Sink) ReplacesRanges() {}
+
+// ReportsChanges declares that Apply notes what tracked chunks change and
+// calls BeforeCommit.
+func (s *Sink) ReportsChanges() {}
 
 // The doctor reads the checkpoint without creating anything.
 const (
