@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -377,6 +378,26 @@ func (b *builder) batch(c *Config, r *rawConfig) {
 	}
 	for i := range r.Tasks {
 		c.Tasks = append(c.Tasks, b.task(fmt.Sprintf("tasks[%d]", i), &r.Tasks[i], c.Batch.Timezone))
+	}
+	gatherDateColumns(c)
+}
+
+// gatherDateColumns gives each stream the date columns its tables' readers
+// name, each column once.
+func gatherDateColumns(c *Config) {
+	for _, t := range c.Tasks {
+		for _, r := range t.Reads {
+			s, ok := c.Stream(r.Stream)
+			if !ok || r.DateColumn == "" {
+				continue
+			}
+			if s.DateColumns == nil {
+				s.DateColumns = map[change.TableID][]string{}
+			}
+			if !slices.Contains(s.DateColumns[r.Table], r.DateColumn) {
+				s.DateColumns[r.Table] = append(s.DateColumns[r.Table], r.DateColumn)
+			}
+		}
 	}
 }
 

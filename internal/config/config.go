@@ -162,10 +162,15 @@ type Stream struct {
 	IncludeFutureTables bool
 	// Keys gives the row key of tables whose key is not their primary key or
 	// replica identity, as column names in key order.
-	Keys     map[change.TableID][]string
-	Backfill Backfill
-	Batch    Batch
-	Retry    Retry
+	Keys map[change.TableID][]string
+	// DateColumns are the columns that place the rows of each table on
+	// business dates for the tasks that read it (tasks[].reads), gathered
+	// from the tasks: what a backfill notes of the rows it changes
+	// (docs/lineage.md).
+	DateColumns map[change.TableID][]string
+	Backfill    Backfill
+	Batch       Batch
+	Retry       Retry
 	// LagWarn: when the destination falls further behind the source than
 	// this, the stream warns once (a log line and an event) until it
 	// catches up again; 0 never warns.

@@ -114,3 +114,21 @@ func (p *Placer) scheduleLoc() *time.Location {
 	}
 	return time.UTC
 }
+
+// Mark is how a changed date value is kept: a timestamp cut to its minute
+// (cycles start on whole minutes), a date or anything else as it is. The
+// result is in the tag's canonical form, so Place reads it.
+func Mark(tag change.Tag, v string) string {
+	switch tag {
+	case change.TagTimestamp, change.TagTimestampTZ:
+		// "YYYY-MM-DD HH:MM:SS[.ffffff][+00]": keep the minute, zero the rest.
+		if len(v) >= 19 && v[10] == ' ' && v[13] == ':' && v[16] == ':' && !strings.HasSuffix(v, " BC") {
+			rest := v[19:]
+			if i := strings.IndexAny(rest, "+-"); i >= 0 {
+				return v[:17] + "00" + rest[i:]
+			}
+			return v[:17] + "00"
+		}
+	}
+	return v
+}

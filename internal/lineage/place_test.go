@@ -157,3 +157,23 @@ func FuzzPlace(f *testing.F) {
 		}
 	})
 }
+
+func TestMark(t *testing.T) {
+	for _, c := range []struct {
+		tag     change.Tag
+		in, out string
+	}{
+		{change.TagDate, "2026-03-02", "2026-03-02"},
+		{change.TagTimestamp, "2026-03-02 10:15:27.123456", "2026-03-02 10:15:00"},
+		{change.TagTimestamp, "2026-03-02 10:15:27", "2026-03-02 10:15:00"},
+		{change.TagTimestampTZ, "2026-03-02 10:15:27.5+00", "2026-03-02 10:15:00+00"},
+		{change.TagTimestampTZ, "2026-03-02 10:15:27+05:30", "2026-03-02 10:15:00+05:30"},
+		{change.TagTimestampTZ, "infinity", "infinity"},
+		{change.TagTimestamp, "0044-03-15 12:00:00 BC", "0044-03-15 12:00:00 BC"},
+		{change.TagTimestamp, "12345-01-01 00:00:00", "12345-01-01 00:00:00"},
+	} {
+		if got := Mark(c.tag, c.in); got != c.out {
+			t.Errorf("Mark(%s, %q) = %q, want %q", c.tag, c.in, got, c.out)
+		}
+	}
+}

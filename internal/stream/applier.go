@@ -107,6 +107,9 @@ type applierConfig struct {
 	// RaceHorizon is how long an applied transaction's id is remembered to
 	// detect a chunk snapshot that missed it (see docs/backfill.md).
 	RaceHorizon time.Duration
+	// DateColumns are the columns whose values in the rows a chunk changes
+	// are recorded, by table (docs/lineage.md).
+	DateColumns map[change.TableID][]string
 }
 
 // applier is the single goroutine that orders everything the destination

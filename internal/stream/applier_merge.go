@@ -96,6 +96,9 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows,
 		Keep: pc.scope.Filter != nil || pc.scope.Columns != nil, UpdateOnly: pc.scope.Columns != nil,
 		BackfillID: pc.backfillID, Last: pc.last}
+	if cols := a.cfg.DateColumns[t.ID]; len(cols) > 0 {
+		chunk.Changed = sink.NewChanges(cols)
+	}
 	a.batch.Ops = append(a.batch.Ops, sink.Op{Chunk: chunk})
 	a.batch.changes += len(rows)
 	after := high

@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // writer commits batches to the destination, in order, one at a time. A
@@ -32,6 +33,9 @@ type writer struct {
 	fail    func(ctx context.Context, id change.TableID, reason string) error
 	// hint says what to do about a rejection that fails the stream.
 	hint string
+	// record stores the dates the batches' chunks change (changed.go);
+	// nil: they are not recorded (tests).
+	record func(context.Context, []store.ChangedDate) error
 }
 
 func (w *writer) run(ctx context.Context) error {
@@ -63,7 +67,12 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 	outage := false
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := w.sink.Apply(ctx, &b.Batch)
+		err := w.recordChanged(ctx, b)
+		if err != nil {
+			err = errRecordChanged(err)
+		} else {
+			err = w.sink.Apply(ctx, &b.Batch)
+		}
 		if err == nil {
 			b.took = time.Since(start) // the attempt that committed, not an outage before it
 			if outage {

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"BackfillFilters", testBackfillFilters},
 		{"Runs", testRuns},
 		{"Actions", testActions},
+		{"ChangedDates", testChangedDates},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"Validation", testValidation},

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// ChangedDate is a value a tracked date column had or has in a row a
+// backfill changed in the destination (docs/lineage.md).
+type ChangedDate struct {
+	Stream     string `json:"stream"`
+	BackfillID int64  `json:"backfill_id"`
+	Object     string `json:"object"`
+	Column     string `json:"column"`
+	Value      string `json:"value"`
+}
+
+// changedDatesPerInsert bounds one INSERT's rows (5 values each).
+const changedDatesPerInsert = 500
+
+// RecordChangedDates stores ds in one transaction; a value recorded
+// before is kept as it is, so recording a batch again (a retried apply)
+// changes nothing.
+func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	at := s.d.timeArg(now())
+	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		for start := 0; start < len(ds); start += changedDatesPerInsert {
+			part := ds[start:min(start+changedDatesPerInsert, len(ds))]
+			args := make([]any, 0, 6*len(part))
+			for _, d := range part {
+				args = append(args, d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at)
+			}
+			q := `INSERT INTO "changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at") VALUES ` +
+				batchPlaceholders(len(part), 6) + ` ON CONFLICT DO NOTHING`
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+				return fmt.Errorf("record changed dates of stream %s: %w", part[0].Stream, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ChangedDates returns what backfill id of stream changed, by object,
+// column and value.
+func (s *Store) ChangedDates(ctx context.Context, stream string, id int64) ([]ChangedDate, error) {
+	rows, err := s.query(ctx, `SELECT "object", "column_name", "value" FROM "changed_dates"
+		WHERE "stream" = ? AND "backfill_id" = ? ORDER BY "object", "column_name", "value"`, stream, id)
+	if err != nil {
+		return nil, fmt.Errorf("read changed dates of backfill %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []ChangedDate
+	for rows.Next() {
+		d := ChangedDate{Stream: stream, BackfillID: id}
+		if err := rows.Scan(&d.Object, &d.Column, &d.Value); err != nil {
+			return nil, fmt.Errorf("read changed dates of backfill %d: %w", id, err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
