@@ -92,6 +92,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/streams/{stream}/estimate", viewer, s.estimate)
 	s.handle("GET /api/v1/backfills", viewer, s.listBackfills)
 	s.handle("GET /api/v1/backfills/{id}", viewer, s.getBackfill)
+	s.handle("GET /api/v1/backfills/{id}/changed-dates", viewer, s.changedDates)
 	s.handle("PATCH /api/v1/backfills/{id}", operator, s.setRate)
 	s.handle("GET /api/v1/runs/{id}", viewer, s.getRun)
 	s.handle("POST /api/v1/runs/{id}/stop", operator, s.stopRun)

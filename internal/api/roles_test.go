@@ -41,6 +41,7 @@ var routeRoles = map[string]config.Role{
 	"GET /api/v1/streams/{stream}/estimate":            config.RoleViewer,
 	"GET /api/v1/backfills":                            config.RoleViewer,
 	"GET /api/v1/backfills/{id}":                       config.RoleViewer,
+	"GET /api/v1/backfills/{id}/changed-dates":         config.RoleViewer,
 	"PATCH /api/v1/backfills/{id}":                     config.RoleOperator,
 	"GET /api/v1/events":                               config.RoleViewer,
 	"GET /api/v1/audit":                                config.RoleViewer,

@@ -17,7 +17,7 @@ import (
 )
 
 func backfillCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "backfill", Short: "Backfills (copies of tables) of streams' objects: initiate, wait, stop, estimate, list, set-rate, show-run, stop-run",
+	c := &cobra.Command{Use: "backfill", Short: "Backfills (copies of tables) of streams' objects: initiate, wait, stop, estimate, list, set-rate, show-run, stop-run, dates",
 		Long: `Backfills of streams' objects. A backfill is one copy of one table; a run is
 several backfills initiated together (--as-one-run); a batch backfill, of
 recurring tasks, is "tidemark batch" (docs/glossary.md).`}
@@ -35,7 +35,7 @@ recurring tasks, is "tidemark batch" (docs/glossary.md).`}
 			}
 			return nil
 		},
-	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillShowRunCmd(g, "show-run"), backfillShowRunCmd(g, "run"), backfillStopRunCmd(g), backfillWaitCmd(g))
+	}, backfillListCmd(g), backfillEstimateCmd(g), backfillSetRateCmd(g), backfillShowRunCmd(g, "show-run"), backfillShowRunCmd(g, "run"), backfillStopRunCmd(g), backfillWaitCmd(g), backfillDatesCmd(g))
 	return c
 }
 

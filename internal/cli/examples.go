@@ -44,6 +44,7 @@ var examples = map[string][]string{
 		"tidemark backfill list --stream shop --object public.orders",
 		"tidemark backfill list --status failed --since 2026-01-01T00:00:00Z --json",
 	},
+	"backfill dates":    {"tidemark backfill dates 41", "tidemark backfill dates 41 --json"},
 	"backfill set-rate": {"tidemark backfill set-rate 12 20000", "tidemark backfill set-rate 12 0   # back to the stream's backfill.rows_per_second"},
 	"backfill show-run": {"tidemark backfill show-run 3", "tidemark backfill show-run 3 --json"},
 	"backfill run":      {"tidemark backfill show-run 3   # run is show-run's deprecated name"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/api"
@@ -12,11 +13,15 @@ import (
 
 // TestTaskReads: what a task reads is checked against the stream's source
 // when the daemon starts, each problem with its fix, and `tidemark tasks`
-// shows it (docs/lineage.md).
+// shows it; `tidemark backfill dates` shows the dates a backfill of what it
+// reads changed, and its cycles that hold them, the read's time zone
+// deciding the day (docs/lineage.md).
 func TestTaskReads(t *testing.T) {
 	t.Parallel()
 	_, dsn := shopSource(t, `CREATE TABLE orders (id int PRIMARY KEY, created_at timestamptz, note text);
-		CREATE TABLE nk (id int, d date)`)
+		CREATE TABLE nk (id int, d date);
+		INSERT INTO orders VALUES (1, '2026-03-01 17:00:27+00', 'a'), (2, '2026-03-02 01:00:00+00', 'b'),
+			(3, '2026-03-05 12:30:00+00', 'c'), (4, NULL, 'd')`)
 	cfg, _, addr := sqliteConfig(t, fmt.Sprintf(`{dsn: "%s", status_interval: 1s}`, dsn), "{mode: manual}")
 	base, err := os.ReadFile(cfg)
 	if err != nil {
@@ -24,7 +29,7 @@ func TestTaskReads(t *testing.T) {
 	}
 	withReads := func(reads string) {
 		t.Helper()
-		tasks := fmt.Sprintf("tasks:\n  - {name: daily_orders, type: noop, schedule: daily, timezone: UTC, reads: %s}\n", reads)
+		tasks := fmt.Sprintf("tasks:\n  - {name: daily_orders, project: sales, type: noop, schedule: daily, timezone: UTC, reads: %s}\n", reads)
 		if err := os.WriteFile(cfg, append(append([]byte{}, base...), tasks...), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -57,4 +62,18 @@ func TestTaskReads(t *testing.T) {
 	if len(tasks) != 1 || len(tasks[0].Reads) != 1 || tasks[0].Reads[0] != want {
 		t.Fatalf("tasks --json: %+v, want one task reading %+v", tasks, want)
 	}
+
+	r = expect(t, 0, []string{"backfill 1 of public.orders"}, append(addr, "backfill", "initiate", "s", "public.orders", "--wait")...)
+	expect(t, 0, []string{"backfill 1 of public.orders changed rows of:", "created_at  3", "2026-03-01 17:00:00+00, 2026-03-02 01:00:00+00, 2026-03-05 12:30:00+00",
+		"sales.daily_orders", "2026-03-02, 2026-03-05"}, append(addr, "backfill", "dates", "1")...)
+	r = expect(t, 0, nil, append(addr, "backfill", "dates", "1", "--json")...)
+	var dates api.ChangedDatesView
+	if err := json.Unmarshal([]byte(r.stdout), &dates); err != nil {
+		t.Fatal(err)
+	}
+	if len(dates.Tasks) != 1 || strings.Join(dates.Tasks[0].Instances, " ") != "2026-03-02 2026-03-05" {
+		t.Errorf("backfill dates --json: %+v, want the task's cycles of 2026-03-02 and 2026-03-05", dates)
+	}
+	expect(t, 2, []string{`ID "x": give a backfill's id`}, append(addr, "backfill", "dates", "x")...)
+	expect(t, 2, []string{"no backfill 99"}, append(addr, "backfill", "dates", "99")...)
 }

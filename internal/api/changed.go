@@ -1,0 +1,103 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/calendar"
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/lineage"
+)
+
+// maxChangedValues bounds the values listed per column; the count says
+// how many there are.
+const maxChangedValues = 1000
+
+// ChangedDatesView is what a backfill changed in the destination, as the
+// values of its table's date columns, and the cycles of the tasks that
+// read those rows (docs/lineage.md).
+type ChangedDatesView struct {
+	BackfillID int64               `json:"backfill_id"`
+	Stream     string              `json:"stream"`
+	Object     string              `json:"object"`
+	Columns    []ChangedColumnView `json:"columns"`
+	Tasks      []AffectedTaskView  `json:"tasks"`
+}
+
+// ChangedColumnView is the values one date column had or has in the rows
+// the backfill changed: the first maxChangedValues, ascending, and how
+// many there are.
+type ChangedColumnView struct {
+	Column string   `json:"column"`
+	Values []string `json:"values"`
+	Total  int      `json:"total"`
+}
+
+// AffectedTaskView is a reading task's cycles that hold changed rows:
+// business dates (YYYY-MM-DD) for a daily, weekly or monthly task, else
+// business times (RFC 3339 in the task's zone).
+type AffectedTaskView struct {
+	Task      string   `json:"task"`
+	Column    string   `json:"column"`
+	Timezone  string   `json:"timezone"`
+	Instances []string `json:"instances"`
+}
+
+func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
+	}
+	rec, err := s.getBackfillRecord(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	ds, err := s.st.ChangedDates(r.Context(), rec.Stream, id)
+	if err != nil {
+		return err
+	}
+	v := ChangedDatesView{BackfillID: id, Stream: rec.Stream, Object: rec.Schema + "." + rec.Table, Columns: []ChangedColumnView{}, Tasks: []AffectedTaskView{}}
+	byColumn := map[string]int{}
+	for _, d := range ds {
+		v.Object = d.Object // quoted as the configuration writes it
+		i, ok := byColumn[d.Column]
+		if !ok {
+			i = len(v.Columns)
+			byColumn[d.Column] = i
+			v.Columns = append(v.Columns, ChangedColumnView{Column: d.Column, Values: []string{}})
+		}
+		c := &v.Columns[i]
+		if c.Total < maxChangedValues {
+			c.Values = append(c.Values, d.Value)
+		}
+		c.Total++
+	}
+	if s.batch != nil && len(ds) > 0 {
+		g := s.batch.Graph()
+		affected, err := lineage.Affected(g.Tasks(), rec.Stream, ds)
+		if err != nil {
+			return err
+		}
+		for _, a := range affected {
+			t, _ := g.Lookup(a.Task)
+			v.Tasks = append(v.Tasks, AffectedTaskView{Task: a.Task, Column: a.Column, Timezone: t.Schedule.Location.String(),
+				Instances: businessTimes(t, a.Times)})
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// businessTimes writes cycles as a person names them for task t.
+func businessTimes(t *dag.Task, times []time.Time) []string {
+	out := make([]string, len(times))
+	for i, c := range times {
+		if t.Schedule.DayBased() {
+			out[i] = calendar.DateOf(c.In(t.Schedule.Location)).String()
+		} else {
+			out[i] = c.In(t.Schedule.Location).Format(time.RFC3339)
+		}
+	}
+	return out
+}
