@@ -6,9 +6,12 @@ package config
 // default, so that validation does not complain about it a second time.
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +19,9 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/calendar"
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/change"
+	"go.yaml.in/yaml/v3"
 )
 
 // Defaults.
@@ -47,6 +52,8 @@ const (
 	defaultLogLimitBytes      = 1 << 20
 	defaultConcurrency        = 4 // of a resource group
 	defaultTaskRetryBackoff   = 10 * time.Second
+	defaultOnChangeSettle     = 10 * time.Minute
+	defaultOnChangeMaxPerDay  = 3
 )
 
 type builder struct {
@@ -450,6 +457,10 @@ func (b *builder) task(p string, r *rawTask, loc *time.Location) dag.Task {
 	for i := range r.Reads {
 		t.Reads = append(t.Reads, b.read(fmt.Sprintf("%s.reads[%d]", p, i), &r.Reads[i], loc))
 	}
+	if oc := &r.OnChange; oc.Action.Set || oc.Settle.Set || oc.MaxPerDay.Set || oc.Backfill.Kind != 0 ||
+		oc.Action.Bad != "" || oc.Settle.Bad != "" || oc.MaxPerDay.Bad != "" {
+		t.OnChange = b.onChange(p+".on_change", oc)
+	}
 	return t
 }
 
@@ -527,4 +538,93 @@ func (b *builder) kafka(p string, r *rawDestination) Kafka {
 		}
 	}
 	return k
+}
+
+// onChange builds a task's on_change policy; its backfill options decode
+// as the API's JSON request does, unknown keys refused.
+func (b *builder) onChange(p string, r *rawOnChange) *dag.OnChange {
+	oc := &dag.OnChange{
+		Action:    b.str(p+".action", r.Action, dag.OnChangeOff),
+		Settle:    b.duration(p+".settle", r.Settle, defaultOnChangeSettle),
+		MaxPerDay: int(b.integer(p+".max_per_day", r.MaxPerDay, defaultOnChangeMaxPerDay)),
+	}
+	if r.Backfill.Kind == 0 {
+		return oc
+	}
+	v, err := jsonValue(&r.Backfill)
+	if err != nil {
+		b.add(p+".backfill", "%v", err)
+		return oc
+	}
+	if _, ok := v.(map[string]any); !ok {
+		b.add(p+".backfill", "expected a mapping of batch backfill options, e.g. {scope: {mode: list, downstream: -1}}")
+		return oc
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		b.add(p+".backfill", "%v", err)
+		return oc
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var req plan.Request
+	if err := dec.Decode(&req); err != nil {
+		b.add(p+".backfill", "%s: use the options of a batch backfill request (docs/batch-planner.md)", strings.TrimPrefix(err.Error(), "json: "))
+		return oc
+	}
+	for _, f := range []struct {
+		key string
+		set bool
+	}{{"task", req.Task != ""}, {"name", req.Name != ""}, {"dates", !reflect.ValueOf(req.Dates).IsZero()},
+		{"time_range", req.TimeRange != nil}, {"start_at", req.StartAt != nil || req.RunAt != nil}, {"confirm", req.Confirm}} {
+		if f.set {
+			b.add(p+".backfill."+f.key, "chosen by tidemark (the task and the changed dates): remove it")
+		}
+	}
+	if err := plan.CheckOptions(req); err != nil {
+		b.add(p+".backfill", "%v", err)
+	}
+	oc.Backfill = raw
+	return oc
+}
+
+// jsonValue is a YAML value as JSON would hold it: a timestamp-looking
+// scalar (2026-03-01) stays the text it is, as the API's request reads it.
+func jsonValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 1 {
+			return jsonValue(n.Content[0])
+		}
+		return nil, nil
+	case yaml.AliasNode:
+		return jsonValue(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v, err := jsonValue(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = v
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		l := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := jsonValue(c)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		return l, nil
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float", "!!bool", "!!null":
+		var v any
+		err := n.Decode(&v)
+		return v, err
+	}
+	return n.Value, nil
 }

@@ -148,29 +148,39 @@ type rawConnection struct {
 }
 
 type rawTask struct {
-	Name           scalar    `yaml:"name"`
-	Project        scalar    `yaml:"project"`
-	Owner          scalar    `yaml:"owner"`
-	Output         scalar    `yaml:"output"`
-	Type           scalar    `yaml:"type"`
-	Command        scalar    `yaml:"command"`
-	Connection     scalar    `yaml:"connection"`
-	SQL            scalar    `yaml:"sql"`
-	Schedule       scalar    `yaml:"schedule"`
-	Timezone       scalar    `yaml:"timezone"`
-	DependsOn      []scalar  `yaml:"depends_on"`
-	SelfDependent  scalar    `yaml:"self_dependent"`
-	Params         rawParams `yaml:"params"`
-	Outputs        rawParams `yaml:"outputs"`
-	Env            []scalar  `yaml:"env"`
-	Paused         scalar    `yaml:"paused"`
-	DryRun         scalar    `yaml:"dry_run"`
-	SingleInstance scalar    `yaml:"single_instance"`
-	Retries        scalar    `yaml:"retries"`
-	RetryBackoff   scalar    `yaml:"retry_backoff"`
-	Timeout        scalar    `yaml:"timeout"`
-	ResourceGroup  scalar    `yaml:"resource_group"`
-	Reads          []rawRead `yaml:"reads"`
+	Name           scalar      `yaml:"name"`
+	Project        scalar      `yaml:"project"`
+	Owner          scalar      `yaml:"owner"`
+	Output         scalar      `yaml:"output"`
+	Type           scalar      `yaml:"type"`
+	Command        scalar      `yaml:"command"`
+	Connection     scalar      `yaml:"connection"`
+	SQL            scalar      `yaml:"sql"`
+	Schedule       scalar      `yaml:"schedule"`
+	Timezone       scalar      `yaml:"timezone"`
+	DependsOn      []scalar    `yaml:"depends_on"`
+	SelfDependent  scalar      `yaml:"self_dependent"`
+	Params         rawParams   `yaml:"params"`
+	Outputs        rawParams   `yaml:"outputs"`
+	Env            []scalar    `yaml:"env"`
+	Paused         scalar      `yaml:"paused"`
+	DryRun         scalar      `yaml:"dry_run"`
+	SingleInstance scalar      `yaml:"single_instance"`
+	Retries        scalar      `yaml:"retries"`
+	RetryBackoff   scalar      `yaml:"retry_backoff"`
+	Timeout        scalar      `yaml:"timeout"`
+	ResourceGroup  scalar      `yaml:"resource_group"`
+	Reads          []rawRead   `yaml:"reads"`
+	OnChange       rawOnChange `yaml:"on_change"`
+}
+
+// rawOnChange is a task's on_change mapping; its backfill options are
+// decoded as the API's JSON request.
+type rawOnChange struct {
+	Action    scalar    `yaml:"action"`
+	Settle    scalar    `yaml:"settle"`
+	MaxPerDay scalar    `yaml:"max_per_day"`
+	Backfill  yaml.Node `yaml:"backfill"`
 }
 
 // rawRead is one entry of a task's reads.
@@ -542,7 +552,7 @@ var rawTypes = map[string]reflect.Type{}
 func init() {
 	for _, v := range []any{rawConfig{}, rawAPI{}, rawToken{}, rawLog{}, rawStream{},
 		rawSource{}, rawReadTimeouts{}, rawDestination{}, rawBackfill{}, rawBatch{}, rawRetry{},
-		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}, rawRead{}} {
+		rawBatchSettings{}, rawResourceGroup{}, rawConnection{}, rawTask{}, rawRead{}, rawOnChange{}} {
 		t := reflect.TypeOf(v)
 		rawTypes[t.String()] = t
 	}

@@ -112,6 +112,7 @@ func (v *Checker) tasks(c *Config) {
 		v.params(p, t, c)
 		v.env(p, t)
 		v.reads(p, t, c)
+		v.onChange(p+".on_change", t)
 		v.intRange(p+".retries", t.Retries, 0, maxRetries)
 		v.nonNegative(p+".retry_backoff", t.RetryBackoff, maxRetryBackoff, "0 (retry at once) or more, e.g. 10s")
 		v.nonNegative(p+".timeout", t.Timeout, maxTaskTimeout, "0 (no timeout) or more, e.g. 1h")
@@ -445,5 +446,25 @@ func (v *Checker) reads(p string, t *dag.Task, c *Config) {
 		} else {
 			seen[key] = i
 		}
+	}
+}
+
+// Bounds of a task's on_change policy.
+const (
+	maxOnChangeSettle    = 24 * time.Hour
+	maxOnChangeMaxPerDay = 100
+)
+
+// onChange checks a task's on_change policy.
+func (v *Checker) onChange(p string, t *dag.Task) {
+	oc := t.OnChange
+	if oc == nil {
+		return
+	}
+	v.oneOf(p+".action", oc.Action, dag.OnChangeOff, dag.OnChangePropose, dag.OnChangeRun)
+	v.nonNegative(p+".settle", oc.Settle, maxOnChangeSettle, "0 (act at once) or more, e.g. 10m")
+	v.intRange(p+".max_per_day", oc.MaxPerDay, 1, maxOnChangeMaxPerDay)
+	if oc.Action != dag.OnChangeOff && len(t.Reads) == 0 {
+		v.add(p+".action", "%s needs reads: name the streamed objects the task reads under reads, or set action: off", oc.Action)
 	}
 }

@@ -127,6 +127,25 @@ var batchCases = []problemCase{
 		{"tasks[0].reads[9].object", `table pattern "\"unclosed": unterminated double quote: close the quoted name with "`}}},
 	{"reads key", streams(nil) + tasks(kv{"reads": "[{stream: shop, object: public.orders, date_column: d, time_zone: UTC}]"}), []Problem{
 		{"tasks[0].reads[0].time_zone", "unknown key (line 2): did you mean timezone?"}}},
+	{"on_change", streams(nil) + tasks(kv{"name": "a", "reads": "[{stream: shop, object: public.orders, date_column: d}]",
+		"on_change": "{action: rerun, settle: -1s, max_per_day: 0}"},
+		kv{"name": "b", "on_change": "{action: propose}"},
+		kv{"name": "c", "reads": "[{stream: shop, object: public.orders, date_column: d}]",
+			"on_change": "{action: run, settle: 25h, max_per_day: 101, backfill: {task: x, dates: {from: 2026-01-01}, groups: 20, colour: red}}"},
+		kv{"name": "d", "reads": "[{stream: shop, object: public.orders, date_column: d}]",
+			"on_change": "{action: run, backfill: {task: x, dates: {from: 2026-01-01}, groups: 20, order: sideways}}"},
+		kv{"name": "e", "reads": "[{stream: shop, object: public.orders, date_column: d}]", "on_change": "{backfill: [1]}"}), []Problem{
+		{"tasks[0].on_change.action", `"rerun" is not supported: use off, propose or run`},
+		{"tasks[0].on_change.settle", "-1s is out of range: use 0 (act at once) or more, e.g. 10m"},
+		{"tasks[0].on_change.max_per_day", "0 is out of range: use 1 to 100"},
+		{"tasks[1].on_change.action", "propose needs reads: name the streamed objects the task reads under reads, or set action: off"},
+		{"tasks[2].on_change.backfill", `unknown field "colour": use the options of a batch backfill request (docs/batch-planner.md)`},
+		{"tasks[2].on_change.settle", "25h0m0s is out of range: use 0 to 24h"},
+		{"tasks[2].on_change.max_per_day", "101 is out of range: use 1 to 100"},
+		{"tasks[3].on_change.backfill.task", "chosen by tidemark (the task and the changed dates): remove it"},
+		{"tasks[3].on_change.backfill.dates", "chosen by tidemark (the task and the changed dates): remove it"},
+		{"tasks[3].on_change.backfill", `order: unknown value "sideways"; use one of asc, desc`},
+		{"tasks[4].on_change.backfill", "expected a mapping of batch backfill options, e.g. {scope: {mode: list, downstream: -1}}"}}},
 	{"cycle", tasks(kv{"name": "a", "depends_on": "[c]"}, kv{"name": "b", "depends_on": "[a]", "self_dependent": "true"},
 		kv{"name": "c", "depends_on": "[b]"}, kv{"name": "d", "depends_on": "[c]"}), []Problem{
 		{"tasks", "the tasks' dependencies form a cycle: default.a → default.b → default.c → default.a: " +

@@ -4,6 +4,7 @@
 package dag
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/calendar"
@@ -63,6 +64,30 @@ type Task struct {
 	// Reads lists the streamed objects the task reads, each with the
 	// column that places a row on a business date (docs/lineage.md).
 	Reads []Read
+	// OnChange is what tidemark does when a backfill changes rows of dates
+	// the task has run (docs/lineage.md); nil does nothing.
+	OnChange *OnChange
+}
+
+// On-change actions.
+const (
+	OnChangeOff     = "off"
+	OnChangePropose = "propose"
+	OnChangeRun     = "run"
+)
+
+// OnChange is a task's policy for rows of its past dates that a backfill
+// changed.
+type OnChange struct {
+	Action string // OnChangeOff, OnChangePropose or OnChangeRun
+	// Settle is how long to wait for more changes before acting.
+	Settle time.Duration
+	// MaxPerDay caps the batch backfills started on their own per day;
+	// past it, changes wait in a proposal.
+	MaxPerDay int
+	// Backfill holds the batch backfill's options as the API takes them
+	// (plan.Request without task, dates, time range, start or name).
+	Backfill json.RawMessage
 }
 
 // Read is a streamed object a task reads.

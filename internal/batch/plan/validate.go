@@ -194,3 +194,10 @@ func parseHHMM(s string) (int, bool) {
 	}
 	return h*60 + m, true
 }
+
+// CheckOptions checks the options of a request whose task and dates are
+// chosen elsewhere (a task's on_change backfill, docs/lineage.md).
+func CheckOptions(r Request) error {
+	_, err := normalize(r)
+	return err
+}
