@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -34,5 +36,71 @@ func testChangedDates(t *testing.T, s *store.Store) {
 	}
 	if got, err := s.ChangedDates(ctx, "other", 1); err != nil || len(got) != 0 {
 		t.Errorf("another stream's: %v, %v", got, err)
+	}
+}
+
+// testProposals: an ended backfill's changed dates are handed over once;
+// additions merge into a task's pending proposal (times joined, the due
+// time the latest, automatic when one is); a proposal is decided once;
+// one held waits for a person with its note.
+func testProposals(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	bf := store.Backfill{Stream: "shop", Schema: "public", Table: "orders", StartedBy: "repair"}
+	mustNil(t, s.CreateBackfill(ctx, &bf))
+	mustNil(t, s.RecordChangedDates(ctx, []store.ChangedDate{{Stream: "shop", BackfillID: bf.ID, Object: "public.orders", Column: "day", Value: "2026-03-02"}}))
+	if ids, err := s.UnhandledChanged(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("unhandled while the backfill runs: %v, %v", ids, err)
+	}
+	bf.Status = store.StatusCompleted
+	mustNil(t, s.UpdateBackfill(ctx, bf))
+	if ids, err := s.UnhandledChanged(ctx); err != nil || len(ids) != 1 || ids[0] != bf.ID {
+		t.Fatalf("unhandled once ended: %v, %v; want [%d]", ids, err, bf.ID)
+	}
+	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
+	now := time.Now()
+	cause := store.Cause{Stream: "shop", BackfillID: bf.ID, Object: "public.orders", StartedBy: "repair"}
+	add := store.ProposalAdd{Task: "sales.daily", Times: []time.Time{day(5), day(2)}, Cause: cause, DueAt: now.Add(time.Hour)}
+	mustNil(t, s.HandleChanged(ctx, bf.ID, []store.ProposalAdd{add}))
+	mustNil(t, s.HandleChanged(ctx, bf.ID, []store.ProposalAdd{add})) // a restart hands it over again: nothing changes
+	if ids, _ := s.UnhandledChanged(ctx); len(ids) != 0 {
+		t.Fatalf("still unhandled: %v", ids)
+	}
+	second := store.ProposalAdd{Task: "sales.daily", Auto: true, Times: []time.Time{day(9), day(5)}, Cause: store.Cause{Stream: "shop", BackfillID: bf.ID + 100}, DueAt: now.Add(-time.Minute)}
+	mustNil(t, s.HandleChanged(ctx, bf.ID+100, []store.ProposalAdd{second}))
+	ps, err := s.ListProposals(ctx, store.ProposalPending, 0)
+	mustNil(t, err)
+	if len(ps) != 1 || len(ps[0].Times) != 3 || !ps[0].Times[0].Equal(day(2)) || !ps[0].Times[2].Equal(day(9)) || len(ps[0].Causes) != 2 || !ps[0].Auto {
+		t.Fatalf("merged proposals %+v, want one automatic proposal of 3 dates from 2 backfills", ps)
+	}
+	p := ps[0]
+	if due, _ := s.DueProposals(ctx, now); len(due) != 0 {
+		t.Fatalf("due before its latest due time: %+v", due)
+	}
+	if due, _ := s.DueProposals(ctx, now.Add(2*time.Hour)); len(due) != 1 || due[0].ID != p.ID {
+		t.Fatalf("due after it: %+v", due)
+	}
+	mustNil(t, s.HoldProposal(ctx, p.ID, "the day's cap of 3 is reached"))
+	if due, _ := s.DueProposals(ctx, now.Add(2*time.Hour)); len(due) != 0 {
+		t.Fatalf("a held proposal is due: %+v", due)
+	}
+	mustNil(t, s.DecideProposal(ctx, p.ID, store.ProposalSubmitted, 12, "cli:ops"))
+	if err := s.DecideProposal(ctx, p.ID, store.ProposalDismissed, 0, "cli:ops"); !errors.Is(err, store.ErrProposalDecided) {
+		t.Fatalf("deciding twice: %v", err)
+	}
+	if err := s.DecideProposal(ctx, 999999, store.ProposalDismissed, 0, "cli:ops"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deciding an unknown proposal: %v", err)
+	}
+	got, err := s.GetProposal(ctx, p.ID)
+	mustNil(t, err)
+	if got.State != store.ProposalSubmitted || got.BatchBackfillID != 12 || got.DecidedBy != "cli:ops" || got.Note == "" {
+		t.Fatalf("decided proposal %+v", got)
+	}
+	if n, err := s.SubmittedSince(ctx, "sales.daily", "cli:ops", now.Add(-time.Hour)); err != nil || n != 1 {
+		t.Fatalf("submitted since: %d, %v", n, err)
+	}
+	// A new change after the submission opens a new proposal.
+	mustNil(t, s.HandleChanged(ctx, bf.ID+200, []store.ProposalAdd{{Task: "sales.daily", Times: []time.Time{day(2)}, Cause: cause, DueAt: now}}))
+	if ps, _ := s.ListProposals(ctx, "", 0); len(ps) != 2 || ps[0].State != store.ProposalPending || len(ps[0].Times) != 1 {
+		t.Fatalf("after a submission: %+v", ps)
 	}
 }

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Runs", testRuns},
 		{"Actions", testActions},
 		{"ChangedDates", testChangedDates},
+		{"Proposals", testProposals},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"Validation", testValidation},
