@@ -22,6 +22,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/console"
+	"github.com/tidemark/tidemark/internal/lineage"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/metrics"
 	"github.com/tidemark/tidemark/internal/store"
@@ -35,7 +36,8 @@ const maxBody = 1 << 20
 type Server struct {
 	streams map[string]*stream.Stream
 	names   []string
-	batch   *engine.Engine // nil when no tasks are configured
+	batch   *engine.Engine   // nil when no tasks are configured
+	lineage *lineage.Watcher // nil when no tasks are configured
 	st      *store.Store
 	tokens  []config.Token
 	log     *slog.Logger
@@ -99,6 +101,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/events", viewer, s.events)
 	s.handle("GET /api/v1/audit", viewer, s.audit)
 	s.batchRoutes()
+	s.lineageRoutes()
 	// The console is not part of the API (nor of its OpenAPI document): it
 	// is static files calling the API like any client.
 	s.mux.Handle("GET "+console.Prefix, console.Handler())

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/calendar"
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/lineage"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // maxChangedValues bounds the values listed per column; the count says
@@ -23,6 +24,19 @@ type ChangedDatesView struct {
 	Object     string              `json:"object"`
 	Columns    []ChangedColumnView `json:"columns"`
 	Tasks      []AffectedTaskView  `json:"tasks"`
+	// Handled: the backfill ended and its changes (if any) went to the
+	// proposals of the tasks whose on_change acts on them.
+	Handled   bool             `json:"handled"`
+	Proposals []CausedProposal `json:"proposals"`
+}
+
+// CausedProposal is a proposal that holds a backfill's changes.
+type CausedProposal struct {
+	ID              int64    `json:"id"`
+	Task            string   `json:"task"`
+	State           string   `json:"state"`
+	Cycles          []string `json:"cycles"`
+	BatchBackfillID int64    `json:"batch_backfill_id,omitempty"`
 }
 
 // ChangedColumnView is the values one date column had or has in the rows
@@ -84,6 +98,16 @@ func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) 
 			v.Tasks = append(v.Tasks, AffectedTaskView{Task: a.Task, Column: a.Column, Timezone: t.Schedule.Location.String(),
 				Instances: businessTimes(t, a.Times)})
 		}
+	}
+	ps, handled, err := s.st.ProposalsCausedBy(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	ended := rec.Status == store.StatusCompleted || rec.Status == store.StatusStopped || rec.Status == store.StatusFailed
+	v.Handled, v.Proposals = handled || ended && len(ds) == 0, []CausedProposal{}
+	for _, p := range ps {
+		pv := s.proposalView(p)
+		v.Proposals = append(v.Proposals, CausedProposal{ID: p.ID, Task: p.Task, State: p.State, Cycles: pv.Cycles, BatchBackfillID: p.BatchBackfillID})
 	}
 	writeJSON(w, http.StatusOK, v)
 	return nil

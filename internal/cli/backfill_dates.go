@@ -56,7 +56,17 @@ func (g *globals) printChangedDates(v api.ChangedDatesView) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Task, t.Column, len(t.Instances), listed(t.Instances, len(t.Instances)))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range v.Proposals {
+		what := fmt.Sprintf("proposal %d (%s) to re-run %s", p.ID, p.State, p.Task)
+		if p.BatchBackfillID != 0 {
+			what = fmt.Sprintf("batch backfill #%d of %s (proposal %d)", p.BatchBackfillID, p.Task, p.ID)
+		}
+		fmt.Fprintf(g.stdout, "caused %s for %d %s: %s\n", what, len(p.Cycles), plural(len(p.Cycles), "cycle"), strings.Join(p.Cycles, ", "))
+	}
+	return nil
 }
 
 // listed is the first values of a list of total, and how many more.
@@ -67,4 +77,11 @@ func listed(vs []string, total int) string {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

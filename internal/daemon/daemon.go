@@ -36,6 +36,7 @@ type Daemon struct {
 	log     *slog.Logger
 	streams []*stream.Stream
 	batch   *engine.Engine
+	lineage *lineage.Watcher // nil when no tasks are configured
 	metrics *metrics.Registry
 	api     *api.Server
 	claim   *store.Claim // nil unless New was given ClaimStore
@@ -108,8 +109,12 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 	if err != nil {
 		return err
 	}
-	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, api.WithMetrics(d.metrics),
-		api.WithHosts(cfg.API.Listen, cfg.API.AllowedHosts))
+	apiOpts := []api.Option{api.WithMetrics(d.metrics), api.WithHosts(cfg.API.Listen, cfg.API.AllowedHosts)}
+	if d.batch != nil {
+		d.lineage = &lineage.Watcher{Store: st, Batch: d.batch, Log: log.With("component", "lineage")}
+		apiOpts = append(apiOpts, api.WithLineage(d.lineage))
+	}
+	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, apiOpts...)
 	return nil
 }
 
@@ -208,6 +213,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.batch != nil {
 		g.Go(func() error { return d.batch.Run(gctx) })
 	}
+	if d.lineage != nil && actsOnChanges(d.cfg) {
+		g.Go(func() error {
+			select { // submissions need the engine's loop
+			case <-d.batch.Ready():
+			case <-gctx.Done():
+				return nil
+			}
+			return d.lineage.Run(gctx)
+		})
+	}
 	if d.claim != nil {
 		g.Go(func() error {
 			select {
@@ -221,4 +236,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "console", "http://"+d.Addr+console.Prefix, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
 	close(d.Ready)
 	return g.Wait()
+}
+
+// actsOnChanges reports whether a task's on_change acts on what backfills
+// change.
+func actsOnChanges(cfg *config.Config) bool {
+	for _, t := range cfg.Tasks {
+		if t.OnChange != nil && t.OnChange.Action != dag.OnChangeOff {
+			return true
+		}
+	}
+	return false
 }

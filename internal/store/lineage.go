@@ -281,3 +281,21 @@ func (s *Store) SubmittedSince(ctx context.Context, task, decidedBy string, t ti
 	}
 	return n, nil
 }
+
+// ProposalsCausedBy returns the proposals holding the changes of stream
+// backfill id, oldest first, and whether its changes were handed over.
+func (s *Store) ProposalsCausedBy(ctx context.Context, id int64) ([]Proposal, bool, error) {
+	var n int
+	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM "lineage_handled" WHERE "backfill_id" = ?`, id).Scan(&n); err != nil {
+		return nil, false, fmt.Errorf("proposals of backfill %d: %w", id, err)
+	}
+	// Causes are JSON written by encodeProposal: the id is followed by a
+	// comma, so 1 does not match 12.
+	rows, err := s.query(ctx, `SELECT `+proposalColumns+` FROM "lineage_proposals" WHERE "causes" LIKE ? ORDER BY "id"`,
+		fmt.Sprintf(`%%"backfill_id":%d,%%`, id))
+	if err != nil {
+		return nil, false, fmt.Errorf("proposals of backfill %d: %w", id, err)
+	}
+	ps, err := s.scanProposals(rows)
+	return ps, n > 0, err
+}

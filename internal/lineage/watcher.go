@@ -1,0 +1,311 @@
+package lineage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/calendar"
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/logkey"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// StartedBy is who a batch backfill that tidemark submitted on its own
+// (on_change: run) was started by.
+const StartedBy = "lineage"
+
+// Batch is what the watcher needs of the batch engine.
+type Batch interface {
+	Graph() *dag.Graph
+	Submit(ctx context.Context, req plan.Request, startedBy string) (store.BatchBackfill, *plan.Plan, error)
+}
+
+// Watcher turns the dates that backfills changed into proposals for the
+// tasks that read them and have run those dates, and submits the due
+// automatic ones as batch backfills (docs/lineage.md). Approve and Dismiss
+// decide a proposal for a person.
+type Watcher struct {
+	Store *store.Store
+	Batch Batch
+	Log   *slog.Logger
+	// Every is how often it looks (default a second).
+	Every time.Duration
+	Now   func() time.Time // default time.Now
+
+	mu sync.Mutex // one decision at a time: a proposal is submitted once
+}
+
+// Run looks until ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	every := w.Every
+	if every <= 0 {
+		every = time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
+			w.Log.Warn("lineage: acting on changed dates failed; trying again", logkey.Err(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+// Tick hands the changes of backfills that ended to proposals, then
+// submits the automatic proposals that are due.
+func (w *Watcher) Tick(ctx context.Context) error {
+	ids, err := w.Store.UnhandledChanged(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := w.hand(ctx, id); err != nil {
+			return fmt.Errorf("backfill %d: %w", id, err)
+		}
+	}
+	due, err := w.Store.DueProposals(ctx, w.now())
+	if err != nil {
+		return err
+	}
+	for _, p := range due {
+		if err := w.auto(ctx, p); err != nil {
+			return fmt.Errorf("proposal %d: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+// hand adds what backfill id changed to the proposals of the tasks whose
+// on_change acts on it, keeping only the cycles each task has run.
+func (w *Watcher) hand(ctx context.Context, id int64) error {
+	bf, err := w.Store.GetBackfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	ds, err := w.Store.ChangedDates(ctx, bf.Stream, id)
+	if err != nil {
+		return err
+	}
+	var acting []*dag.Task
+	for _, t := range w.Batch.Graph().Tasks() {
+		if t.OnChange != nil && t.OnChange.Action != dag.OnChangeOff {
+			acting = append(acting, t)
+		}
+	}
+	affected, err := Affected(acting, bf.Stream, ds)
+	if err != nil {
+		return err
+	}
+	var adds []store.ProposalAdd
+	for _, a := range affected {
+		t, err := w.Batch.Graph().Lookup(a.Task)
+		if err != nil {
+			return err
+		}
+		ran, err := w.ranBefore(ctx, t.ID, a.Times)
+		if err != nil {
+			return err
+		}
+		if len(ran) == 0 {
+			continue // dates never run are left to the schedule
+		}
+		adds = append(adds, store.ProposalAdd{Task: t.ID, Auto: t.OnChange.Action == dag.OnChangeRun, Times: ran,
+			Cause: store.Cause{Stream: bf.Stream, BackfillID: id, Object: a.Object, StartedBy: bf.StartedBy},
+			DueAt: w.now().Add(t.OnChange.Settle)})
+	}
+	if err := w.Store.HandleChanged(ctx, id, adds); err != nil {
+		return err
+	}
+	for _, a := range adds {
+		w.Log.Info("lineage: changed dates proposed for a re-run", logkey.Backfill(id), logkey.Task(a.Task), "cycles", len(a.Times), "auto", a.Auto)
+	}
+	return nil
+}
+
+// ranBefore keeps the cycles of task among times that an instance has run
+// (or is running): scheduled or in a backfill, whatever its outcome.
+func (w *Watcher) ranBefore(ctx context.Context, task string, times []time.Time) ([]time.Time, error) {
+	runs, err := w.Store.TaskRuns(ctx, []string{task}, times[0], times[len(times)-1])
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for _, c := range times {
+		if slices.ContainsFunc(runs, func(r store.TaskRun) bool {
+			return r.Covers(c.UTC()) && r.State != store.InstanceWaiting && r.State != store.InstanceBlocked
+		}) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// auto submits a due automatic proposal, unless the task's own batch
+// backfill of an earlier proposal is still open (it waits for it, so that
+// changes during a run queue one more run after it) or the day's cap is
+// reached (it is held for a person).
+func (w *Watcher) auto(ctx context.Context, p store.Proposal) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, err := w.Batch.Graph().Lookup(p.Task)
+	if err != nil || t.OnChange == nil || t.OnChange.Action != dag.OnChangeRun {
+		return w.Store.HoldProposal(ctx, p.ID, "the task's on_change is no longer run: approve or dismiss it")
+	}
+	if open, err := w.openRun(ctx, t.ID); err != nil || open {
+		return err
+	}
+	loc := t.Schedule.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	midnight := calendar.DateOf(w.now().In(loc)).Midnight(loc)
+	n, err := w.Store.SubmittedSince(ctx, t.ID, StartedBy, midnight)
+	if err != nil {
+		return err
+	}
+	if n >= t.OnChange.MaxPerDay {
+		w.Log.Warn("lineage: the day's cap of re-runs is reached; the proposal waits for a person", logkey.Task(t.ID), "proposal", p.ID, "max_per_day", t.OnChange.MaxPerDay)
+		return w.Store.HoldProposal(ctx, p.ID, fmt.Sprintf("%d batch backfills of %s were started today, its on_change.max_per_day: approve or dismiss it", n, t.ID))
+	}
+	_, err = w.submit(ctx, t, p, StartedBy)
+	return err
+}
+
+// openRun reports whether the task's latest submitted proposal's batch
+// backfill has not ended.
+func (w *Watcher) openRun(ctx context.Context, task string) (bool, error) {
+	ps, err := w.Store.ListProposals(ctx, store.ProposalSubmitted, 200)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range ps {
+		if p.Task != task || p.BatchBackfillID == 0 {
+			continue
+		}
+		bb, err := w.Store.GetBatchBackfill(ctx, p.BatchBackfillID)
+		if err != nil {
+			return false, err
+		}
+		return bb.State == store.BatchWaiting || bb.State == store.BatchRunning, nil
+	}
+	return false, nil
+}
+
+// Approve submits a pending proposal now, for by.
+func (w *Watcher) Approve(ctx context.Context, id int64, by string) (store.Proposal, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, err := w.Store.GetProposal(ctx, id)
+	if err != nil {
+		return p, err
+	}
+	if p.State != store.ProposalPending {
+		return p, fmt.Errorf("proposal %d is %s: %w", id, p.State, store.ErrProposalDecided)
+	}
+	t, err := w.Batch.Graph().Lookup(p.Task)
+	if err != nil {
+		return p, fmt.Errorf("proposal %d: task %s is no longer configured: dismiss it", id, p.Task)
+	}
+	return w.submit(ctx, t, p, by)
+}
+
+// Dismiss closes a pending proposal without running it.
+func (w *Watcher) Dismiss(ctx context.Context, id int64, by string) (store.Proposal, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.Store.DecideProposal(ctx, id, store.ProposalDismissed, 0, by); err != nil {
+		return store.Proposal{}, err
+	}
+	return w.Store.GetProposal(ctx, id)
+}
+
+// submit starts p's batch backfill, named after the proposal so that one
+// submitted just before a crash is found rather than submitted again.
+func (w *Watcher) submit(ctx context.Context, t *dag.Task, p store.Proposal, by string) (store.Proposal, error) {
+	req, err := Request(t, p)
+	if err != nil {
+		return p, err
+	}
+	bb, found, err := w.submitted(ctx, t.ID, req.Name)
+	if err != nil {
+		return p, err
+	}
+	if !found {
+		if bb, _, err = w.Batch.Submit(ctx, req, by); err != nil {
+			return p, fmt.Errorf("submit the batch backfill of proposal %d: %w", p.ID, err)
+		}
+	}
+	if err := w.Store.DecideProposal(ctx, p.ID, store.ProposalSubmitted, bb.ID, by); err != nil {
+		return p, err
+	}
+	w.Log.Info("lineage: batch backfill submitted", "proposal", p.ID, logkey.Task(t.ID), logkey.BatchBackfill(bb.ID), "cycles", len(p.Times), "by", by)
+	return w.Store.GetProposal(ctx, p.ID)
+}
+
+// submitted finds the batch backfill named name of task.
+func (w *Watcher) submitted(ctx context.Context, task, name string) (store.BatchBackfill, bool, error) {
+	bbs, err := w.Store.ListBatchBackfills(ctx, store.BatchBackfillFilter{Task: task, Limit: 1000})
+	if err != nil {
+		return store.BatchBackfill{}, false, err
+	}
+	for _, bb := range bbs {
+		if bb.Name == name {
+			return bb, true, nil
+		}
+	}
+	return store.BatchBackfill{}, false, nil
+}
+
+// Request is the batch backfill of proposal p for task t: the task's
+// on_change options (by default the task and all its downstream), its
+// business dates, and for a sub-day task the time of day from the first
+// changed cycle's to the last's.
+func Request(t *dag.Task, p store.Proposal) (plan.Request, error) {
+	req := plan.Request{Scope: plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels}}
+	if t.OnChange != nil && len(t.OnChange.Backfill) > 0 {
+		req = plan.Request{}
+		if err := json.Unmarshal(t.OnChange.Backfill, &req); err != nil {
+			return req, fmt.Errorf("task %s on_change.backfill: %w", t.ID, err)
+		}
+	}
+	if len(p.Times) == 0 {
+		return req, errors.New("the proposal holds no cycle")
+	}
+	req.Task, req.Name, req.Confirm = t.ID, fmt.Sprintf("lineage_%d", p.ID), true
+	loc := t.Schedule.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	req.Dates = plan.Dates{Mode: plan.DatesCustom}
+	lo, hi := "23:59", "00:00"
+	for _, c := range p.Times {
+		local := c.In(loc)
+		if d := calendar.DateOf(local); !slices.Contains(req.Dates.List, d) {
+			req.Dates.List = append(req.Dates.List, d)
+		}
+		hm := local.Format("15:04")
+		lo, hi = min(lo, hm), max(hi, hm)
+	}
+	if !t.Schedule.DayBased() {
+		req.TimeRange = &plan.TimeRange{From: lo, To: hi}
+	}
+	return req, nil
+}
