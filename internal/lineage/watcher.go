@@ -231,7 +231,7 @@ func (w *Watcher) Approve(ctx context.Context, id int64, by string) (store.Propo
 func (w *Watcher) Dismiss(ctx context.Context, id int64, by string) (store.Proposal, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.Store.DecideProposal(ctx, id, store.ProposalDismissed, 0, by); err != nil {
+	if err := w.Store.DecideProposal(ctx, id, store.ProposalDismissed, 0, by, w.now()); err != nil {
 		return store.Proposal{}, err
 	}
 	return w.Store.GetProposal(ctx, id)
@@ -253,7 +253,7 @@ func (w *Watcher) submit(ctx context.Context, t *dag.Task, p store.Proposal, by 
 			return p, fmt.Errorf("submit the batch backfill of proposal %d: %w", p.ID, err)
 		}
 	}
-	if err := w.Store.DecideProposal(ctx, p.ID, store.ProposalSubmitted, bb.ID, by); err != nil {
+	if err := w.Store.DecideProposal(ctx, p.ID, store.ProposalSubmitted, bb.ID, by, w.now()); err != nil {
 		return p, err
 	}
 	w.Log.Info("lineage: batch backfill submitted", "proposal", p.ID, logkey.Task(t.ID), logkey.BatchBackfill(bb.ID), "cycles", len(p.Times), "by", by)

@@ -242,11 +242,12 @@ func (s *Store) DueProposals(ctx context.Context, t time.Time) ([]Proposal, erro
 }
 
 // DecideProposal moves a pending proposal to state (submitted, with its
-// batch backfill, or dismissed), recording who decided; a proposal no
-// longer pending is ErrProposalDecided.
-func (s *Store) DecideProposal(ctx context.Context, id int64, state string, batchID int64, by string) error {
+// batch backfill, or dismissed), recording who decided and when (at, on
+// the decider's clock: the day's cap counts by it); a proposal no longer
+// pending is ErrProposalDecided.
+func (s *Store) DecideProposal(ctx context.Context, id int64, state string, batchID int64, by string, at time.Time) error {
 	res, err := s.exec(ctx, `UPDATE "lineage_proposals" SET "state" = ?, "batch_backfill_id" = ?, "decided_by" = ?, "updated_at" = ?
-		WHERE "id" = ? AND "state" = ?`, state, batchID, by, s.d.timeArg(now()), id, ProposalPending)
+		WHERE "id" = ? AND "state" = ?`, state, batchID, by, s.d.timeArg(normTime(at)), id, ProposalPending)
 	if err != nil {
 		return fmt.Errorf("decide proposal %d: %w", id, err)
 	}

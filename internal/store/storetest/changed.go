@@ -83,11 +83,11 @@ func testProposals(t *testing.T, s *store.Store) {
 	if due, _ := s.DueProposals(ctx, now.Add(2*time.Hour)); len(due) != 0 {
 		t.Fatalf("a held proposal is due: %+v", due)
 	}
-	mustNil(t, s.DecideProposal(ctx, p.ID, store.ProposalSubmitted, 12, "cli:ops"))
-	if err := s.DecideProposal(ctx, p.ID, store.ProposalDismissed, 0, "cli:ops"); !errors.Is(err, store.ErrProposalDecided) {
+	mustNil(t, s.DecideProposal(ctx, p.ID, store.ProposalSubmitted, 12, "cli:ops", now))
+	if err := s.DecideProposal(ctx, p.ID, store.ProposalDismissed, 0, "cli:ops", now); !errors.Is(err, store.ErrProposalDecided) {
 		t.Fatalf("deciding twice: %v", err)
 	}
-	if err := s.DecideProposal(ctx, 999999, store.ProposalDismissed, 0, "cli:ops"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DecideProposal(ctx, 999999, store.ProposalDismissed, 0, "cli:ops", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deciding an unknown proposal: %v", err)
 	}
 	got, err := s.GetProposal(ctx, p.ID)
