@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -333,4 +334,53 @@ tasks:
 	b.shot("console-task-reads")
 	b.run(chromedp.Click(chromedp.CSS(`svg.dag g.node.object[data-object="shop/public.orders"] rect.box`)))
 	b.waitJS(`location.hash === "#/streams/shop/objects/public.orders"`)
+}
+
+// TestConsoleLineageApprove: a pending proposal shows on the Lineage page
+// with what it re-runs; Approve submits its batch backfill, which runs,
+// and the proposal moves to Decided with a link to it (docs/lineage.md).
+func TestConsoleLineageApprove(t *testing.T) {
+	dir := t.TempDir()
+	e := startDaemon(t, fmt.Sprintf(`
+metadata: "sqlite://%s"
+api: {listen: "127.0.0.1:0"}
+log: {level: warn}
+streams:
+  - {name: shop, source: {dsn: "postgres://tidemark@127.0.0.1:1/shop?connect_timeout=1"}, destination: {type: sqlite, path: "%s"}, include: ["public.*"]}
+tasks:
+  - {name: daily_sales, project: sales, type: noop, schedule: daily, reads: [{stream: shop, object: public.sales, date_column: day}], on_change: {action: propose}}
+  - {name: report, project: sales, type: noop, schedule: daily, depends_on: [daily_sales]}
+`, filepath.Join(dir, "meta.db"), filepath.Join(dir, "dest.db")))
+	<-e.d.Batch().Ready()
+	st := e.d.Store()
+	bf := store.Backfill{Stream: "shop", Schema: "public", Table: "sales", StartedBy: "repair"}
+	if err := st.CreateBackfill(e.ctx, &bf); err != nil {
+		t.Fatal(err)
+	}
+	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
+	err := st.HandleChanged(e.ctx, bf.ID, []store.ProposalAdd{{Task: "sales.daily_sales", Times: []time.Time{day(4), day(6)},
+		Cause: store.Cause{Stream: "shop", BackfillID: bf.ID, Object: "public.sales", StartedBy: "repair"}, DueAt: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, e)
+	b.open("#/lineage", `tr[data-proposal="1"][data-state="pending"] button[data-action="approve"]`)
+	if got := b.text(`p[data-summary="1"]`); got != fmt.Sprintf("#1: public.sales backfill #%d changed 2026-03-04, 2026-03-06: re-run sales.daily_sales and its 1 downstream task for these 2 dates", bf.ID) {
+		t.Errorf("summary = %q", got)
+	}
+	b.shot("console-lineage-pending")
+	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] button[data-action="approve"]`)))
+	b.waitJS(`document.querySelector('tr[data-proposal="1"][data-state="submitted"] a[href^="#/batch/"]') !== null`)
+	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] a[href^="#/batch/"]`)))
+	b.waitJS(`location.hash.startsWith("#/batch/") && document.querySelector('.page-head .badge[data-status="succeeded"]') !== null`)
+	var p api.ProposalView
+	e.ok(http.StatusOK, &p, "GET", "/api/v1/lineage/proposals/1", "")
+	if p.State != store.ProposalSubmitted || p.DecidedBy != "console" {
+		t.Fatalf("proposal after Approve: %+v, want submitted by the console's caller", p)
+	}
+	var insts []api.BatchInstanceView
+	e.ok(http.StatusOK, &insts, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d/instances", p.BatchBackfillID), "")
+	if len(insts) != 4 {
+		t.Fatalf("the approved batch backfill has %d instances, want 4 (2 dates × the task and its downstream)", len(insts))
+	}
 }

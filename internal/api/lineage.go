@@ -56,7 +56,7 @@ func (s *Server) proposalView(p store.Proposal) ProposalView {
 	what := p.Task
 	if req, err := lineage.Request(t, p); err == nil && req.Scope.Mode == plan.ScopeList && req.Scope.Downstream != 0 {
 		if n := len(s.batch.Graph().Descendants(t.ID, req.Scope.Downstream)); n > 0 {
-			what = fmt.Sprintf("%s and its %d downstream tasks", p.Task, n)
+			what = fmt.Sprintf("%s and its %d downstream task%s", p.Task, n, map[bool]string{true: "", false: "s"}[n == 1])
 		}
 	}
 	v.Summary = fmt.Sprintf("%s changed %s: re-run %s for these %d %s", strings.Join(causes, ", "), strings.Join(v.Cycles, ", "), what, len(v.Cycles),

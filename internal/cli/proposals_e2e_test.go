@@ -86,7 +86,7 @@ func TestProposalsFromARepair(t *testing.T) {
 	if strings.Join(weekly.Cycles, " ") != "2026-03-02" {
 		t.Fatalf("the weekly reader's proposal: %+v, want the week of 2026-03-02", weekly)
 	}
-	expect(t, 0, []string{"public.sales backfill #2 changed 2026-03-04, 2026-03-06, 2026-03-08: re-run sales.daily_sales and its 1 downstream tasks for these 3 dates"},
+	expect(t, 0, []string{"public.sales backfill #2 changed 2026-03-04, 2026-03-06, 2026-03-08: re-run sales.daily_sales and its 1 downstream task for these 3 dates"},
 		append(addr, "lineage", "list", "--state", "pending")...)
 
 	// The operator approves; the batch backfill runs the 3 dates of the

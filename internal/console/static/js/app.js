@@ -8,6 +8,7 @@ import { streamsPage, streamPage, objectPage } from "./streams.js";
 import { tasksPage, taskPage } from "./tasks.js";
 import { batchListPage, batchPage, instancePage } from "./batch.js";
 import { auditPage } from "./audit.js";
+import { lineagePage } from "./lineage.js";
 
 const routes = [
   [/^\/?$/, () => { location.hash = "#/streams"; }],
@@ -19,6 +20,7 @@ const routes = [
   [/^\/batch$/, batchListPage, "batch"],
   [/^\/batch\/(\d+)$/, batchPage, "batch"],
   [/^\/instances\/(\d+)$/, instancePage, "batch"],
+  [/^\/lineage$/, lineagePage, "lineage"],
   [/^\/audit$/, auditPage, "audit"],
 ];
 
