@@ -104,17 +104,6 @@ streams:
 	return e
 }
 
-// killedItself waits for the daemon to end by its failpoint.
-func (e *eventCrash) killedItself(where string) {
-	e.t.Helper()
-	select {
-	case <-e.done:
-	case <-time.After(3 * time.Minute):
-		e.t.Fatalf("the daemon did not kill itself %s within 3 minutes", where)
-	}
-	e.cmd, e.env = nil, nil
-}
-
 // restartAndKillMidChunks restarts the daemon, kills it while chunks are
 // read, restarts it again and waits for the backfill to complete.
 func (e *eventCrash) restartAndKillMidChunks() {

@@ -120,7 +120,11 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		ran, err := w.ranBefore(ctx, t.ID, a.Times)
+		until := w.now()
+		if bf.FinishedAt != nil {
+			until = *bf.FinishedAt
+		}
+		ran, err := w.ranBefore(ctx, t.ID, a.Times, until)
 		if err != nil {
 			return err
 		}
@@ -134,24 +138,35 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 	if err := w.Store.HandleChanged(ctx, id, adds); err != nil {
 		return err
 	}
+	if len(adds) > 0 {
+		failpoint("after-hand")
+	}
 	for _, a := range adds {
 		w.Log.Info("lineage: changed dates proposed for a re-run", logkey.Backfill(id), logkey.Task(a.Task), "cycles", len(a.Times), "auto", a.Auto)
 	}
 	return nil
 }
 
-// ranBefore keeps the cycles of task among times that an instance has run
-// (or is running): scheduled or in a backfill, whatever its outcome.
-func (w *Watcher) ranBefore(ctx context.Context, task string, times []time.Time) ([]time.Time, error) {
+// ranBefore keeps the cycles of task among times that an instance ran
+// before until, the end of the backfill that changed them (started, or
+// ended for a dry run, which never starts): scheduled or in a batch
+// backfill, whatever its outcome. An instance that started later read the
+// changed rows already.
+func (w *Watcher) ranBefore(ctx context.Context, task string, times []time.Time, until time.Time) ([]time.Time, error) {
 	runs, err := w.Store.TaskRuns(ctx, []string{task}, times[0], times[len(times)-1])
 	if err != nil {
 		return nil, err
 	}
+	before := func(r store.TaskRun) bool {
+		at := r.StartedAt
+		if at == nil {
+			at = r.FinishedAt
+		}
+		return at != nil && at.Before(until)
+	}
 	var out []time.Time
 	for _, c := range times {
-		if slices.ContainsFunc(runs, func(r store.TaskRun) bool {
-			return r.Covers(c.UTC()) && r.State != store.InstanceWaiting && r.State != store.InstanceBlocked
-		}) {
+		if slices.ContainsFunc(runs, func(r store.TaskRun) bool { return r.Covers(c.UTC()) && before(r) }) {
 			out = append(out, c)
 		}
 	}
@@ -252,6 +267,7 @@ func (w *Watcher) submit(ctx context.Context, t *dag.Task, p store.Proposal, by 
 		if bb, _, err = w.Batch.Submit(ctx, req, by); err != nil {
 			return p, fmt.Errorf("submit the batch backfill of proposal %d: %w", p.ID, err)
 		}
+		failpoint("after-submit")
 	}
 	if err := w.Store.DecideProposal(ctx, p.ID, store.ProposalSubmitted, bb.ID, by, w.now()); err != nil {
 		return p, err

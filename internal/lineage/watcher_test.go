@@ -97,8 +97,16 @@ func (v *watchEnv) ended(id int64) {
 	}
 }
 
-// changed records an ended stream backfill that changed days.
+// changed records an ended stream backfill that changed days, finished
+// now.
 func (v *watchEnv) changed(days ...string) int64 {
+	v.t.Helper()
+	return v.changedAt(time.Now(), days...)
+}
+
+// changedAt records an ended stream backfill that changed days, finished
+// at finished.
+func (v *watchEnv) changedAt(finished time.Time, days ...string) int64 {
 	v.t.Helper()
 	bf := store.Backfill{Stream: "shop", Schema: "public", Table: "sales", StartedBy: "repair"}
 	if err := v.st.CreateBackfill(v.t.Context(), &bf); err != nil {
@@ -111,7 +119,7 @@ func (v *watchEnv) changed(days ...string) int64 {
 	if err := v.st.RecordChangedDates(v.t.Context(), ds); err != nil {
 		v.t.Fatal(err)
 	}
-	bf.Status = store.StatusCompleted
+	bf.Status, bf.FinishedAt = store.StatusCompleted, &finished
 	if err := v.st.UpdateBackfill(v.t.Context(), bf); err != nil {
 		v.t.Fatal(err)
 	}
@@ -294,5 +302,23 @@ func TestWatcherSubmitsOnceAcrossACrash(t *testing.T) {
 	p, _ := v.st.GetProposal(t.Context(), ps[0].ID)
 	if len(runs) != 1 || p.State != store.ProposalSubmitted || p.BatchBackfillID != bb.ID {
 		t.Fatalf("after the restart: runs %+v, proposal %+v; want the one batch backfill %d", runs, p, bb.ID)
+	}
+}
+
+// TestWatcherLeavesRunsAfterTheChange: a cycle whose only run started after
+// the backfill that changed it ended read the new rows: nothing to re-run.
+func TestWatcherLeavesRunsAfterTheChange(t *testing.T) {
+	v := newWatchEnv(t, "true", dag.OnChange{Action: dag.OnChangePropose, MaxPerDay: 3})
+	before := time.Now().Add(-time.Second)
+	v.ran()
+	v.changedAt(before, "2026-03-04")
+	v.tick()
+	if ps, _ := v.st.ListProposals(t.Context(), "", 0); len(ps) != 0 {
+		t.Fatalf("proposals for a cycle run after the change: %+v", ps)
+	}
+	v.changed("2026-03-04")
+	v.tick()
+	if ps, _ := v.st.ListProposals(t.Context(), store.ProposalPending, 0); len(ps) != 1 || ps[0].Auto {
+		t.Fatalf("proposals for a cycle run before the change: %+v, want one to approve", ps)
 	}
 }

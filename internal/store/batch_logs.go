@@ -95,6 +95,9 @@ type TaskRun struct {
 	Task            string
 	BizTime, BizEnd time.Time // UTC
 	State           string
+	// StartedAt and FinishedAt are nil until the instance started
+	// (a dry run is never started) and ended.
+	StartedAt, FinishedAt *time.Time
 }
 
 // Covers reports whether the run covers the cycle of its task at biz.
@@ -136,10 +139,10 @@ func (s *Store) TaskRuns(ctx context.Context, tasks []string, from, to time.Time
 		args := append(append(append(slices.Clone(in), lo, hi), in...), hi, lo)
 		list := batchInList(len(chunk))
 		err := func() error {
-			rows, err := s.query(ctx, `SELECT "id", "task", "biz_time", "biz_end", "state" FROM "batch_instances"
+			rows, err := s.query(ctx, `SELECT "id", "task", "biz_time", "biz_end", "state", "started_at", "finished_at" FROM "batch_instances"
 				WHERE "task" IN (`+list+`) AND "biz_time" >= ? AND "biz_time" <= ?
 				UNION
-				SELECT "id", "task", "biz_time", "biz_end", "state" FROM "batch_instances"
+				SELECT "id", "task", "biz_time", "biz_end", "state", "started_at", "finished_at" FROM "batch_instances"
 				WHERE "task" IN (`+list+`) AND "biz_end" > "biz_time" AND "biz_time" <= ? AND "biz_end" >= ?
 				ORDER BY 1`, args...)
 			if err != nil {
@@ -148,11 +151,17 @@ func (s *Store) TaskRuns(ctx context.Context, tasks []string, from, to time.Time
 			defer rows.Close()
 			for rows.Next() {
 				var r TaskRun
-				var biz, end timeCol
-				if err := rows.Scan(&r.ID, &r.Task, &biz, &end, &r.State); err != nil {
+				var biz, end, started, finished timeCol
+				if err := rows.Scan(&r.ID, &r.Task, &biz, &end, &r.State, &started, &finished); err != nil {
 					return err
 				}
 				r.BizTime, r.BizEnd = biz.T, end.T
+				if started.Valid {
+					r.StartedAt = &started.T
+				}
+				if finished.Valid {
+					r.FinishedAt = &finished.T
+				}
 				if r.BizEnd.Before(r.BizTime) {
 					r.BizEnd = r.BizTime
 				}
