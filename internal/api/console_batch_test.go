@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -336,37 +337,58 @@ tasks:
 	b.waitJS(`location.hash === "#/streams/shop/objects/public.orders"`)
 }
 
-// TestConsoleLineageApprove: a pending proposal shows on the Lineage page
-// with what it re-runs; Approve submits its batch backfill, which runs,
-// and the proposal moves to Decided with a link to it (docs/lineage.md).
+// TestConsoleLineageApprove goes the way of docs/lineage.md in the
+// browser: a repair changes 3 rows over 2 dates a task with on_change:
+// propose has run; the proposal appears on the Lineage page, is approved,
+// its batch backfill runs the dates for the task and its downstream, and the
+// object's page says what the repair caused.
 func TestConsoleLineageApprove(t *testing.T) {
-	dir := t.TempDir()
-	e := startDaemon(t, fmt.Sprintf(`
-metadata: "sqlite://%s"
-api: {listen: "127.0.0.1:0"}
-log: {level: warn}
-streams:
-  - {name: shop, source: {dsn: "postgres://tidemark@127.0.0.1:1/shop?connect_timeout=1"}, destination: {type: sqlite, path: "%s"}, include: ["public.*"]}
-tasks:
-  - {name: daily_sales, project: sales, type: noop, schedule: daily, reads: [{stream: shop, object: public.sales, date_column: day}], on_change: {action: propose}}
+	e := newEnv(t, envOptions{
+		setup: `CREATE TABLE sales (id int PRIMARY KEY, day date NOT NULL, amount int NOT NULL);
+			INSERT INTO sales SELECT g, DATE '2026-03-01' + g % 10, g FROM generate_series(1, 100) g`,
+		tasks: `  - {name: daily_sales, project: sales, type: noop, schedule: daily, reads: [{stream: "{{stream}}", object: public.sales, date_column: day}], on_change: {action: propose, settle: 0s}}
   - {name: report, project: sales, type: noop, schedule: daily, depends_on: [daily_sales]}
-`, filepath.Join(dir, "meta.db"), filepath.Join(dir, "dest.db")))
-	<-e.d.Batch().Ready()
-	st := e.d.Store()
-	bf := store.Backfill{Stream: "shop", Schema: "public", Table: "sales", StartedBy: "repair"}
-	if err := st.CreateBackfill(e.ctx, &bf); err != nil {
-		t.Fatal(err)
+`})
+	e.waitLoaded("public.sales")
+	handled := func(id int64) {
+		e.waitFor(fmt.Sprintf("backfill %d's changes handed over", id), func() bool {
+			var v api.ChangedDatesView
+			r := e.do("GET", fmt.Sprintf("/api/v1/backfills/%d/changed-dates", id), "")
+			return r.status == http.StatusOK && json.Unmarshal([]byte(r.body), &v) == nil && v.Handled
+		})
 	}
-	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
-	err := st.HandleChanged(e.ctx, bf.ID, []store.ProposalAdd{{Task: "sales.daily_sales", Times: []time.Time{day(4), day(6)},
-		Cause: store.Cause{Stream: "shop", BackfillID: bf.ID, Object: "public.sales", StartedBy: "repair"}, DueAt: time.Now()}})
+	handled(1) // the first load: no date had run, nothing proposed
+	var sub struct {
+		Backfill store.BatchBackfill `json:"backfill"`
+	}
+	e.ok(http.StatusCreated, &sub, "POST", "/api/v1/batch/backfills", `{"task": "sales.daily_sales", "dates": {"from": "2026-03-01", "to": "2026-03-10"}}`)
+	e.waitFor("the task's run", func() bool {
+		var bb api.BatchBackfillView
+		e.ok(http.StatusOK, &bb, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d", sub.Backfill.ID), "")
+		return bb.State == store.BatchSucceeded
+	})
+	db, err := sql.Open("sqlite", "file:"+e.dest+"?_pragma=busy_timeout(20000)")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE sales SET amount = -1 WHERE id IN (3, 13, 5)`); err != nil {
+		t.Fatal(err)
+	}
+	var checks []api.CheckView
+	e.ok(http.StatusOK, &checks, "POST", "/api/v1/streams/"+e.name+"/verify", `{"repair": true}`)
+	if len(checks) != 1 || checks[0].Repair == nil {
+		t.Fatalf("verify --repair: %+v", checks)
+	}
+	repair := checks[0].Repair.ID
+	e.waitLoaded("public.sales")
+	handled(repair)
+
 	b := newBrowser(t, e)
 	b.open("#/lineage", `tr[data-proposal="1"][data-state="pending"] button[data-action="approve"]`)
-	if got := b.text(`p[data-summary="1"]`); got != fmt.Sprintf("#1: public.sales backfill #%d changed 2026-03-04, 2026-03-06: re-run sales.daily_sales and its 1 downstream task for these 2 dates", bf.ID) {
-		t.Errorf("summary = %q", got)
+	want := fmt.Sprintf("#1: public.sales backfill #%d changed 2026-03-04, 2026-03-06: re-run sales.daily_sales and its 1 downstream task for these 2 dates", repair)
+	if got := b.text(`p[data-summary="1"]`); got != want {
+		t.Errorf("summary = %q, want %q", got, want)
 	}
 	b.shot("console-lineage-pending")
 	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] button[data-action="approve"]`)))
@@ -382,5 +404,11 @@ tasks:
 	e.ok(http.StatusOK, &insts, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d/instances", p.BatchBackfillID), "")
 	if len(insts) != 4 {
 		t.Fatalf("the approved batch backfill has %d instances, want 4 (2 dates × the task and its downstream)", len(insts))
+	}
+
+	b.open("#/streams/"+e.name+"/objects/public.sales", `.sk-caused li[data-proposal="1"]`)
+	line := fmt.Sprintf("Backfill #%d caused batch backfill #%d of sales.daily_sales for 2 cycles: 2026-03-04, 2026-03-06 (lineage)", repair, p.BatchBackfillID)
+	if got := b.text(`.sk-caused li[data-proposal="1"]`); got != line {
+		t.Errorf("the object's page says %q, want %q", got, line)
 	}
 }

@@ -72,7 +72,7 @@ type envOptions struct {
 	setup    string // SQL run on the source before the daemon starts
 	backfill string // the stream's backfill key, flow style
 	api      string // the api key, flow style; listen is always 127.0.0.1:0
-	tasks    string // recurring tasks, the items of the tasks key (block style, indented 2)
+	tasks    string // recurring tasks, the items of the tasks key (block style, indented 2); {{stream}} is the stream's name
 	// destination is the stream's destination key, flow style; empty is
 	// the SQLite file dest.
 	destination string
@@ -122,7 +122,7 @@ streams:
     backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 200ms}
-%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, o.destination, o.backfill, tasksYAML(o.tasks)), nil)
+%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, o.destination, o.backfill, tasksYAML(strings.ReplaceAll(o.tasks, "{{stream}}", e.name))), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,10 @@ export async function objectPage(main, [name, object], ctx) {
   const empty = h("p", { class: "empty" }, "No backfill of " + object + " yet.");
   const notice = h("div", { class: "sk-notice", hidden: true });
   const missing = h("div", { class: "error-box", hidden: true });
-  content.append(missing, facts, cols, h("h3", { class: "sk-h" }, "Backfills"), h("div", { class: "sk-scroll" }, grid), empty, notice);
+  // What the object's backfills caused: re-runs of the cycles of tasks
+  // reading it whose rows they changed (docs/lineage.md).
+  const caused = h("div", { class: "sk-caused" });
+  content.append(missing, facts, cols, h("h3", { class: "sk-h" }, "Backfills"), h("div", { class: "sk-scroll" }, grid), empty, notice, caused);
 
   // An answer older than one already shown is dropped.
   let asked = 0, shown = 0;
@@ -76,6 +79,29 @@ export async function objectPage(main, [name, object], ctx) {
     }
     for (const r of pushed) if (!s.runs.has(r.id) || ahead(r, s.runs.get(r.id))) s.runs.set(r.id, r);
     render();
+    loadCaused();
+  }
+
+  async function loadCaused() {
+    let ps;
+    try {
+      ps = await get("/api/v1/lineage/proposals");
+    } catch {
+      return; // the runs above say what matters; this is an aside
+    }
+    if (!ctx.alive()) return;
+    const lines = [];
+    for (const p of ps.slice().reverse()) {
+      for (const c of p.causes.filter((c) => c.stream === name && c.object === object)) {
+        const what = p.batch_backfill_id
+          ? ["caused batch backfill ", h("a", { href: "#/batch/" + p.batch_backfill_id }, "#" + p.batch_backfill_id), " of " + p.task]
+          : ["caused proposal #" + p.id + " (" + p.state + ") to re-run " + p.task];
+        lines.push(h("li", { dataset: { backfill: c.backfill_id, proposal: p.id } }, "Backfill #" + c.backfill_id + " ", ...what,
+          ` for ${p.cycles.length} ${p.cycles.length === 1 ? "cycle" : "cycles"}: `, h("span", { class: "mono" }, p.cycles.join(", ")),
+          " (", h("a", { href: "#/lineage" }, "lineage"), ")"));
+      }
+    }
+    replace(caused, ...(lines.length ? [h("h3", { class: "sk-h" }, "Re-runs caused"), h("ul", {}, lines)] : []));
   }
 
   const refresh = refresher(ctx, notice, load);
