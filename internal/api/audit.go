@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -50,6 +51,9 @@ type AuditRecord struct {
 	Options json.RawMessage `json:"options,omitempty"`
 	// Figures are StreamFigures or BatchFigures, by Kind.
 	Figures any `json:"figures"`
+	// Lineage links a stream backfill to the batch backfills its changes
+	// caused, and such a batch backfill to its causes (docs/lineage.md).
+	Lineage []string `json:"lineage,omitempty"`
 }
 
 // StreamFigures are the progress counters of a stream backfill.
@@ -396,10 +400,47 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 	}
 	if !a.csv {
+		if err := s.linkLineage(r.Context(), out); err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
 	return writeAuditCSV(w, out)
+}
+
+// linkLineage fills the Lineage of the stream and batch backfills in recs
+// from the proposals.
+func (s *Server) linkLineage(ctx context.Context, recs []AuditRecord) error {
+	ps, err := s.st.ListProposals(ctx, "", 100000)
+	if err != nil || len(ps) == 0 {
+		return err
+	}
+	caused := map[string][]string{}  // "stream/id" → what it caused
+	causedBy := map[int64][]string{} // batch backfill id → its causes
+	for _, p := range ps {
+		what := fmt.Sprintf("proposal %d (%s) to re-run %s", p.ID, p.State, p.Task)
+		if p.BatchBackfillID != 0 {
+			what = fmt.Sprintf("batch backfill %d of %s (proposal %d)", p.BatchBackfillID, p.Task, p.ID)
+		}
+		for _, c := range p.Causes {
+			k := fmt.Sprintf("%s/%d", c.Stream, c.BackfillID)
+			caused[k] = append(caused[k], fmt.Sprintf("caused %s for %d cycles", what, len(p.Times)))
+			if p.BatchBackfillID != 0 {
+				causedBy[p.BatchBackfillID] = append(causedBy[p.BatchBackfillID],
+					fmt.Sprintf("caused by %s backfill %d of stream %s (proposal %d)", c.Object, c.BackfillID, c.Stream, p.ID))
+			}
+		}
+	}
+	for i := range recs {
+		switch r := &recs[i]; r.Kind {
+		case AuditStream:
+			r.Lineage = caused[fmt.Sprintf("%s/%d", r.Stream, r.ID)]
+		case AuditBatch:
+			r.Lineage = causedBy[r.ID]
+		}
+	}
+	return nil
 }
 
 // AuditCSVHeader is the header row of the audit trail as CSV.

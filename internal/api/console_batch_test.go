@@ -406,6 +406,20 @@ func TestConsoleLineageApprove(t *testing.T) {
 		t.Fatalf("the approved batch backfill has %d instances, want 4 (2 dates × the task and its downstream)", len(insts))
 	}
 
+	// The audit trail links both ways.
+	var trail []api.AuditRecord
+	e.ok(http.StatusOK, &trail, "GET", "/api/v1/audit", "")
+	links := map[string]string{}
+	for _, r := range trail {
+		links[fmt.Sprintf("%s %d", r.Kind, r.ID)] = strings.Join(r.Lineage, "; ")
+	}
+	if got, want := links[fmt.Sprintf("stream %d", repair)], fmt.Sprintf("caused batch backfill %d of sales.daily_sales (proposal 1) for 2 cycles", p.BatchBackfillID); got != want {
+		t.Errorf("the repair's audit record: lineage %q, want %q", got, want)
+	}
+	if got, want := links[fmt.Sprintf("batch %d", p.BatchBackfillID)], fmt.Sprintf("caused by public.sales backfill %d of stream %s (proposal 1)", repair, e.name); got != want {
+		t.Errorf("the batch backfill's audit record: lineage %q, want %q", got, want)
+	}
+
 	b.open("#/streams/"+e.name+"/objects/public.sales", `.sk-caused li[data-proposal="1"]`)
 	line := fmt.Sprintf("Backfill #%d caused batch backfill #%d of sales.daily_sales for 2 cycles: 2026-03-04, 2026-03-06 (lineage)", repair, p.BatchBackfillID)
 	if got := b.text(`.sk-caused li[data-proposal="1"]`); got != line {

@@ -51,6 +51,7 @@ export async function lineagePage(main, _params, ctx) {
     { label: "When", cell: (p) => ago(p.updated_at) },
   ];
 
+  let shown = ""; // what is drawn: redrawn only when it changes, so that a button stays under the pointer
   async function load() {
     let ps;
     try {
@@ -60,6 +61,9 @@ export async function lineagePage(main, _params, ctx) {
       return;
     }
     if (!ctx.alive()) return;
+    const sig = JSON.stringify(ps);
+    if (sig === shown) return;
+    shown = sig;
     const rowAttrs = (p) => ({ dataset: { proposal: p.id, state: p.state } });
     const open = ps.filter((p) => p.state === "pending");
     replace(pending, table(pendingColumns, open, { empty: "No proposal waits: no backfill changed rows of a date a task with on_change has run.", rowAttrs }),
