@@ -122,6 +122,23 @@ func (b *builder) duration(path string, s scalar, def time.Duration) time.Durati
 	return d
 }
 
+// age reads a duration that may count days: 1d, 36h, 90m; 0 when absent.
+func (b *builder) age(path string, s scalar) time.Duration {
+	v, ok := b.text(path, s)
+	if !ok {
+		return 0
+	}
+	if days, found := strings.CutSuffix(v, "d"); found {
+		if n, err := strconv.ParseUint(days, 10, 16); err == nil {
+			return time.Duration(n) * 24 * time.Hour
+		}
+	} else if d, err := time.ParseDuration(v); err == nil {
+		return d
+	}
+	b.add(path, "%q is not an age: use whole days or a duration, e.g. 1d, 36h or 90m", shown(v))
+	return 0
+}
+
 func (b *builder) boolean(path string, s scalar, def bool) bool {
 	v, ok := b.text(path, s)
 	if !ok {
@@ -390,7 +407,8 @@ func (b *builder) batch(c *Config, r *rawConfig) {
 }
 
 // gatherDateColumns gives each stream the date columns its tables' readers
-// name, each column once.
+// name, each column once, and the late data rules of those that ask for
+// them (the shortest age per column, with its read's time zone).
 func gatherDateColumns(c *Config) {
 	for _, t := range c.Tasks {
 		for _, r := range t.Reads {
@@ -403,6 +421,20 @@ func gatherDateColumns(c *Config) {
 			}
 			if !slices.Contains(s.DateColumns[r.Table], r.DateColumn) {
 				s.DateColumns[r.Table] = append(s.DateColumns[r.Table], r.DateColumn)
+			}
+			if r.LateAfter <= 0 {
+				continue
+			}
+			if s.LateData == nil {
+				s.LateData = map[change.TableID][]LateRule{}
+			}
+			rules := s.LateData[r.Table]
+			i := slices.IndexFunc(rules, func(l LateRule) bool { return l.Column == r.DateColumn })
+			switch {
+			case i < 0:
+				s.LateData[r.Table] = append(rules, LateRule{Column: r.DateColumn, After: r.LateAfter, Location: r.Location})
+			case r.LateAfter < rules[i].After:
+				rules[i] = LateRule{Column: r.DateColumn, After: r.LateAfter, Location: r.Location}
 			}
 		}
 	}
@@ -476,6 +508,7 @@ func (b *builder) read(p string, r *rawRead, loc *time.Location) dag.Read {
 	if tz, _, ok := b.location(p+".timezone", r.Timezone); ok {
 		rd.Location = tz
 	}
+	rd.LateAfter = b.age(p+".late_after", r.LateAfter)
 	if pat, err := ParsePattern(rd.Object); err == nil {
 		rd.Table, _ = pat.Table() // validation reports a pattern with wildcards
 	}

@@ -168,9 +168,12 @@ type Stream struct {
 	// from the tasks: what a backfill notes of the rows it changes
 	// (docs/lineage.md).
 	DateColumns map[change.TableID][]string
-	Backfill    Backfill
-	Batch       Batch
-	Retry       Retry
+	// LateData are the date columns whose live changes to rows of old
+	// dates are late data, by table (docs/lineage.md).
+	LateData map[change.TableID][]LateRule
+	Backfill Backfill
+	Batch    Batch
+	Retry    Retry
 	// LagWarn: when the destination falls further behind the source than
 	// this, the stream warns once (a log line and an event) until it
 	// catches up again; 0 never warns.
@@ -284,6 +287,14 @@ type Batch struct {
 type Retry struct {
 	Initial time.Duration
 	Max     time.Duration
+}
+
+// LateRule makes a live change to a row whose Column is older than After
+// (its dates read in Location) late data.
+type LateRule struct {
+	Column   string
+	After    time.Duration
+	Location *time.Location
 }
 
 // Stream returns the stream with the given name.

@@ -189,6 +189,7 @@ type rawRead struct {
 	Object     scalar `yaml:"object"`
 	DateColumn scalar `yaml:"date_column"`
 	Timezone   scalar `yaml:"timezone"`
+	LateAfter  scalar `yaml:"late_after"`
 }
 
 // scalar is one leaf value as written. The zero scalar is an absent or null

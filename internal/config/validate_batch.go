@@ -440,6 +440,9 @@ func (v *Checker) reads(p string, t *dag.Task, c *Config) {
 		if r.DateColumn == "" {
 			v.add(rp+".date_column", "missing: name the column that places a row on a business date (a date, timestamp or timestamptz column)")
 		}
+		if r.LateAfter != 0 && (r.LateAfter < time.Minute || r.LateAfter > maxLateAfter) {
+			v.add(rp+".late_after", "%s is out of range: use 1m to 3650d, or leave it out for no late data", r.LateAfter)
+		}
 		key := r.Stream + "\x00" + FormatTable(r.Table)
 		if k, dup := seen[key]; dup && literal && r.Stream != "" {
 			v.add(rp, "reads %s of stream %s again (also reads[%d]): keep one", FormatTable(r.Table), r.Stream, k)
@@ -449,8 +452,9 @@ func (v *Checker) reads(p string, t *dag.Task, c *Config) {
 	}
 }
 
-// Bounds of a task's on_change policy.
+// Bounds of a task's on_change policy, and of a read's late_after.
 const (
+	maxLateAfter         = 3650 * 24 * time.Hour
 	maxOnChangeSettle    = 24 * time.Hour
 	maxOnChangeMaxPerDay = 100
 )

@@ -3,6 +3,9 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
 )
 
 var oneTask = tasks(nil)
@@ -125,6 +128,12 @@ var batchCases = []problemCase{
 		{"tasks[0].reads[6].date_column", "missing: name the column that places a row on a business date (a date, timestamp or timestamptz column)"},
 		{"tasks[0].reads[7]", "reads public.orders of stream shop again (also reads[0]): keep one"},
 		{"tasks[0].reads[9].object", `table pattern "\"unclosed": unterminated double quote: close the quoted name with "`}}},
+	{"late_after", streams(nil) + tasks(kv{"reads": `[{stream: shop, object: public.a, date_column: d, late_after: 1w},
+		{stream: shop, object: public.b, date_column: d, late_after: 30s}, {stream: shop, object: public.c, date_column: d, late_after: 3651d},
+		{stream: shop, object: public.d, date_column: d, late_after: 2d}, {stream: shop, object: public.e, date_column: d, late_after: 36h}]`}), []Problem{
+		{"tasks[0].reads[0].late_after", `"1w" is not an age: use whole days or a duration, e.g. 1d, 36h or 90m`},
+		{"tasks[0].reads[1].late_after", "30s is out of range: use 1m to 3650d, or leave it out for no late data"},
+		{"tasks[0].reads[2].late_after", "87624h0m0s is out of range: use 1m to 3650d, or leave it out for no late data"}}},
 	{"reads key", streams(nil) + tasks(kv{"reads": "[{stream: shop, object: public.orders, date_column: d, time_zone: UTC}]"}), []Problem{
 		{"tasks[0].reads[0].time_zone", "unknown key (line 2): did you mean timezone?"}}},
 	{"on_change", streams(nil) + tasks(kv{"name": "a", "reads": "[{stream: shop, object: public.orders, date_column: d}]",
@@ -287,5 +296,28 @@ tasks:
 	want := "tasks[0].params.early tasks[0].params.odd tasks[0].command tasks[1].sql tasks[3].params.shared"
 	if got := strings.Join(paths, " "); got != want {
 		t.Errorf("problems at %s, want %s:\n%v", got, want, err)
+	}
+}
+
+// TestDateColumnsGathered: a stream gets its tables' date columns from
+// the tasks that read them, each once, and per column the shortest
+// late_after with its read's time zone.
+func TestDateColumnsGathered(t *testing.T) {
+	yaml := streams(nil) + tasks(
+		kv{"name": "a", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 2d}]"},
+		kv{"name": "b", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 1d, timezone: Asia/Tokyo}]"},
+		kv{"name": "c", "reads": "[{stream: shop, object: public.items, date_column: day}, {stream: shop, object: public.orders, date_column: at}]"})
+	cfg, err := Parse([]byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Streams[0]
+	orders, items := change.TableID{Schema: "public", Name: "orders"}, change.TableID{Schema: "public", Name: "items"}
+	if got := strings.Join(s.DateColumns[orders], ","); got != "day,at" || strings.Join(s.DateColumns[items], ",") != "day" {
+		t.Errorf("date columns %v", s.DateColumns)
+	}
+	rules := s.LateData[orders]
+	if len(rules) != 1 || rules[0].Column != "day" || rules[0].After != 24*time.Hour || rules[0].Location.String() != "Asia/Tokyo" || len(s.LateData[items]) != 0 {
+		t.Errorf("late data rules %+v, want day after 24h in Asia/Tokyo", s.LateData)
 	}
 }

@@ -103,6 +103,9 @@ type Read struct {
 	// Location is the time zone the column's values are read in: the
 	// task's own unless the read gives one.
 	Location *time.Location
+	// LateAfter, when not 0, makes a live change to a row of a date older
+	// than this late data, which acts like a backfill's change.
+	LateAfter time.Duration
 }
 
 // Param is a named value.
