@@ -36,17 +36,50 @@ func (c *Changes) reset() { clear(c.Values) }
 // Note adds the tracked values of row, a row of t.
 func (c *Changes) Note(t *change.Table, row change.Row) {
 	for _, name := range c.Columns {
-		i := t.ColumnIndex(name)
-		if i < 0 || i >= len(row) || row[i].Null || row[i].Unchanged {
-			continue
+		if i := t.ColumnIndex(name); i >= 0 && i < len(row) {
+			c.NoteValue(name, row[i])
 		}
-		vs := c.Values[name]
-		if vs == nil {
-			vs = map[string]bool{}
-			c.Values[name] = vs
-		}
-		vs[row[i].Text] = true
 	}
+}
+
+// NoteValue adds v as a value of the tracked column name; NULL and
+// Unchanged are not values.
+func (c *Changes) NoteValue(name string, v change.Value) {
+	if v.Null || v.Unchanged {
+		return
+	}
+	vs := c.Values[name]
+	if vs == nil {
+		vs = map[string]bool{}
+		c.Values[name] = vs
+	}
+	vs[v.Text] = true
+}
+
+// Indexes are the tracked columns' indexes in t, -1 for one t lacks.
+func (c *Changes) Indexes(t *change.Table) []int {
+	out := make([]int, len(c.Columns))
+	for i, name := range c.Columns {
+		out[i] = t.ColumnIndex(name)
+	}
+	return out
+}
+
+// ChangeKeys are the keys of the destination rows a change replaces, whose
+// values a ChangeReporter reads before applying it: the old key of a delete
+// or of an update that moved the key, and the row's key of an insert or
+// update. A truncate has none (its rows are not read).
+func ChangeKeys(c *change.Change) []change.Key {
+	var keys []change.Key
+	if c.OldKey != nil {
+		keys = append(keys, c.OldKey)
+	}
+	if c.Kind == change.Insert || c.Kind == change.Update {
+		if k := c.Table.RowKey(c.Row); c.OldKey == nil || k.Encode() != c.OldKey.Encode() {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // NoteChanges fills ch.Changed from old, the destination's rows of the

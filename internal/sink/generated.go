@@ -73,7 +73,7 @@ func (o *Omitter) Op(op Op) (Op, func()) {
 		}
 		c := *op.Change
 		c.Table, c.Row = om.table, om.row(c.Row)
-		return Op{Change: &c}, none
+		return Op{Change: &c, Txn: op.Txn, Changed: op.Changed}, none
 	case op.Chunk != nil:
 		om, _ := o.cache.Get(op.Chunk.Table)
 		if om.kept == nil {

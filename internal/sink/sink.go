@@ -191,6 +191,10 @@ type Op struct {
 	// event's source block. Database destinations ignore it.
 	Txn   *change.Txn
 	Chunk *Chunk
+	// Changed, when not nil on a Change, asks a ChangeReporter to note the
+	// values of the columns it names in the row before the change (read
+	// from the destination) and after it (changes.go).
+	Changed *Changes
 }
 
 // Chunk replaces the destination rows of a table whose key lies in

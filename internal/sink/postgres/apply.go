@@ -76,6 +76,11 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 				return fmt.Errorf("op %d: apply chunk to %s: %w", i, op.Chunk.Table.ID, err)
 			}
 		case op.Change != nil:
+			if op.Changed != nil {
+				if err := s.queueNoteChange(ctx, p, op.Change, op.Changed); err != nil {
+					return fmt.Errorf("op %d: read the row %s changes in %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
+				}
+			}
 			if err := s.queueChange(ctx, p, op.Change); err != nil {
 				return fmt.Errorf("op %d: %s on %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
 			}
@@ -105,6 +110,7 @@ type pipeline struct {
 	batch pgconn.Batch
 	what  []string                  // what each queued statement does, for errors
 	done  []func(pgconn.CommandTag) // optional, called with each statement's tag
+	rows  []func([][]byte)          // optional, called with each row it returns (text)
 }
 
 func (p *pipeline) queue(ctx context.Context, sql string, args [][]byte, what string) error {
@@ -113,6 +119,12 @@ func (p *pipeline) queue(ctx context.Context, sql string, args [][]byte, what st
 
 // queueTagged queues a statement; done, if not nil, receives its command tag.
 func (p *pipeline) queueTagged(ctx context.Context, sql string, args [][]byte, what string, done func(pgconn.CommandTag)) error {
+	return p.queueRows(ctx, sql, args, what, done, nil)
+}
+
+// queueRows queues a statement; done and rows, when not nil, receive its
+// command tag and each row it returns, in text.
+func (p *pipeline) queueRows(ctx context.Context, sql string, args [][]byte, what string, done func(pgconn.CommandTag), rows func([][]byte)) error {
 	name, err := p.s.prepare(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -121,6 +133,7 @@ func (p *pipeline) queueTagged(ctx context.Context, sql string, args [][]byte, w
 	p.batch.ExecPrepared(name, args, nil, nil)
 	p.what = append(p.what, what)
 	p.done = append(p.done, done)
+	p.rows = append(p.rows, rows)
 	if len(p.what) >= maxPipeline {
 		return p.flush(ctx)
 	}
@@ -132,12 +145,16 @@ func (p *pipeline) flush(ctx context.Context) error {
 	if len(p.what) == 0 {
 		return nil
 	}
-	what, done := p.what, p.done
+	what, done, rows := p.what, p.done, p.rows
 	mrr := p.s.conn.PgConn().ExecBatch(ctx, &p.batch)
-	p.batch, p.what, p.done = pgconn.Batch{}, nil, nil
+	p.batch, p.what, p.done, p.rows = pgconn.Batch{}, nil, nil, nil
 	i := 0
 	for ; mrr.NextResult(); i++ {
-		tag, err := mrr.ResultReader().Close()
+		rr := mrr.ResultReader()
+		for rows[i] != nil && rr.NextRow() {
+			rows[i](rr.Values())
+		}
+		tag, err := rr.Close()
 		if err != nil {
 			mrr.Close()
 			return fmt.Errorf("%s: %w", what[i], err)
@@ -280,4 +297,44 @@ func keyArgs(k change.Key) [][]byte {
 		args[i] = valueArg(v)
 	}
 	return args
+}
+
+// queueNoteChange queues the reads of the tracked values of the
+// destination rows c replaces, which run before c in the pipeline, and
+// notes its new row's (sink.ChangeReporter).
+func (s *Sink) queueNoteChange(ctx context.Context, p *pipeline, c *change.Change, ch *sink.Changes) error {
+	if c.Kind == change.Truncate {
+		return nil
+	}
+	ts, err := s.table(c.Table)
+	if err != nil {
+		return err
+	}
+	var idx []int
+	var names []string
+	for j, i := range ch.Indexes(c.Table) {
+		if i >= 0 {
+			idx, names = append(idx, i), append(names, ch.Columns[j])
+		}
+	}
+	if len(idx) > 0 {
+		for _, k := range sink.ChangeKeys(c) {
+			err := p.queueRows(ctx, ts.selectByKeySQL(idx), keyArgs(k), "read the row before the change", nil, func(vals [][]byte) {
+				for j, v := range vals {
+					if v == nil {
+						ch.NoteValue(names[j], change.Null)
+					} else {
+						ch.NoteValue(names[j], change.Text(string(v)))
+					}
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if c.Kind != change.Delete {
+		ch.Note(c.Table, c.Row)
+	}
+	return nil
 }

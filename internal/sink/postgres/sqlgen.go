@@ -218,6 +218,17 @@ func (ts *tableSQL) deleteReturningSQL(ret []bool) string {
 	})
 }
 
+// selectByKeySQL reads the cols of the row with a key.
+func (ts *tableSQL) selectByKeySQL(cols []int) string {
+	return ts.memo.Get(fmt.Sprint("selkey", cols), func() string {
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = ts.cols[c]
+		}
+		return "SELECT " + strings.Join(names, ", ") + " FROM " + ts.name + " WHERE " + ts.keyMatch("", 1)
+	})
+}
+
 func (ts *tableSQL) truncateSQL() string {
 	// DELETE rather than TRUNCATE: transactional like the rest of the batch
 	// and without TRUNCATE's ACCESS EXCLUSIVE lock.

@@ -89,3 +89,45 @@ func testChunkReportsChanges(t *testing.T, s sink.Sink) {
 	}
 	expect(t, s, tbl, before...)
 }
+
+// testChangeReportsChanges: for a live change whose Changed is set, a
+// ChangeReporter notes the tracked values the destination row had before
+// it (read in the batch's transaction, in order with the batch's other
+// changes) and has after it.
+func testChangeReportsChanges(t *testing.T, s sink.Sink) {
+	if _, ok := s.(sink.ChangeReporter); !ok {
+		t.Skipf("%T does not report changes", s)
+	}
+	tbl := orders()
+	ensure(t, s, tbl)
+	applyChunk(t, s, chunk(tbl, nil, nil, order("1", "ann", "d1"), order("2", "bob", "d2"), order("3", "cy", "d3")), 0)
+	tracked := func(op sink.Op) sink.Op {
+		op.Changed = sink.NewChanges([]string{"note"})
+		return op
+	}
+	ops := []sink.Op{
+		tracked(upd(tbl, nil, order("1", "ann", "d1x"))),
+		tracked(upd(tbl, nil, order("1", "ann", "d1y"))), // sees the one before
+		tracked(del(tbl, k("2"))),
+		tracked(ins(tbl, order("4", "di", "d4"))),
+		tracked(upd(tbl, k("3"), order("5", "cy", "d5"))), // a key move
+		upd(tbl, nil, order("4", "di", "untracked")),
+	}
+	var atCommit string
+	err := s.Apply(t.Context(), &sink.Batch{Stream: "test", Ops: ops, BeforeCommit: func(context.Context) error {
+		atCommit = strings.Join(slices.Sorted(maps.Keys(ops[0].Changed.Values["note"])), " ")
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"d1 d1x", "d1x d1y", "d2", "d4", "d3 d5"} {
+		if got := strings.Join(slices.Sorted(maps.Keys(ops[i].Changed.Values["note"])), " "); got != want {
+			t.Errorf("op %d noted %q, want %q", i, got, want)
+		}
+	}
+	if atCommit != "d1 d1x" {
+		t.Errorf("BeforeCommit saw %q, want the noted values", atCommit)
+	}
+	expect(t, s, tbl, order("1", "ann", "d1y"), order("4", "di", "untracked"), order("5", "cy", "d5"))
+}

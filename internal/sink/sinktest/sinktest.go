@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) sink.Sink) {
 		{"ChunkKeep", testChunkKeep},
 		{"ChunkUpdateOnly", testChunkUpdateOnly},
 		{"ChunkReportsChanges", testChunkReportsChanges},
+		{"ChangeReportsChanges", testChangeReportsChanges},
 		{"CompositeKey", testCompositeKey},
 		{"ReadRangeBounds", testReadRangeBounds},
 		{"ReadKeys", testReadKeys},

@@ -51,6 +51,11 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 				return fmt.Errorf("op %d: apply chunk to %s: %w", i, op.Chunk.Table.ID, err)
 			}
 		case op.Change != nil:
+			if op.Changed != nil {
+				if err := s.noteChange(ctx, w, op.Change, op.Changed); err != nil {
+					return fmt.Errorf("op %d: read the row %s changes in %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
+				}
+			}
 			if err := s.applyChange(ctx, w, op.Change); err != nil {
 				return fmt.Errorf("op %d: %s on %s: %w", i, op.Change.Kind, op.Change.Table.ID, err)
 			}
@@ -280,6 +285,43 @@ func (s *Sink) updateRows(ctx context.Context, w *txn, ts *tableSQL, ch *sink.Ch
 		if n, err := res.RowsAffected(); err == nil && n == 0 {
 			ch.Skipped++
 		}
+	}
+	return nil
+}
+
+// noteChange notes into ch the tracked values of the destination rows c
+// replaces, read before it is applied, and of its new row.
+func (s *Sink) noteChange(ctx context.Context, w *txn, c *change.Change, ch *sink.Changes) error {
+	if c.Kind == change.Truncate {
+		return nil
+	}
+	ts, err := s.table(c.Table)
+	if err != nil {
+		return err
+	}
+	idx := ch.Indexes(c.Table)
+	mask, some := make([]bool, len(ts.cols)), false
+	for _, i := range idx {
+		if i >= 0 {
+			mask[i], some = true, true
+		}
+	}
+	for _, k := range sink.ChangeKeys(c) {
+		if !some {
+			break
+		}
+		vals, err := s.readColumns(ctx, w, ts, k, mask)
+		if err != nil {
+			return err
+		}
+		for j, i := range idx {
+			if vals != nil && i >= 0 {
+				ch.NoteValue(ch.Columns[j], decode(ts.kinds[i], vals[i]))
+			}
+		}
+	}
+	if c.Kind != change.Delete {
+		ch.Note(c.Table, c.Row)
 	}
 	return nil
 }
