@@ -426,7 +426,12 @@ func (s *Server) linkLineage(ctx context.Context, recs []AuditRecord) error {
 		for _, c := range p.Causes {
 			k := fmt.Sprintf("%s/%d", c.Stream, c.BackfillID)
 			caused[k] = append(caused[k], fmt.Sprintf("caused %s for %d cycles", what, len(p.Times)))
-			if p.BatchBackfillID != 0 {
+			switch {
+			case p.BatchBackfillID == 0:
+			case c.BackfillID == 0:
+				causedBy[p.BatchBackfillID] = append(causedBy[p.BatchBackfillID],
+					fmt.Sprintf("caused by late data in %s of stream %s (proposal %d)", c.Object, c.Stream, p.ID))
+			default:
 				causedBy[p.BatchBackfillID] = append(causedBy[p.BatchBackfillID],
 					fmt.Sprintf("caused by %s backfill %d of stream %s (proposal %d)", c.Object, c.BackfillID, c.Stream, p.ID))
 			}

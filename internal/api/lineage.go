@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,8 +52,13 @@ func (s *Server) proposalView(p store.Proposal) ProposalView {
 	v.Cycles = businessTimes(t, p.Times)
 	var causes []string
 	for _, c := range p.Causes {
-		causes = append(causes, fmt.Sprintf("%s backfill #%d", c.Object, c.BackfillID))
+		if c.BackfillID == 0 {
+			causes = append(causes, "late data in "+c.Object)
+		} else {
+			causes = append(causes, fmt.Sprintf("%s backfill #%d", c.Object, c.BackfillID))
+		}
 	}
+	causes = slices.Compact(causes)
 	what := p.Task
 	if req, err := lineage.Request(t, p); err == nil && req.Scope.Mode == plan.ScopeList && req.Scope.Downstream != 0 {
 		if n := len(s.batch.Graph().Descendants(t.ID, req.Scope.Downstream)); n > 0 {

@@ -132,3 +132,16 @@ func Mark(tag change.Tag, v string) string {
 	}
 	return v
 }
+
+// Late reports whether a value of a date column of tag (its canonical
+// text), its dates read in loc, is late data at now: the day it names, or
+// the instant, ended more than after ago. NULL, ±infinity and BC values
+// are not.
+func Late(tag change.Tag, v string, loc *time.Location, after time.Duration, now time.Time) bool {
+	if loc == nil {
+		loc = time.UTC
+	}
+	p := &Placer{loc: loc, tag: tag}
+	_, end, ok, err := p.span(v)
+	return err == nil && ok && !end.After(now.Add(-after))
+}

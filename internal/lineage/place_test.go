@@ -177,3 +177,30 @@ func TestMark(t *testing.T) {
 		}
 	}
 }
+
+func TestLate(t *testing.T) {
+	now := time.Date(2026, 3, 12, 10, 0, 0, 0, time.UTC)
+	shanghai := zone(t, "Asia/Shanghai")
+	for _, c := range []struct {
+		tag   change.Tag
+		v     string
+		loc   *time.Location
+		after time.Duration
+		late  bool
+	}{
+		{change.TagDate, "2026-03-02", time.UTC, 24 * time.Hour, true},
+		{change.TagDate, "2026-03-11", time.UTC, 24 * time.Hour, false}, // ended 10 hours ago
+		{change.TagDate, "2026-03-10", time.UTC, 24 * time.Hour, true},  // ended 34 hours ago
+		{change.TagDate, "2026-03-11", shanghai, 0, true},               // ended at 16:00 UTC on the 10th
+		{change.TagTimestampTZ, "2026-03-11 09:59:00+00", time.UTC, 24 * time.Hour, true},
+		{change.TagTimestampTZ, "2026-03-11 10:01:00+00", time.UTC, 24 * time.Hour, false},
+		{change.TagTimestamp, "2026-03-11 17:30:00", shanghai, 24 * time.Hour, true}, // 09:30 UTC
+		{change.TagDate, "infinity", time.UTC, time.Minute, false},
+		{change.TagDate, "-infinity", time.UTC, time.Minute, false},
+		{change.TagDate, "not a date", time.UTC, time.Minute, false},
+	} {
+		if got := Late(c.tag, c.v, c.loc, c.after, now); got != c.late {
+			t.Errorf("Late(%s %q in %s, after %s) = %v, want %v", c.tag, c.v, c.loc, c.after, got, c.late)
+		}
+	}
+}

@@ -81,6 +81,9 @@ func (w *Watcher) Tick(ctx context.Context) error {
 			return fmt.Errorf("backfill %d: %w", id, err)
 		}
 	}
+	if err := w.handLate(ctx); err != nil {
+		return fmt.Errorf("late data: %w", err)
+	}
 	due, err := w.Store.DueProposals(ctx, w.now())
 	if err != nil {
 		return err
@@ -104,36 +107,15 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	var acting []*dag.Task
-	for _, t := range w.Batch.Graph().Tasks() {
-		if t.OnChange != nil && t.OnChange.Action != dag.OnChangeOff {
-			acting = append(acting, t)
-		}
+	until := w.now()
+	if bf.FinishedAt != nil {
+		until = *bf.FinishedAt
 	}
-	affected, err := Affected(acting, bf.Stream, ds)
+	adds, err := w.proposals(ctx, bf.Stream, ds, until, func(object string) store.Cause {
+		return store.Cause{Stream: bf.Stream, BackfillID: id, Object: object, StartedBy: bf.StartedBy}
+	})
 	if err != nil {
 		return err
-	}
-	var adds []store.ProposalAdd
-	for _, a := range affected {
-		t, err := w.Batch.Graph().Lookup(a.Task)
-		if err != nil {
-			return err
-		}
-		until := w.now()
-		if bf.FinishedAt != nil {
-			until = *bf.FinishedAt
-		}
-		ran, err := w.ranBefore(ctx, t.ID, a.Times, until)
-		if err != nil {
-			return err
-		}
-		if len(ran) == 0 {
-			continue // dates never run are left to the schedule
-		}
-		adds = append(adds, store.ProposalAdd{Task: t.ID, Auto: t.OnChange.Action == dag.OnChangeRun, Times: ran,
-			Cause: store.Cause{Stream: bf.Stream, BackfillID: id, Object: a.Object, StartedBy: bf.StartedBy},
-			DueAt: w.now().Add(t.OnChange.Settle)})
 	}
 	if err := w.Store.HandleChanged(ctx, id, adds); err != nil {
 		return err
@@ -145,6 +127,83 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 		w.Log.Info("lineage: changed dates proposed for a re-run", logkey.Backfill(id), logkey.Task(a.Task), "cycles", len(a.Times), "auto", a.Auto)
 	}
 	return nil
+}
+
+// LateCause is who a proposal's late data cause was started by.
+const LateCause = "late data"
+
+// handLate adds the late data waiting to the proposals of the tasks whose
+// on_change acts on it, stream by stream, and deletes it.
+func (w *Watcher) handLate(ctx context.Context) error {
+	late, err := w.Store.LateDates(ctx)
+	if err != nil || len(late) == 0 {
+		return err
+	}
+	byStream := map[string][]store.LateDate{}
+	var streams []string
+	for _, d := range late {
+		if byStream[d.Stream] == nil {
+			streams = append(streams, d.Stream)
+		}
+		byStream[d.Stream] = append(byStream[d.Stream], d)
+	}
+	for _, name := range streams {
+		var ds []store.ChangedDate
+		var ids []int64
+		var until time.Time
+		for _, d := range byStream[name] {
+			ds, ids = append(ds, d.ChangedDate), append(ids, d.ID)
+			if d.At.After(until) {
+				until = d.At
+			}
+		}
+		adds, err := w.proposals(ctx, name, ds, until, func(object string) store.Cause {
+			return store.Cause{Stream: name, Object: object, StartedBy: LateCause}
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.Store.HandleLate(ctx, ids, adds); err != nil {
+			return err
+		}
+		for _, a := range adds {
+			w.Log.Info("lineage: late data proposed for a re-run", logkey.Stream(name), logkey.Task(a.Task), "cycles", len(a.Times), "auto", a.Auto)
+		}
+	}
+	return nil
+}
+
+// proposals are the additions changed dates ds of stream make to the
+// proposals of the tasks whose on_change acts on them: per task, its
+// cycles holding them that ran before until.
+func (w *Watcher) proposals(ctx context.Context, stream string, ds []store.ChangedDate, until time.Time, cause func(object string) store.Cause) ([]store.ProposalAdd, error) {
+	var acting []*dag.Task
+	for _, t := range w.Batch.Graph().Tasks() {
+		if t.OnChange != nil && t.OnChange.Action != dag.OnChangeOff {
+			acting = append(acting, t)
+		}
+	}
+	affected, err := Affected(acting, stream, ds)
+	if err != nil {
+		return nil, err
+	}
+	var adds []store.ProposalAdd
+	for _, a := range affected {
+		t, err := w.Batch.Graph().Lookup(a.Task)
+		if err != nil {
+			return nil, err
+		}
+		ran, err := w.ranBefore(ctx, t.ID, a.Times, until)
+		if err != nil {
+			return nil, err
+		}
+		if len(ran) == 0 {
+			continue // dates never run are left to the schedule
+		}
+		adds = append(adds, store.ProposalAdd{Task: t.ID, Auto: t.OnChange.Action == dag.OnChangeRun, Times: ran,
+			Cause: cause(a.Object), DueAt: w.now().Add(t.OnChange.Settle)})
+	}
+	return adds, nil
 }
 
 // ranBefore keeps the cycles of task among times that an instance ran

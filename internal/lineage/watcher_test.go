@@ -322,3 +322,60 @@ func TestWatcherLeavesRunsAfterTheChange(t *testing.T) {
 		t.Fatalf("proposals for a cycle run before the change: %+v, want one to approve", ps)
 	}
 }
+
+// late records late data, as a stream does, for days.
+func (v *watchEnv) late(days ...string) {
+	v.t.Helper()
+	var ds []store.ChangedDate
+	for _, d := range days {
+		ds = append(ds, store.ChangedDate{Stream: "shop", Object: "public.sales", Column: "day", Value: d})
+	}
+	if err := v.st.RecordLateDates(v.t.Context(), ds); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+// TestWatcherLateData: late data to one date three times within the
+// settle time makes one run after it; late data while that run runs makes
+// exactly one more after it; the causes say late data.
+func TestWatcherLateData(t *testing.T) {
+	v := newWatchEnv(t, `[ ! -f gate ] || while [ ! -f go ]; do sleep 0.02; done`,
+		dag.OnChange{Action: dag.OnChangeRun, Settle: 10 * time.Minute, MaxPerDay: 3})
+	v.ran()
+	if err := os.WriteFile(filepath.Join(v.dir, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		v.late("2026-03-04")
+		v.tick()
+		v.now = v.now.Add(3 * time.Minute)
+	}
+	if runs := v.lineageRuns(); len(runs) != 0 {
+		t.Fatalf("ran before settling: %+v", runs)
+	}
+	v.now = v.now.Add(8 * time.Minute) // 11 minutes after the last
+	v.tick()
+	first := v.lineageRuns()
+	if len(first) != 1 {
+		t.Fatalf("runs: %+v, want one", first)
+	}
+	ps, _ := v.st.ListProposals(t.Context(), store.ProposalSubmitted, 0)
+	if len(ps) != 1 || len(ps[0].Causes) != 3 || ps[0].Causes[0].StartedBy != LateCause || ps[0].Causes[0].BackfillID != 0 {
+		t.Fatalf("the proposal %+v: want 3 late data causes", ps)
+	}
+	v.late("2026-03-04")
+	v.tick() // handed over: due in 10 minutes
+	v.now = v.now.Add(11 * time.Minute)
+	v.tick()
+	if runs := v.lineageRuns(); len(runs) != 1 {
+		t.Fatalf("another run started while the first runs: %+v", runs)
+	}
+	if err := os.WriteFile(filepath.Join(v.dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v.ended(first[0].ID)
+	v.tick()
+	if runs := v.lineageRuns(); len(runs) != 2 {
+		t.Fatalf("runs after the first ended: %+v, want exactly one more", runs)
+	}
+}

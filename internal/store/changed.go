@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 // ChangedDate is a value a tracked date column had or has in a row a
@@ -59,6 +60,59 @@ func (s *Store) ChangedDates(ctx context.Context, stream string, id int64) ([]Ch
 		if err := rows.Scan(&d.Object, &d.Column, &d.Value); err != nil {
 			return nil, fmt.Errorf("read changed dates of backfill %d: %w", id, err)
 		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// LateDate is a value of a date column in a row that a live change
+// touched while it was older than its read's late_after, not yet handed to
+// proposals.
+type LateDate struct {
+	ID int64 `json:"id"`
+	ChangedDate
+	At time.Time `json:"at"` // when it was first recorded
+}
+
+// RecordLateDates stores ds (their BackfillID is not kept); a value already
+// waiting keeps its first time.
+func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	at := s.d.timeArg(now())
+	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		for start := 0; start < len(ds); start += changedDatesPerInsert {
+			part := ds[start:min(start+changedDatesPerInsert, len(ds))]
+			args := make([]any, 0, 5*len(part))
+			for _, d := range part {
+				args = append(args, d.Stream, d.Object, d.Column, d.Value, at)
+			}
+			q := `INSERT INTO "late_dates" ("stream", "object", "column_name", "value", "at") VALUES ` +
+				batchPlaceholders(len(part), 5) + ` ON CONFLICT DO NOTHING`
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+				return fmt.Errorf("record late dates of stream %s: %w", part[0].Stream, err)
+			}
+		}
+		return nil
+	})
+}
+
+// LateDates returns the late dates waiting, oldest first.
+func (s *Store) LateDates(ctx context.Context) ([]LateDate, error) {
+	rows, err := s.query(ctx, `SELECT "id", "stream", "object", "column_name", "value", "at" FROM "late_dates" ORDER BY "id"`)
+	if err != nil {
+		return nil, fmt.Errorf("read late dates: %w", err)
+	}
+	defer rows.Close()
+	var out []LateDate
+	for rows.Next() {
+		var d LateDate
+		var at timeCol
+		if err := rows.Scan(&d.ID, &d.Stream, &d.Object, &d.Column, &d.Value, &at); err != nil {
+			return nil, fmt.Errorf("read late dates: %w", err)
+		}
+		d.At = at.T
 		out = append(out, d)
 	}
 	return out, rows.Err()

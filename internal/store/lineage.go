@@ -105,6 +105,30 @@ func (s *Store) HandleChanged(ctx context.Context, id int64, adds []ProposalAdd)
 	})
 }
 
+// HandleLate deletes the late dates ids and merges adds into their tasks'
+// pending proposals, in one transaction (see HandleChanged).
+func (s *Store) HandleLate(ctx context.Context, ids []int64, adds []ProposalAdd) error {
+	at := now()
+	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		for start := 0; start < len(ids); start += changedDatesPerInsert {
+			part := ids[start:min(start+changedDatesPerInsert, len(ids))]
+			args := make([]any, len(part))
+			for i, id := range part {
+				args[i] = id
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM "late_dates" WHERE "id" IN (`+batchInList(len(part))+`)`), args...); err != nil {
+				return fmt.Errorf("hand late dates over: %w", err)
+			}
+		}
+		for _, a := range adds {
+			if err := s.mergeProposal(ctx, tx, a, at); err != nil {
+				return fmt.Errorf("propose %s: %w", a.Task, err)
+			}
+		}
+		return nil
+	})
+}
+
 func (s *Store) mergeProposal(ctx context.Context, tx *sql.Tx, a ProposalAdd, at time.Time) error {
 	var (
 		id            int64

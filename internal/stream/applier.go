@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -110,6 +111,9 @@ type applierConfig struct {
 	// DateColumns are the columns whose values in the rows a chunk changes
 	// are recorded, by table (docs/lineage.md).
 	DateColumns map[change.TableID][]string
+	// LateData are the columns whose values in the rows a live change
+	// touches are checked for late data, by table.
+	LateData map[change.TableID][]config.LateRule
 }
 
 // applier is the single goroutine that orders everything the destination
@@ -329,7 +333,11 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		}
 		for i := range txn.Changes {
 			c := &txn.Changes[i]
-			a.batch.Ops = append(a.batch.Ops, sink.Op{Change: c, Txn: txn})
+			op := sink.Op{Change: c, Txn: txn}
+			if rules := a.cfg.LateData[c.Table.ID]; len(rules) > 0 {
+				op.Changed = sink.NewChanges(lateColumns(rules))
+			}
+			a.batch.Ops = append(a.batch.Ops, op)
 			cnt := a.counter(c.Table.ID)
 			cnt.events++
 			cnt.bytes += int64(c.Bytes)

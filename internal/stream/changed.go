@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
@@ -21,27 +22,80 @@ func (w *writer) recordChanged(ctx context.Context, b *outBatch) error {
 	if w.record == nil || !tracked(&b.Batch) {
 		return nil
 	}
+	save := func(ctx context.Context) error {
+		if err := w.record(ctx, changedDates(&b.Batch)); err != nil {
+			return err
+		}
+		if w.recordLate == nil {
+			return nil
+		}
+		return w.recordLate(ctx, w.lateDates(&b.Batch, time.Now()))
+	}
 	if _, ok := w.sink.(sink.ChangeReporter); ok {
-		b.Batch.BeforeCommit = func(ctx context.Context) error { return w.record(ctx, changedDates(&b.Batch)) }
+		b.Batch.BeforeCommit = save
 		return nil
 	}
 	for _, op := range b.Ops {
-		if ch := op.Chunk; ch != nil && ch.Changed != nil {
-			for _, r := range ch.Rows {
-				ch.Changed.Note(ch.Table, r)
+		switch {
+		case op.Chunk != nil && op.Chunk.Changed != nil:
+			for _, r := range op.Chunk.Rows {
+				op.Chunk.Changed.Note(op.Chunk.Table, r)
 			}
+		case op.Change != nil && op.Changed != nil && op.Change.Kind != change.Delete:
+			op.Changed.Note(op.Change.Table, op.Change.Row) // the new row only: the old one is the destination's
 		}
 	}
-	return w.record(ctx, changedDates(&b.Batch))
+	return save(ctx)
 }
 
 func tracked(b *sink.Batch) bool {
 	for _, op := range b.Ops {
-		if op.Chunk != nil && op.Chunk.Changed != nil {
+		if op.Chunk != nil && op.Chunk.Changed != nil || op.Changed != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// lateColumns names the columns of late rules.
+func lateColumns(rules []config.LateRule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.Column
+	}
+	return out
+}
+
+// lateDates lists the values b's live changes noted that are late at now
+// by their column's rule, each as lineage.Mark keeps it.
+func (w *writer) lateDates(b *sink.Batch, now time.Time) []store.ChangedDate {
+	var out []store.ChangedDate
+	seen := map[store.ChangedDate]bool{}
+	for _, op := range b.Ops {
+		if op.Change == nil || op.Changed == nil {
+			continue
+		}
+		t := op.Change.Table
+		object := config.FormatTable(t.ID)
+		for _, rule := range w.late[t.ID] {
+			i := t.ColumnIndex(rule.Column)
+			if i < 0 {
+				continue
+			}
+			tag := change.TagOf(t.Columns[i])
+			for v := range op.Changed.Values[rule.Column] {
+				if !lineage.Late(tag, v, rule.Location, rule.After, now) {
+					continue
+				}
+				d := store.ChangedDate{Stream: b.Stream, Object: object, Column: rule.Column, Value: lineage.Mark(tag, v)}
+				if !seen[d] {
+					seen[d] = true
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // changedDates lists what b's chunks noted, each value as lineage.Mark

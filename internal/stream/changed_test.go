@@ -4,8 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -123,4 +125,44 @@ func (e *env) initiateSales() int64 {
 	e.waitLoaded("sales")
 	e.waitVerified(recs[0].ID)
 	return recs[0].ID
+}
+
+// TestLateData: live changes to rows of dates older than late_after record
+// late data: an update counts the row's date before (read from the
+// destination) and after, a delete the deleted row's; a change to a row of
+// today's date records nothing (docs/lineage.md).
+func TestLateData(t *testing.T) {
+	t.Parallel()
+	for _, dest := range []string{"sqlite", "postgres"} {
+		t.Run(dest, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{dest: dest, setup: salesSetup + `
+				INSERT INTO sales VALUES (300, CURRENT_DATE, now(), 0);`, yaml: "backfill: {mode: automatic, chunk_size: 50}"})
+			e.cfg.DateColumns = map[change.TableID][]string{salesID: {"day"}}
+			e.cfg.LateData = map[change.TableID][]config.LateRule{salesID: {{Column: "day", After: 24 * time.Hour, Location: time.UTC}}}
+			e.start()
+			e.waitLoaded("sales")
+			e.exec(`UPDATE sales SET amount = amount + 1 WHERE id = 300`)
+			e.exec(`UPDATE sales SET day = '2026-03-09' WHERE id = 3`)
+			e.exec(`DELETE FROM sales WHERE id = 5`)
+			e.exec(`UPDATE sales SET amount = amount + 1 WHERE id = 300`)
+			var got []string
+			e.waitFor("late dates", func() bool {
+				late, err := e.st.LateDates(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = got[:0]
+				for _, d := range late {
+					got = append(got, d.Value)
+				}
+				slices.Sort(got)
+				return len(got) >= 3
+			})
+			e.assertConverged("sales")
+			if strings.Join(got, " ") != "2026-03-04 2026-03-06 2026-03-09" {
+				t.Fatalf("late dates %v, want 2026-03-04 (before the update), 2026-03-09 (after it) and 2026-03-06 (deleted)", got)
+			}
+		})
+	}
 }

@@ -423,7 +423,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
-		DateColumns: s.cfg.DateColumns,
+		DateColumns: s.cfg.DateColumns, LateData: s.cfg.LateData,
 	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, cp.Position)
 	app.resume = cp.Resume
 	if resetAll {
@@ -437,7 +437,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	app.refused = newRefusals()
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
 		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth,
-		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk), record: s.st.RecordChangedDates}
+		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk), record: s.st.RecordChangedDates, recordLate: s.st.RecordLateDates, late: s.cfg.LateData}
 	src.Confirm(cp.Position)
 	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
 	g.Go(func() error { return app.run(gctx) })

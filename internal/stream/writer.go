@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/store"
@@ -36,6 +37,10 @@ type writer struct {
 	// record stores the dates the batches' chunks change (changed.go);
 	// nil: they are not recorded (tests).
 	record func(context.Context, []store.ChangedDate) error
+	// recordLate stores late data (changed.go) by the late rules; nil:
+	// none is recorded (tests).
+	recordLate func(context.Context, []store.ChangedDate) error
+	late       map[change.TableID][]config.LateRule
 }
 
 func (w *writer) run(ctx context.Context) error {

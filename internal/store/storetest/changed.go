@@ -104,3 +104,32 @@ func testProposals(t *testing.T, s *store.Store) {
 		t.Fatalf("after a submission: %+v", ps)
 	}
 }
+
+// testLateDates: a late value waits once until handed over, which deletes
+// it with the proposal's merge in one transaction.
+func testLateDates(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	d := func(v string) store.ChangedDate {
+		return store.ChangedDate{Stream: "shop", Object: "public.orders", Column: "day", Value: v}
+	}
+	mustNil(t, s.RecordLateDates(ctx, []store.ChangedDate{d("2026-03-02"), d("2026-03-05")}))
+	mustNil(t, s.RecordLateDates(ctx, []store.ChangedDate{d("2026-03-02")})) // waiting already
+	late, err := s.LateDates(ctx)
+	mustNil(t, err)
+	if len(late) != 2 || late[0].Value != "2026-03-02" || late[1].Value != "2026-03-05" || late[0].At.IsZero() {
+		t.Fatalf("late dates %+v", late)
+	}
+	add := store.ProposalAdd{Task: "sales.daily", Auto: true, Times: []time.Time{time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)},
+		Cause: store.Cause{Stream: "shop", Object: "public.orders", StartedBy: "late data"}, DueAt: time.Now()}
+	mustNil(t, s.HandleLate(ctx, []int64{late[0].ID}, []store.ProposalAdd{add}))
+	if late, _ := s.LateDates(ctx); len(late) != 1 || late[0].Value != "2026-03-05" {
+		t.Fatalf("late dates after handing one over: %+v", late)
+	}
+	if ps, _ := s.ListProposals(ctx, store.ProposalPending, 0); len(ps) != 1 || ps[0].Causes[0].StartedBy != "late data" {
+		t.Fatalf("proposals %+v", ps)
+	}
+	mustNil(t, s.RecordLateDates(ctx, []store.ChangedDate{d("2026-03-02")})) // late again, after its hand-over
+	if late, _ := s.LateDates(ctx); len(late) != 2 {
+		t.Fatalf("a value late again waits again: %+v", late)
+	}
+}

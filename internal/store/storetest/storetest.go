@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Actions", testActions},
 		{"ChangedDates", testChangedDates},
 		{"Proposals", testProposals},
+		{"LateDates", testLateDates},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"Validation", testValidation},

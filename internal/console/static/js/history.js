@@ -96,7 +96,7 @@ export async function objectPage(main, [name, object], ctx) {
         const what = p.batch_backfill_id
           ? ["caused batch backfill ", h("a", { href: "#/batch/" + p.batch_backfill_id }, "#" + p.batch_backfill_id), " of " + p.task]
           : ["caused proposal #" + p.id + " (" + p.state + ") to re-run " + p.task];
-        lines.push(h("li", { dataset: { backfill: c.backfill_id, proposal: p.id } }, "Backfill #" + c.backfill_id + " ", ...what,
+        lines.push(h("li", { dataset: { backfill: c.backfill_id, proposal: p.id } }, c.backfill_id ? "Backfill #" + c.backfill_id + " " : "Late data ", ...what,
           ` for ${p.cycles.length} ${p.cycles.length === 1 ? "cycle" : "cycles"}: `, h("span", { class: "mono" }, p.cycles.join(", ")),
           " (", h("a", { href: "#/lineage" }, "lineage"), ")"));
       }
