@@ -76,12 +76,18 @@ type ReadView struct {
 	Object     string `json:"object"`
 	DateColumn string `json:"date_column"`
 	Timezone   string `json:"timezone"`
+	// LateAfter is the read's late_after ("24h0m0s"), "" when off.
+	LateAfter string `json:"late_after,omitempty"`
 }
 
 func readViews(rs []dag.Read) []ReadView {
 	out := make([]ReadView, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, ReadView{Stream: r.Stream, Object: config.FormatTable(r.Table), DateColumn: r.DateColumn, Timezone: r.Location.String()})
+		v := ReadView{Stream: r.Stream, Object: config.FormatTable(r.Table), DateColumn: r.DateColumn, Timezone: r.Location.String()}
+		if r.LateAfter > 0 {
+			v.LateAfter = r.LateAfter.String()
+		}
+		out = append(out, v)
 	}
 	return out
 }
