@@ -42,8 +42,9 @@ func (e *env) changedValues(id int64, column string) []string {
 // TestChangedDates: a backfill or repair records the date column values of
 // exactly the rows it changes in the destination: every date of a first
 // load, none when it rewrites identical rows, the dates of 5 damaged rows
-// over 3 dates for a repair, a deleted row's date, and both dates of a
-// row whose date it puts back; timestamps kept to the minute
+// over 3 dates for a repair, a deleted row's date, both dates of a row
+// whose date it puts back and of a key it moves back; timestamps kept to
+// the minute
 // (docs/lineage.md). An event destination cannot tell: every row written
 // counts.
 func TestChangedDates(t *testing.T) {
@@ -90,11 +91,14 @@ func TestChangedDates(t *testing.T) {
 
 			// A row the source lacks is deleted; a date put back counts
 			// the wrong one and the right one.
+			// A key moved: the row under the wrong key goes (its date counts)
+			// and the right one comes back (its date counts).
 			e.execInDest(`INSERT INTO sales VALUES (9999, '2026-02-15', '2026-02-15 10:00:00+00', 0)`,
-				`UPDATE sales SET day = '2026-01-01' WHERE id = 30`)
+				`UPDATE sales SET day = '2026-01-01' WHERE id = 30`,
+				`UPDATE sales SET id = 4000, day = '2026-02-20' WHERE id = 41`)
 			fix := e.initiateSales()
-			if days := e.changedValues(fix, "day"); strings.Join(days, " ") != "2026-01-01 2026-02-15 2026-03-01" {
-				t.Fatalf("backfill deleting a row and putting a date back noted %v", days)
+			if days := e.changedValues(fix, "day"); strings.Join(days, " ") != "2026-01-01 2026-02-15 2026-02-20 2026-03-01 2026-03-02" {
+				t.Fatalf("backfill deleting a row, putting a date back and moving a key back noted %v", days)
 			}
 			e.assertConverged("sales")
 		})
