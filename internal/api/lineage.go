@@ -120,7 +120,10 @@ func (s *Server) decideProposal(w http.ResponseWriter, r *http.Request, who stri
 	}
 	p, err := decide(r.Context(), id, who)
 	var reqErr *plan.RequestError
+	var gone *lineage.TaskGoneError
 	switch {
+	case errors.As(err, &gone):
+		return &Error{Status: http.StatusConflict, Code: "refused", Message: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
 		return unknownID("proposal", id, "`tidemark lineage list` lists them")
 	case errors.Is(err, store.ErrProposalDecided):

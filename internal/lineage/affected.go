@@ -1,7 +1,6 @@
 package lineage
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +38,7 @@ func Affected(tasks []*dag.Task, stream string, ds []store.ChangedDate) ([]Insta
 				}
 				times, err := PlaceValue(t.Schedule, r, d.Value)
 				if err != nil {
-					return nil, fmt.Errorf("task %s: %w", t.ID, err)
+					continue // not a date of this column's form: it places no row
 				}
 				for _, c := range times {
 					if !seen[c] {

@@ -260,6 +260,12 @@ func (w *Watcher) auto(ctx context.Context, p store.Proposal) error {
 		return w.Store.HoldProposal(ctx, p.ID, fmt.Sprintf("%d batch backfills of %s were started today, its on_change.max_per_day: approve or dismiss it", n, t.ID))
 	}
 	_, err = w.submit(ctx, t, p, StartedBy)
+	var refused *plan.RequestError
+	if errors.As(err, &refused) {
+		// Submitting again cannot help: a person decides.
+		w.Log.Warn("lineage: the batch backfill of a proposal was refused; it waits for a person", "proposal", p.ID, logkey.Task(t.ID), logkey.Err(err))
+		return w.Store.HoldProposal(ctx, p.ID, "the batch backfill was refused ("+refused.Error()+"): approve once that is fixed, or dismiss it")
+	}
 	return err
 }
 
@@ -296,10 +302,15 @@ func (w *Watcher) Approve(ctx context.Context, id int64, by string) (store.Propo
 	}
 	t, err := w.Batch.Graph().Lookup(p.Task)
 	if err != nil {
-		return p, fmt.Errorf("proposal %d: task %s is no longer configured: dismiss it", id, p.Task)
+		return p, fmt.Errorf("proposal %d: %w: dismiss it", id, &TaskGoneError{Task: p.Task})
 	}
 	return w.submit(ctx, t, p, by)
 }
+
+// TaskGoneError is a proposal of a task no longer configured.
+type TaskGoneError struct{ Task string }
+
+func (e *TaskGoneError) Error() string { return "task " + e.Task + " is no longer configured" }
 
 // Dismiss closes a pending proposal without running it.
 func (w *Watcher) Dismiss(ctx context.Context, id int64, by string) (store.Proposal, error) {

@@ -379,3 +379,21 @@ func TestWatcherLateData(t *testing.T) {
 		t.Fatalf("runs after the first ended: %+v, want exactly one more", runs)
 	}
 }
+
+// TestWatcherHoldsARefusedRun: a batch backfill the planner refuses (here:
+// every date already succeeded, and the options skip those) is not tried
+// again each tick: the proposal waits for a person, saying why.
+func TestWatcherHoldsARefusedRun(t *testing.T) {
+	v := newWatchEnv(t, "true", dag.OnChange{Action: dag.OnChangeRun, MaxPerDay: 3, Backfill: []byte(`{"succeeded": "skip"}`)})
+	v.ran()
+	v.changed("2026-03-04")
+	v.tick()
+	v.tick()
+	ps, _ := v.st.ListProposals(t.Context(), store.ProposalPending, 0)
+	if len(ps) != 1 || ps[0].Auto || !strings.Contains(ps[0].Note, "the batch backfill was refused (succeeded: nothing to backfill") {
+		t.Fatalf("proposals %+v, want one held saying the batch backfill was refused", ps)
+	}
+	if runs := v.lineageRuns(); len(runs) != 0 {
+		t.Fatalf("runs %+v", runs)
+	}
+}
