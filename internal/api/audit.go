@@ -426,15 +426,9 @@ func (s *Server) linkLineage(ctx context.Context, recs []AuditRecord) error {
 		for _, c := range p.Causes {
 			k := fmt.Sprintf("%s/%d", c.Stream, c.BackfillID)
 			caused[k] = append(caused[k], fmt.Sprintf("caused %s for %d cycles", what, len(p.Times)))
-			switch {
-			case p.BatchBackfillID == 0:
-			case c.BackfillID == 0:
-				causedBy[p.BatchBackfillID] = append(causedBy[p.BatchBackfillID],
-					fmt.Sprintf("caused by late data in %s of stream %s (proposal %d)", c.Object, c.Stream, p.ID))
-			default:
-				causedBy[p.BatchBackfillID] = append(causedBy[p.BatchBackfillID],
-					fmt.Sprintf("caused by %s backfill %d of stream %s (proposal %d)", c.Object, c.BackfillID, c.Stream, p.ID))
-			}
+		}
+		if p.BatchBackfillID != 0 {
+			causedBy[p.BatchBackfillID] = causedByLines(p)
 		}
 	}
 	for i := range recs {
@@ -499,4 +493,17 @@ func csvTime(t *time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// causedByLines say what caused proposal p's batch backfill.
+func causedByLines(p store.Proposal) []string {
+	out := make([]string, 0, len(p.Causes))
+	for _, c := range p.Causes {
+		if c.BackfillID == 0 {
+			out = append(out, fmt.Sprintf("caused by late data in %s of stream %s (proposal %d)", c.Object, c.Stream, p.ID))
+		} else {
+			out = append(out, fmt.Sprintf("caused by %s backfill %d of stream %s (proposal %d)", c.Object, c.BackfillID, c.Stream, p.ID))
+		}
+	}
+	return slices.Compact(out)
 }

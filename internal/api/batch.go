@@ -16,6 +16,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -392,7 +393,15 @@ func (s *Server) listBatch(w http.ResponseWriter, r *http.Request, _ string) err
 }
 
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request, _ string) error {
-	return writeByID(w, r, "batch backfill", s.st.GetBatchBackfill, batchBackfillView)
+	return writeByID(w, r, "batch backfill", s.st.GetBatchBackfill, func(b store.BatchBackfill) BatchBackfillView {
+		v := batchBackfillView(b)
+		if p, ok, err := s.st.ProposalOfBatch(r.Context(), b.ID); err == nil && ok {
+			v.CausedBy = causedByLines(p)
+		} else if err != nil {
+			s.log.Warn("read the proposal of a batch backfill", logkey.BatchBackfill(b.ID), logkey.Err(err))
+		}
+		return v
+	})
 }
 
 // writeList answers 200 with a JSON array, [] when empty.

@@ -395,8 +395,17 @@ func TestConsoleLineageApprove(t *testing.T) {
 	b.waitJS(`document.querySelector('tr[data-proposal="1"][data-state="submitted"] a[href^="#/batch/"]') !== null`)
 	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] a[href^="#/batch/"]`)))
 	b.waitJS(`location.hash.startsWith("#/batch/") && document.querySelector('.page-head .badge[data-status="succeeded"]') !== null`)
+	wantCause := fmt.Sprintf("caused by public.sales backfill %d of stream %s (proposal 1)", repair, e.name)
+	if got := b.text(".bf-caused"); got != "Lineage: "+wantCause {
+		t.Errorf("the batch backfill's page says %q, want %q", got, "Lineage: "+wantCause)
+	}
 	var p api.ProposalView
 	e.ok(http.StatusOK, &p, "GET", "/api/v1/lineage/proposals/1", "")
+	var bb api.BatchBackfillView
+	e.ok(http.StatusOK, &bb, "GET", fmt.Sprintf("/api/v1/batch/backfills/%d", p.BatchBackfillID), "")
+	if strings.Join(bb.CausedBy, "; ") != wantCause || bb.Name != "lineage_1" {
+		t.Errorf("the batch backfill %q: caused_by %v, want [%s]", bb.Name, bb.CausedBy, wantCause)
+	}
 	if p.State != store.ProposalSubmitted || p.DecidedBy != "console" {
 		t.Fatalf("proposal after Approve: %+v, want submitted by the console's caller", p)
 	}

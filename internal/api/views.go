@@ -216,6 +216,9 @@ type BatchBackfillView struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Instances  int             `json:"instances"`
 	States     map[string]int  `json:"states,omitempty"`
+	// CausedBy says which stream backfills or late data caused a batch
+	// backfill submitted for a proposal (docs/lineage.md).
+	CausedBy []string `json:"caused_by,omitempty"`
 }
 
 func batchBackfillView(b store.BatchBackfill) BatchBackfillView {

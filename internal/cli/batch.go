@@ -409,6 +409,9 @@ func batchShowCmd(g *globals) *cobra.Command {
 			if b.Error != "" {
 				fmt.Fprintf(g.stdout, "  %s\n", b.Error)
 			}
+			for _, c := range b.CausedBy {
+				fmt.Fprintf(g.stdout, "  %s\n", cell(c))
+			}
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // TestTaskReads: what a task reads is checked against the stream's source
@@ -52,6 +53,7 @@ func TestTaskReads(t *testing.T) {
 	withReads(`[{stream: s, object: public.orders, date_column: created_at, timezone: Asia/Shanghai}]`)
 	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
 	poll(t, d, "the API", func() bool { return tidemark(t, append(addr, "tasks")...).code == 0 })
+	poll(t, d, "stream s running", func() bool { return theStream(t, addr).State == store.StateRunning })
 	expect(t, 0, []string{"READS", "s:public.orders(created_at)"}, append(addr, "tasks")...)
 	r := expect(t, 0, nil, append(addr, "tasks", "--json")...)
 	var tasks []api.TaskView

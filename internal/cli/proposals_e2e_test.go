@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/api"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // TestProposalsFromARepair goes the way of docs/lineage.md, through the
@@ -42,6 +43,7 @@ func TestProposalsFromARepair(t *testing.T) {
 	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
 	cli := func(args ...string) result { return tidemark(t, append(addr, args...)...) }
 	poll(t, d, "the API", func() bool { return cli("tasks").code == 0 })
+	poll(t, d, "stream s running", func() bool { return theStream(t, addr).State == store.StateRunning })
 	handled := func(id string) api.ChangedDatesView {
 		var v api.ChangedDatesView
 		poll(t, d, "backfill "+id+"'s changes handed over", func() bool {
@@ -98,6 +100,7 @@ func TestProposalsFromARepair(t *testing.T) {
 	}
 	bb := fmt.Sprint(approved.BatchBackfillID)
 	expect(t, 0, []string{"succeeded"}, append(addr, "batch", "wait", bb)...)
+	expect(t, 0, []string{`"lineage_1"`, "caused by public.sales backfill 2 of stream s (proposal 1)"}, append(addr, "batch", "show", bb)...)
 	r = expect(t, 0, nil, append(addr, "batch", "instances", bb, "--json")...)
 	var insts []api.BatchInstanceView
 	if err := json.Unmarshal([]byte(r.stdout), &insts); err != nil {

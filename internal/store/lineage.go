@@ -324,3 +324,17 @@ func (s *Store) ProposalsCausedBy(ctx context.Context, id int64) ([]Proposal, bo
 	ps, err := s.scanProposals(rows)
 	return ps, n > 0, err
 }
+
+// ProposalOfBatch returns the proposal batch backfill id was submitted
+// for; ok is false for one submitted otherwise.
+func (s *Store) ProposalOfBatch(ctx context.Context, id int64) (p Proposal, ok bool, err error) {
+	rows, err := s.query(ctx, `SELECT `+proposalColumns+` FROM "lineage_proposals" WHERE "batch_backfill_id" = ? ORDER BY "id" LIMIT 1`, id)
+	if err != nil {
+		return p, false, fmt.Errorf("proposal of batch backfill %d: %w", id, err)
+	}
+	ps, err := s.scanProposals(rows)
+	if err != nil || len(ps) == 0 {
+		return p, false, err
+	}
+	return ps[0], true, nil
+}

@@ -162,7 +162,11 @@ export async function batchPage(main, [id], ctx) {
   const dagBox = h("details", { class: "panel bf-dag", open: true }, h("summary", {}, h("strong", {}, "Tasks"), h("span", { class: "muted" }, " · coloured by each task's latest instance: the one started last")));
   const filterBox = h("div", { class: "inst-filter" });
   const groupsBox = h("div", { class: "groups bf-groups" });
-  content.append(summary, dagBox, filterBox, groupsBox);
+  // A batch backfill of a lineage proposal says what caused it.
+  const causes = (b.caused_by || []).length
+    ? h("p", { class: "hint bf-caused" }, h("a", { href: "#/lineage" }, "Lineage"), ": ", b.caused_by.join("; "))
+    : null;
+  content.append(...[causes, summary, dagBox, filterBox, groupsBox].filter(Boolean));
   let filter = ctx.query.get("state") || "";
   // The grid is the compact view, the list the detailed one; a small
   // backfill starts as the list.
