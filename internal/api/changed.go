@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/calendar"
@@ -59,9 +58,9 @@ type AffectedTaskView struct {
 }
 
 func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return badRequest("backfill id %q is not a positive number", r.PathValue("id"))
+	id, err := pathID(r, "backfill")
+	if err != nil {
+		return err
 	}
 	rec, err := s.getBackfillRecord(r.Context(), id)
 	if err != nil {

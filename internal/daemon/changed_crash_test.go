@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -30,19 +28,8 @@ func testChangedDatesSurviveAKill(t *testing.T, dest string) {
 	const rows, chunk, days = 2000, 200, 100 // 10 days a chunk
 	ctx := context.Background()
 	name := "dates_" + dest
-	srcDSN, err := server.CreateDatabase(ctx, name+"_src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := pgx.Connect(ctx, srcDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close(ctx)
-	if _, err := src.Exec(ctx, fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, day date NOT NULL);
-		INSERT INTO t SELECT g, DATE '2026-01-01' + (g - 1) / %d FROM generate_series(1, %d) g`, rows/days, rows)); err != nil {
-		t.Fatal(err)
-	}
+	srcDSN, _ := crashSource(t, ctx, name+"_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, day date NOT NULL);
+		INSERT INTO t SELECT g, DATE '2026-01-01' + (g - 1) / %d FROM generate_series(1, %d) g`, rows/days, rows))
 	dir := t.TempDir()
 	cfgPath, metaPath := filepath.Join(dir, "tidemark.yaml"), filepath.Join(dir, "meta.db")
 	destination := fmt.Sprintf(`{type: sqlite, path: "%s"}`, filepath.Join(dir, "replica.db"))
@@ -54,7 +41,7 @@ func testChangedDatesSurviveAKill(t *testing.T, dest string) {
 		destination = fmt.Sprintf(`{type: postgres, dsn: "%s"}`, dstDSN)
 	}
 	addr := freeAddr(t)
-	err = os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+	err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
 metadata: sqlite://%s
 api: {listen: "%s"}
 streams:

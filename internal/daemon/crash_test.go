@@ -244,6 +244,25 @@ func (c *crashEnv) watch(metaPath string) func() store.Backfill {
 	}
 }
 
+// crashSource creates source database name on the test server, runs setup
+// in it and returns its DSN and a connection closed when the test ends.
+func crashSource(t *testing.T, ctx context.Context, name, setup string) (string, *pgx.Conn) {
+	t.Helper()
+	dsn, err := server.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, setup); err != nil {
+		t.Fatalf("setup of %s: %v", name, err)
+	}
+	return dsn, conn
+}
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

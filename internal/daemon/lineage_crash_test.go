@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -22,19 +20,8 @@ import (
 // dates (docs/lineage.md, "Restart safety").
 func TestSIGKILLAroundALineageRun(t *testing.T) {
 	ctx := context.Background()
-	srcDSN, err := server.CreateDatabase(ctx, "lineage_src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := pgx.Connect(ctx, srcDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close(ctx)
-	if _, err := src.Exec(ctx, `CREATE TABLE sales (id int PRIMARY KEY, day date NOT NULL, amount int NOT NULL);
-		INSERT INTO sales SELECT g, DATE '2026-03-01' + g % 10, g FROM generate_series(1, 100) g`); err != nil {
-		t.Fatal(err)
-	}
+	srcDSN, _ := crashSource(t, ctx, "lineage_src", `CREATE TABLE sales (id int PRIMARY KEY, day date NOT NULL, amount int NOT NULL);
+		INSERT INTO sales SELECT g, DATE '2026-03-01' + g % 10, g FROM generate_series(1, 100) g`)
 	dir := t.TempDir()
 	cfgPath, metaPath, dest := filepath.Join(dir, "tidemark.yaml"), filepath.Join(dir, "meta.db"), filepath.Join(dir, "dest.db")
 	addr := freeAddr(t)

@@ -17,7 +17,7 @@ type ChangedDate struct {
 	Value      string `json:"value"`
 }
 
-// changedDatesPerInsert bounds one INSERT's rows (5 values each).
+// changedDatesPerInsert bounds one INSERT's rows (5 or 6 values each).
 const changedDatesPerInsert = 500
 
 // RecordChangedDates stores ds in one transaction; a value recorded
@@ -28,17 +28,28 @@ func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error 
 		return nil
 	}
 	at := s.d.timeArg(now())
+	err := s.insertIgnoring(ctx, `"changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at")`, 6, len(ds),
+		func(i int) []any { d := ds[i]; return []any{d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at} })
+	if err != nil {
+		return fmt.Errorf("record changed dates of stream %s: %w", ds[0].Stream, err)
+	}
+	return nil
+}
+
+// insertIgnoring inserts n rows of cols values each into target ("table"
+// ("col", …)), row(i) giving the i-th, in one transaction, keeping a row
+// that is there already.
+func (s *Store) insertIgnoring(ctx context.Context, target string, cols, n int, row func(int) []any) error {
 	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
-		for start := 0; start < len(ds); start += changedDatesPerInsert {
-			part := ds[start:min(start+changedDatesPerInsert, len(ds))]
-			args := make([]any, 0, 6*len(part))
-			for _, d := range part {
-				args = append(args, d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at)
+		for start := 0; start < n; start += changedDatesPerInsert {
+			end := min(start+changedDatesPerInsert, n)
+			args := make([]any, 0, cols*(end-start))
+			for i := start; i < end; i++ {
+				args = append(args, row(i)...)
 			}
-			q := `INSERT INTO "changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at") VALUES ` +
-				batchPlaceholders(len(part), 6) + ` ON CONFLICT DO NOTHING`
+			q := `INSERT INTO ` + target + ` VALUES ` + batchPlaceholders(end-start, cols) + ` ON CONFLICT DO NOTHING`
 			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
-				return fmt.Errorf("record changed dates of stream %s: %w", part[0].Stream, err)
+				return err
 			}
 		}
 		return nil
@@ -81,21 +92,12 @@ func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
 		return nil
 	}
 	at := s.d.timeArg(now())
-	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
-		for start := 0; start < len(ds); start += changedDatesPerInsert {
-			part := ds[start:min(start+changedDatesPerInsert, len(ds))]
-			args := make([]any, 0, 5*len(part))
-			for _, d := range part {
-				args = append(args, d.Stream, d.Object, d.Column, d.Value, at)
-			}
-			q := `INSERT INTO "late_dates" ("stream", "object", "column_name", "value", "at") VALUES ` +
-				batchPlaceholders(len(part), 5) + ` ON CONFLICT DO NOTHING`
-			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
-				return fmt.Errorf("record late dates of stream %s: %w", part[0].Stream, err)
-			}
-		}
-		return nil
-	})
+	err := s.insertIgnoring(ctx, `"late_dates" ("stream", "object", "column_name", "value", "at")`, 5, len(ds),
+		func(i int) []any { d := ds[i]; return []any{d.Stream, d.Object, d.Column, d.Value, at} })
+	if err != nil {
+		return fmt.Errorf("record late dates of stream %s: %w", ds[0].Stream, err)
+	}
+	return nil
 }
 
 // LateDates returns the late dates waiting, oldest first.
