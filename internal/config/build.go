@@ -407,8 +407,9 @@ func (b *builder) batch(c *Config, r *rawConfig) {
 }
 
 // gatherDateColumns gives each stream the date columns its tables' readers
-// name, each column once, and the late data rules of those that ask for
-// them (the shortest age per column, with its read's time zone).
+// name, each column once, and the late data rules of the readers that ask
+// for them and act on changes (the shortest age per column, with its
+// read's time zone).
 func gatherDateColumns(c *Config) {
 	for _, t := range c.Tasks {
 		for _, r := range t.Reads {
@@ -422,8 +423,8 @@ func gatherDateColumns(c *Config) {
 			if !slices.Contains(s.DateColumns[r.Table], r.DateColumn) {
 				s.DateColumns[r.Table] = append(s.DateColumns[r.Table], r.DateColumn)
 			}
-			if r.LateAfter <= 0 {
-				continue
+			if r.LateAfter <= 0 || t.OnChange == nil || t.OnChange.Action == dag.OnChangeOff {
+				continue // late data nobody acts on would wait forever
 			}
 			if s.LateData == nil {
 				s.LateData = map[change.TableID][]LateRule{}

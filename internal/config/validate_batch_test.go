@@ -301,12 +301,12 @@ tasks:
 
 // TestDateColumnsGathered: a stream gets its tables' date columns from
 // the tasks that read them, each once, and per column the shortest
-// late_after with its read's time zone.
+// late_after with its read's time zone, of tasks that act on changes.
 func TestDateColumnsGathered(t *testing.T) {
 	yaml := streams(nil) + tasks(
-		kv{"name": "a", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 2d}]"},
-		kv{"name": "b", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 1d, timezone: Asia/Tokyo}]"},
-		kv{"name": "c", "reads": "[{stream: shop, object: public.items, date_column: day}, {stream: shop, object: public.orders, date_column: at}]"})
+		kv{"name": "a", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 2d}]", "on_change": "{action: run}"},
+		kv{"name": "b", "reads": "[{stream: shop, object: public.orders, date_column: day, late_after: 1d, timezone: Asia/Tokyo}]", "on_change": "{action: propose}"},
+		kv{"name": "c", "reads": "[{stream: shop, object: public.items, date_column: day, late_after: 1h}, {stream: shop, object: public.orders, date_column: at}]"})
 	cfg, err := Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
