@@ -62,10 +62,13 @@ type ProposalAdd struct {
 // UnhandledChanged returns the ended stream backfills with changed dates
 // that no proposal has taken in yet, oldest first.
 func (s *Store) UnhandledChanged(ctx context.Context) ([]int64, error) {
-	rows, err := s.query(ctx, `SELECT DISTINCT c."backfill_id" FROM "changed_dates" c
-		JOIN "backfills" b ON b."id" = c."backfill_id"
+	// By backfill, each probe a seek on changed_dates' key (stream,
+	// backfill_id, …): the watcher asks every second, and changed_dates
+	// grows with every backfill.
+	rows, err := s.query(ctx, `SELECT b."id" FROM "backfills" b
 		WHERE b."status" IN (?, ?, ?)
-		  AND NOT EXISTS (SELECT 1 FROM "lineage_handled" h WHERE h."backfill_id" = c."backfill_id")
+		  AND NOT EXISTS (SELECT 1 FROM "lineage_handled" h WHERE h."backfill_id" = b."id")
+		  AND EXISTS (SELECT 1 FROM "changed_dates" c WHERE c."stream" = b."stream" AND c."backfill_id" = b."id")
 		ORDER BY 1`, StatusCompleted, StatusStopped, StatusFailed)
 	if err != nil {
 		return nil, fmt.Errorf("find unhandled changed dates: %w", err)
