@@ -386,8 +386,6 @@ func list[T any](items []T, name func(T) string) string {
 	return orList(names)
 }
 
-// orUse returns ", or use a, b or c" naming items, or "" when there are
-// none.
 // or is s, or else when s is empty.
 func or(s, otherwise string) string {
 	if s == "" {
@@ -396,6 +394,8 @@ func or(s, otherwise string) string {
 	return s
 }
 
+// orUse returns ", or use a, b or c" naming items, or "" when there are
+// none.
 func orUse[T any](items []T, name func(T) string) string {
 	if l := list(items, name); l != "" {
 		return ", or use " + l

@@ -119,7 +119,7 @@ func (v *watchEnv) changedAt(finished time.Time, days ...string) int64 {
 	if err := v.st.RecordChangedDates(v.t.Context(), ds); err != nil {
 		v.t.Fatal(err)
 	}
-	bf.Status, bf.FinishedAt = store.StatusCompleted, &finished
+	bf.Status, bf.FinishedAt, bf.LoadedAt = store.StatusCompleted, &finished, &finished
 	if err := v.st.UpdateBackfill(v.t.Context(), bf); err != nil {
 		v.t.Fatal(err)
 	}
@@ -360,8 +360,8 @@ func TestWatcherLateData(t *testing.T) {
 		t.Fatalf("runs: %+v, want one", first)
 	}
 	ps, _ := v.st.ListProposals(t.Context(), store.ProposalSubmitted, 0)
-	if len(ps) != 1 || len(ps[0].Causes) != 3 || ps[0].Causes[0].StartedBy != LateCause || ps[0].Causes[0].BackfillID != 0 {
-		t.Fatalf("the proposal %+v: want 3 late data causes", ps)
+	if len(ps) != 1 || len(ps[0].Causes) != 1 || ps[0].Causes[0].StartedBy != LateCause || ps[0].Causes[0].BackfillID != 0 {
+		t.Fatalf("the proposal %+v: want one late data cause, the same three times", ps)
 	}
 	v.late("2026-03-04")
 	v.tick() // handed over: due in 10 minutes

@@ -28,18 +28,18 @@ func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error 
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.insertIgnoring(ctx, `"changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at")`, 6, len(ds),
-		func(i int) []any { d := ds[i]; return []any{d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at} })
+	err := s.insertRows(ctx, `"changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at")`, 6, len(ds),
+		func(i int) []any { d := ds[i]; return []any{d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at} }, ` ON CONFLICT DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("record changed dates of stream %s: %w", ds[0].Stream, err)
 	}
 	return nil
 }
 
-// insertIgnoring inserts n rows of cols values each into target ("table"
-// ("col", …)), row(i) giving the i-th, in one transaction, keeping a row
-// that is there already.
-func (s *Store) insertIgnoring(ctx context.Context, target string, cols, n int, row func(int) []any) error {
+// insertRows inserts n rows of cols values each into target ("table"
+// ("col", …)), row(i) giving the i-th, in one transaction; onConflict
+// says what becomes of a row that is there already.
+func (s *Store) insertRows(ctx context.Context, target string, cols, n int, row func(int) []any, onConflict string) error {
 	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
 		for start := 0; start < n; start += changedDatesPerInsert {
 			end := min(start+changedDatesPerInsert, n)
@@ -47,7 +47,7 @@ func (s *Store) insertIgnoring(ctx context.Context, target string, cols, n int, 
 			for i := start; i < end; i++ {
 				args = append(args, row(i)...)
 			}
-			q := `INSERT INTO ` + target + ` VALUES ` + batchPlaceholders(end-start, cols) + ` ON CONFLICT DO NOTHING`
+			q := `INSERT INTO ` + target + ` VALUES ` + batchPlaceholders(end-start, cols) + onConflict
 			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
 				return err
 			}
@@ -86,14 +86,15 @@ type LateDate struct {
 }
 
 // RecordLateDates stores ds (their BackfillID is not kept); a value already
-// waiting keeps its first time.
+// waiting takes the latest time, so that runs before it count.
 func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
 	if len(ds) == 0 {
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.insertIgnoring(ctx, `"late_dates" ("stream", "object", "column_name", "value", "at")`, 5, len(ds),
-		func(i int) []any { d := ds[i]; return []any{d.Stream, d.Object, d.Column, d.Value, at} })
+	err := s.insertRows(ctx, `"late_dates" ("stream", "object", "column_name", "value", "at")`, 5, len(ds),
+		func(i int) []any { d := ds[i]; return []any{d.Stream, d.Object, d.Column, d.Value, at} },
+		` ON CONFLICT ("stream", "object", "column_name", "value") DO UPDATE SET "at" = excluded."at"`)
 	if err != nil {
 		return fmt.Errorf("record late dates of stream %s: %w", ds[0].Stream, err)
 	}

@@ -59,17 +59,25 @@ type ProposalAdd struct {
 	DueAt time.Time
 }
 
+// endedSettle is how long after a stopped or failed backfill ended its
+// changed dates are handed over: a batch of its chunks still in the writer
+// commits (or is dropped) well within it.
+const endedSettle = time.Minute
+
 // UnhandledChanged returns the ended stream backfills with changed dates
 // that no proposal has taken in yet, oldest first.
 func (s *Store) UnhandledChanged(ctx context.Context) ([]int64, error) {
 	// By backfill, each probe a seek on changed_dates' key (stream,
 	// backfill_id, …): the watcher asks every second, and changed_dates
 	// grows with every backfill.
+	// A completed backfill is over once its last chunk is committed (it is
+	// loaded); a stopped or failed one once a batch still in the writer
+	// had time to commit.
 	rows, err := s.query(ctx, `SELECT b."id" FROM "backfills" b
-		WHERE b."status" IN (?, ?, ?)
+		WHERE (b."status" = ? AND b."loaded_at" IS NOT NULL OR b."status" IN (?, ?) AND b."finished_at" < ?)
 		  AND NOT EXISTS (SELECT 1 FROM "lineage_handled" h WHERE h."backfill_id" = b."id")
 		  AND EXISTS (SELECT 1 FROM "changed_dates" c WHERE c."stream" = b."stream" AND c."backfill_id" = b."id")
-		ORDER BY 1`, StatusCompleted, StatusStopped, StatusFailed)
+		ORDER BY 1`, StatusCompleted, StatusStopped, StatusFailed, s.d.timeArg(now().Add(-endedSettle)))
 	if err != nil {
 		return nil, fmt.Errorf("find unhandled changed dates: %w", err)
 	}
@@ -88,7 +96,8 @@ func (s *Store) UnhandledChanged(ctx context.Context) ([]int64, error) {
 // HandleChanged records, in one transaction, that backfill id was handled
 // and merges adds into their tasks' pending proposals (a new one when a
 // task has none): times and causes are joined, the due time moves to the
-// latest, and a proposal becomes automatic when an addition is.
+// latest, and a proposal becomes automatic when an addition is, unless it
+// was held for a person.
 func (s *Store) HandleChanged(ctx context.Context, id int64, adds []ProposalAdd) error {
 	at := now()
 	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
@@ -134,13 +143,13 @@ func (s *Store) HandleLate(ctx context.Context, ids []int64, adds []ProposalAdd)
 
 func (s *Store) mergeProposal(ctx context.Context, tx *sql.Tx, a ProposalAdd, at time.Time) error {
 	var (
-		id            int64
-		times, causes string
-		auto          bool
-		due           timeCol
+		id                  int64
+		times, causes, note string
+		auto                bool
+		due                 timeCol
 	)
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT "id", "times", "causes", "auto", "due_at" FROM "lineage_proposals"
-		WHERE "task" = ? AND "state" = ? ORDER BY "id" DESC LIMIT 1`), a.Task, ProposalPending).Scan(&id, &times, &causes, &auto, &due)
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT "id", "times", "causes", "auto", "note", "due_at" FROM "lineage_proposals"
+		WHERE "task" = ? AND "state" = ? ORDER BY "id" DESC LIMIT 1`), a.Task, ProposalPending).Scan(&id, &times, &causes, &auto, &note, &due)
 	if errors.Is(err, sql.ErrNoRows) {
 		ts, cs, err := encodeProposal(a.Times, []Cause{a.Cause})
 		if err != nil {
@@ -164,7 +173,9 @@ func (s *Store) mergeProposal(ctx context.Context, tx *sql.Tx, a ProposalAdd, at
 		}
 	}
 	slices.SortFunc(p.Times, time.Time.Compare)
-	p.Causes = append(p.Causes, a.Cause)
+	if !slices.Contains(p.Causes, a.Cause) {
+		p.Causes = append(p.Causes, a.Cause)
+	}
 	ts, cs, err := encodeProposal(p.Times, p.Causes)
 	if err != nil {
 		return err
@@ -174,7 +185,7 @@ func (s *Store) mergeProposal(ctx context.Context, tx *sql.Tx, a ProposalAdd, at
 		dueAt = due.T
 	}
 	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE "lineage_proposals" SET "times" = ?, "causes" = ?, "auto" = ?, "updated_at" = ?, "due_at" = ?
-		WHERE "id" = ?`), ts, cs, auto || a.Auto, s.d.timeArg(at), s.d.timeArg(dueAt), id)
+		WHERE "id" = ?`), ts, cs, auto || a.Auto && note == "", s.d.timeArg(at), s.d.timeArg(dueAt), id) // a held one stays held
 	return err
 }
 

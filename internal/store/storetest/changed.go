@@ -51,10 +51,16 @@ func testProposals(t *testing.T, s *store.Store) {
 	if ids, err := s.UnhandledChanged(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("unhandled while the backfill runs: %v, %v", ids, err)
 	}
-	bf.Status = store.StatusCompleted
+	bf.Status = store.StatusCompleted // read to its end, its last chunk not committed yet
+	mustNil(t, s.UpdateBackfill(ctx, bf))
+	if ids, err := s.UnhandledChanged(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("unhandled before its last chunk is committed: %v, %v", ids, err)
+	}
+	loaded := time.Now()
+	bf.LoadedAt = &loaded
 	mustNil(t, s.UpdateBackfill(ctx, bf))
 	if ids, err := s.UnhandledChanged(ctx); err != nil || len(ids) != 1 || ids[0] != bf.ID {
-		t.Fatalf("unhandled once ended: %v, %v; want [%d]", ids, err, bf.ID)
+		t.Fatalf("unhandled once loaded: %v, %v; want [%d]", ids, err, bf.ID)
 	}
 	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
 	now := time.Now()

@@ -14,8 +14,8 @@ export async function lineagePage(main, _params, ctx) {
     h("section", {}, h("h2", {}, "Pending proposals"), pending),
     h("section", {}, h("h2", {}, "Decided"), decided));
 
-  const causes = (p) => p.causes.map((c, i) => [i ? ", " : "",
-    h("a", { href: "#/streams/" + enc(c.stream) + "/objects/" + enc(c.object) }, c.object), ` backfill #${c.backfill_id}`]);
+  const causes = (p) => p.causes.map((c, i) => [i ? ", " : "", c.backfill_id ? "" : "late data in ",
+    h("a", { href: "#/streams/" + enc(c.stream) + "/objects/" + enc(c.object) }, c.object), c.backfill_id ? ` backfill #${c.backfill_id}` : ""]);
   const cycles = (p) => h("span", { class: "mono", title: p.cycles.join(", ") }, p.cycles.length > 6 ? p.cycles.slice(0, 6).join(", ") + ` … (${p.cycles.length})` : p.cycles.join(", "));
   const task = (p) => h("a", { href: "#/tasks/" + enc(p.task) }, p.task);
 
