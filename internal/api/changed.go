@@ -49,12 +49,14 @@ type ChangedColumnView struct {
 
 // AffectedTaskView is a reading task's cycles that hold changed rows:
 // business dates (YYYY-MM-DD) for a daily, weekly or monthly task, else
-// business times (RFC 3339 in the task's zone).
+// business times (RFC 3339 in the task's zone); the first
+// maxChangedValues, and how many there are.
 type AffectedTaskView struct {
 	Task      string   `json:"task"`
 	Column    string   `json:"column"`
 	Timezone  string   `json:"timezone"`
 	Instances []string `json:"instances"`
+	Total     int      `json:"total"`
 }
 
 func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -95,7 +97,7 @@ func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) 
 		for _, a := range affected {
 			t, _ := g.Lookup(a.Task)
 			v.Tasks = append(v.Tasks, AffectedTaskView{Task: a.Task, Column: a.Column, Timezone: t.Schedule.Location.String(),
-				Instances: businessTimes(t, a.Times)})
+				Instances: businessTimes(t, a.Times[:min(len(a.Times), maxChangedValues)]), Total: len(a.Times)})
 		}
 	}
 	ps, handled, err := s.st.ProposalsCausedBy(r.Context(), id)

@@ -53,7 +53,7 @@ func (g *globals) printChangedDates(v api.ChangedDatesView) error {
 	if len(v.Tasks) > 0 {
 		fmt.Fprintln(tw, "\nTASK\tBY\tCYCLES\tHOLDING THEM")
 		for _, t := range v.Tasks {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Task, t.Column, len(t.Instances), listed(t.Instances, len(t.Instances)))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Task, t.Column, t.Total, listed(t.Instances, t.Total))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -72,28 +73,39 @@ func (w *Watcher) now() time.Time {
 // Tick hands the changes of backfills that ended to proposals, then
 // submits the automatic proposals that are due.
 func (w *Watcher) Tick(ctx context.Context) error {
+	errs := []error{w.handOver(ctx)}
+	due, err := w.Store.DueProposals(ctx, w.now())
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, p := range due {
+		if err := w.auto(ctx, p); err != nil { // the others go on
+			errs = append(errs, fmt.Errorf("proposal %d: %w", p.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// handOver hands the changes of ended backfills and the late data to
+// proposals. It holds the lock an approval holds, so that nothing joins a
+// proposal between its approval's read and its decision.
+func (w *Watcher) handOver(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	ids, err := w.Store.UnhandledChanged(ctx)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, id := range ids {
 		if err := w.hand(ctx, id); err != nil {
-			return fmt.Errorf("backfill %d: %w", id, err)
+			errs = append(errs, fmt.Errorf("backfill %d: %w", id, err))
 		}
 	}
 	if err := w.handLate(ctx); err != nil {
-		return fmt.Errorf("late data: %w", err)
+		errs = append(errs, fmt.Errorf("late data: %w", err))
 	}
-	due, err := w.Store.DueProposals(ctx, w.now())
-	if err != nil {
-		return err
-	}
-	for _, p := range due {
-		if err := w.auto(ctx, p); err != nil {
-			return fmt.Errorf("proposal %d: %w", p.ID, err)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // hand adds what backfill id changed to the proposals of the tasks whose
@@ -111,7 +123,7 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 	if bf.FinishedAt != nil {
 		until = *bf.FinishedAt
 	}
-	adds, err := w.proposals(ctx, bf.Stream, ds, until, func(object string) store.Cause {
+	adds, err := w.proposals(ctx, bf.Stream, ds, until, nil, func(object string) store.Cause {
 		return store.Cause{Stream: bf.Stream, BackfillID: id, Object: object, StartedBy: bf.StartedBy}
 	})
 	if err != nil {
@@ -157,7 +169,15 @@ func (w *Watcher) handLate(ctx context.Context) error {
 				until = d.At
 			}
 		}
-		adds, err := w.proposals(ctx, name, ds, until, func(object string) store.Cause {
+		at := map[store.ChangedDate]time.Time{}
+		for _, d := range byStream[name] {
+			at[d.ChangedDate] = d.At
+		}
+		// Each read judges lateness by its own late_after and zone.
+		late := func(r dag.Read, d store.ChangedDate) bool {
+			return r.LateAfter > 0 && LateValue(r, d.Value, at[d])
+		}
+		adds, err := w.proposals(ctx, name, ds, until, late, func(object string) store.Cause {
 			return store.Cause{Stream: name, Object: object, StartedBy: LateCause}
 		})
 		if err != nil {
@@ -176,14 +196,15 @@ func (w *Watcher) handLate(ctx context.Context) error {
 // proposals are the additions changed dates ds of stream make to the
 // proposals of the tasks whose on_change acts on them: per task, its
 // cycles holding them that ran before until.
-func (w *Watcher) proposals(ctx context.Context, stream string, ds []store.ChangedDate, until time.Time, cause func(object string) store.Cause) ([]store.ProposalAdd, error) {
+func (w *Watcher) proposals(ctx context.Context, stream string, ds []store.ChangedDate, until time.Time,
+	keep func(dag.Read, store.ChangedDate) bool, cause func(object string) store.Cause) ([]store.ProposalAdd, error) {
 	var acting []*dag.Task
 	for _, t := range w.Batch.Graph().Tasks() {
 		if t.OnChange != nil && t.OnChange.Action != dag.OnChangeOff {
 			acting = append(acting, t)
 		}
 	}
-	affected, err := Affected(acting, stream, ds)
+	affected, err := AffectedIf(acting, stream, ds, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -223,9 +244,22 @@ func (w *Watcher) ranBefore(ctx context.Context, task string, times []time.Time,
 		}
 		return at != nil && at.Before(until)
 	}
+	// One cycle's runs are found by its time; a single instance covering
+	// several cycles is looked through (they are few).
+	at := map[time.Time]bool{}
+	var spans []store.TaskRun
+	for _, r := range runs {
+		switch {
+		case !before(r):
+		case r.BizEnd.Equal(r.BizTime):
+			at[r.BizTime.UTC()] = true
+		default:
+			spans = append(spans, r)
+		}
+	}
 	var out []time.Time
 	for _, c := range times {
-		if slices.ContainsFunc(runs, func(r store.TaskRun) bool { return r.Covers(c.UTC()) && before(r) }) {
+		if at[c.UTC()] || slices.ContainsFunc(spans, func(r store.TaskRun) bool { return r.Covers(c.UTC()) }) {
 			out = append(out, c)
 		}
 	}
@@ -361,16 +395,18 @@ func (w *Watcher) submitted(ctx context.Context, task, name string) (store.Batch
 }
 
 // Request is the batch backfill of proposal p for task t: the task's
-// on_change options (by default the task and all its downstream), its
+// on_change options (without a scope: the task and all its downstream), its
 // business dates, and for a sub-day task the time of day from the first
 // changed cycle's to the last's.
 func Request(t *dag.Task, p store.Proposal) (plan.Request, error) {
-	req := plan.Request{Scope: plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels}}
+	var req plan.Request
 	if t.OnChange != nil && len(t.OnChange.Backfill) > 0 {
-		req = plan.Request{}
 		if err := json.Unmarshal(t.OnChange.Backfill, &req); err != nil {
 			return req, fmt.Errorf("task %s on_change.backfill: %w", t.ID, err)
 		}
+	}
+	if reflect.ValueOf(req.Scope).IsZero() { // no scope given: the task and all its downstream
+		req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels}
 	}
 	if len(p.Times) == 0 {
 		return req, errors.New("the proposal holds no cycle")

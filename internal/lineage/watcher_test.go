@@ -42,7 +42,8 @@ func newWatchEnv(t *testing.T, command string, oc dag.OnChange) *watchEnv {
 	sched, _ := calendar.Parse("daily", time.UTC)
 	task := dag.Task{ID: "sales.daily", Name: "daily", Project: "sales", Type: dag.TypeShell, Command: command, Schedule: sched,
 		ResourceGroup: "default", OnChange: &oc,
-		Reads: []dag.Read{{Stream: "shop", Object: "public.sales", Table: change.TableID{Schema: "public", Name: "sales"}, DateColumn: "day", Location: time.UTC}}}
+		Reads: []dag.Read{{Stream: "shop", Object: "public.sales", Table: change.TableID{Schema: "public", Name: "sales"}, DateColumn: "day", Location: time.UTC,
+			LateAfter: 24 * time.Hour}}}
 	g, err := dag.New([]dag.Task{task})
 	if err != nil {
 		t.Fatal(err)
@@ -395,5 +396,21 @@ func TestWatcherHoldsARefusedRun(t *testing.T) {
 	}
 	if runs := v.lineageRuns(); len(runs) != 0 {
 		t.Fatalf("runs %+v", runs)
+	}
+}
+
+// TestWatcherLateDataByRead: late data is judged again by each read's own
+// late_after when handed over: a value recorded for a shorter late_after
+// elsewhere is not late for this read, and proposes nothing.
+func TestWatcherLateDataByRead(t *testing.T) {
+	v := newWatchEnv(t, "true", dag.OnChange{Action: dag.OnChangePropose, MaxPerDay: 3})
+	v.ran()
+	v.late(time.Now().UTC().Format("2006-01-02")) // today: not late by 24h
+	v.tick()
+	if ps, _ := v.st.ListProposals(t.Context(), "", 0); len(ps) != 0 {
+		t.Fatalf("proposals for a value this read does not find late: %+v", ps)
+	}
+	if late, _ := v.st.LateDates(t.Context()); len(late) != 0 {
+		t.Fatalf("late data not handed over: %+v", late)
 	}
 }

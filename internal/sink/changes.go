@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -133,10 +134,28 @@ func sameWritten(old, row change.Row) bool {
 	return true
 }
 
-// CallBeforeCommit calls b's BeforeCommit, if any.
+// CallBeforeCommit calls b's BeforeCommit, if any; its error is a
+// BeforeCommitError.
 func (b *Batch) CallBeforeCommit(ctx context.Context) error {
 	if b.BeforeCommit == nil {
 		return nil
 	}
-	return b.BeforeCommit(ctx)
+	if err := b.BeforeCommit(ctx); err != nil {
+		return &BeforeCommitError{Err: err}
+	}
+	return nil
+}
+
+// BeforeCommitError is BeforeCommit's failure (the metadata store's): an
+// outage to retry, never the destination refusing the batch, whatever
+// database error it wraps.
+type BeforeCommitError struct{ Err error }
+
+func (e *BeforeCommitError) Error() string { return "before commit: " + e.Err.Error() }
+func (e *BeforeCommitError) Unwrap() error { return e.Err }
+
+// IsBeforeCommit reports whether err is BeforeCommit's failure.
+func IsBeforeCommit(err error) bool {
+	var bc *BeforeCommitError
+	return errors.As(err, &bc)
 }

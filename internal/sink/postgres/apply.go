@@ -48,7 +48,7 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 // and the retry succeeds once the other has caught up.
 func rejected(err error) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code == foreignKeyViolation {
+	if sink.IsBeforeCommit(err) || !errors.As(err, &pgErr) || pgErr.Code == foreignKeyViolation {
 		return false
 	}
 	return strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
@@ -93,7 +93,7 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 		return err
 	}
 	if err := b.CallBeforeCommit(ctx); err != nil {
-		return fmt.Errorf("before commit: %w", err)
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -84,8 +84,8 @@ func testChunkReportsChanges(t *testing.T, s sink.Sink) {
 	fail := tracked(chunk(tbl, nil, nil, order("9", "hal", "d9")))
 	boom := errors.New("metadata store down")
 	err := s.Apply(t.Context(), &sink.Batch{Stream: "test", Ops: []sink.Op{{Chunk: fail}}, BeforeCommit: func(context.Context) error { return boom }})
-	if !errors.Is(err, boom) {
-		t.Fatalf("Apply with a failing BeforeCommit: %v, want it", err)
+	if !errors.Is(err, boom) || !sink.IsBeforeCommit(err) || errors.Is(err, sink.ErrRejected) {
+		t.Fatalf("Apply with a failing BeforeCommit: %v, want it as a BeforeCommitError, not a rejection", err)
 	}
 	expect(t, s, tbl, before...)
 }

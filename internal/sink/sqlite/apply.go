@@ -27,6 +27,9 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 // rejected tells SQLite's errors about the batch's content: the table or a
 // column is missing, or a constraint added by hand refuses it.
 func rejected(err error) bool {
+	if sink.IsBeforeCommit(err) {
+		return false // the metadata store's, not the destination's
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such table") ||
 		// A UNIQUE, NOT NULL or CHECK added to the destination table; a
@@ -65,7 +68,7 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 		return err
 	}
 	if err := b.CallBeforeCommit(ctx); err != nil {
-		return fmt.Errorf("before commit: %w", err)
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
