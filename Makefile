@@ -19,6 +19,7 @@ bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
 	go test -run '^$$' -bench '^BenchmarkConsoleObjectsDense$$' -benchtime 1x -timeout 10m ./internal/api/
+	go test -run '^$$' -bench 'Chunk|RowInserts|CopyBaseline' -benchtime 3s -timeout 10m ./internal/sink/postgres/ ./internal/sink/sqlite/
 
 # Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
 # 20) at random moments while four tables are written to and backfilled into

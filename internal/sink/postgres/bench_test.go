@@ -50,12 +50,25 @@ func benchSink(b *testing.B) *Sink {
 	return s
 }
 
-// BenchmarkChunkInsert applies chunks of new rows (a first backfill).
-func BenchmarkChunkInsert(b *testing.B) {
+// tracking is what a chunk or change of a table a task reads asks for
+// (docs/lineage.md): nil when untracked.
+func tracking(tracked bool) *sink.Changes {
+	if tracked {
+		return sink.NewChanges([]string{"at"})
+	}
+	return nil
+}
+
+// BenchmarkChunkInsert applies chunks of new rows (a first backfill);
+// BenchmarkChunkInsertTracked the same, noting what each chunk changes.
+func BenchmarkChunkInsert(b *testing.B)        { benchChunkInsert(b, false) }
+func BenchmarkChunkInsertTracked(b *testing.B) { benchChunkInsert(b, true) }
+
+func benchChunkInsert(b *testing.B, tracked bool) {
 	s, tbl := benchSink(b), benchTable()
 	for i := range b.N {
 		low, high := change.Key{change.Text(strconv.Itoa(i*benchChunk - 1))}, change.Key{change.Text(strconv.Itoa((i+1)*benchChunk - 1))}
-		c := &sink.Chunk{Table: tbl, Low: low, High: high, Rows: benchRows(i * benchChunk)}
+		c := &sink.Chunk{Table: tbl, Low: low, High: high, Rows: benchRows(i * benchChunk), Changed: tracking(tracked)}
 		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: []sink.Op{{Chunk: c}}}); err != nil {
 			b.Fatal(err)
 		}
@@ -63,10 +76,14 @@ func BenchmarkChunkInsert(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// BenchmarkChunkIdentical re-applies a chunk the destination already has.
-func BenchmarkChunkIdentical(b *testing.B) {
+// BenchmarkChunkIdentical re-applies a chunk the destination already has;
+// BenchmarkChunkIdenticalTracked the same, noting what it changes.
+func BenchmarkChunkIdentical(b *testing.B)        { benchChunkIdentical(b, false) }
+func BenchmarkChunkIdenticalTracked(b *testing.B) { benchChunkIdentical(b, true) }
+
+func benchChunkIdentical(b *testing.B, tracked bool) {
 	s, tbl := benchSink(b), benchTable()
-	c := &sink.Chunk{Table: tbl, Rows: benchRows(0)}
+	c := &sink.Chunk{Table: tbl, Rows: benchRows(0), Changed: tracking(tracked)}
 	batch := &sink.Batch{Stream: "b", Position: 1, Ops: []sink.Op{{Chunk: c}}}
 	if err := s.Apply(b.Context(), batch); err != nil {
 		b.Fatal(err)
@@ -80,13 +97,18 @@ func BenchmarkChunkIdentical(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// BenchmarkRowInserts applies batches of single-row inserts.
-func BenchmarkRowInserts(b *testing.B) {
+// BenchmarkRowInserts applies batches of single-row inserts;
+// BenchmarkRowInsertsTracked the same on a table with late_after, each
+// change reading the row it replaces.
+func BenchmarkRowInserts(b *testing.B)        { benchRowInserts(b, false) }
+func BenchmarkRowInsertsTracked(b *testing.B) { benchRowInserts(b, true) }
+
+func benchRowInserts(b *testing.B, tracked bool) {
 	s, tbl := benchSink(b), benchTable()
 	for i := range b.N {
 		ops := make([]sink.Op, 0, benchChunk)
 		for _, r := range benchRows(i * benchChunk) {
-			ops = append(ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: r}})
+			ops = append(ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: r}, Changed: tracking(tracked)})
 		}
 		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: ops}); err != nil {
 			b.Fatal(err)

@@ -20,8 +20,8 @@ func benchSetup(b *testing.B) (*Sink, *change.Table) {
 	tbl := &change.Table{
 		ID: change.TableID{Schema: "public", Name: "bench"},
 		Columns: []change.Column{
-			{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"},
-			{Name: "amount", Type: "numeric(12,2)"}, {Name: "at", Type: "timestamp with time zone"},
+			{Name: "id", Type: "bigint", Tag: change.TagInt64}, {Name: "name", Type: "text", Tag: change.TagText},
+			{Name: "amount", Type: "numeric(12,2)", Tag: change.TagDecimal}, {Name: "at", Type: "timestamp with time zone", Tag: change.TagTimestampTZ},
 		},
 		Key: []int{0},
 	}
@@ -41,12 +41,26 @@ func benchRows(from int) []change.Row {
 	return rows
 }
 
-// BenchmarkChunkInsert applies chunks of new rows (a first backfill).
-func BenchmarkChunkInsert(b *testing.B) {
+// tracking is what a chunk or change of a table a task reads asks for
+// (docs/lineage.md): nil when untracked.
+func tracking(tracked bool) *sink.Changes {
+	if tracked {
+		return sink.NewChanges([]string{"at"})
+	}
+	return nil
+}
+
+// BenchmarkChunkInsert applies chunks of new rows (a first backfill);
+// BenchmarkChunkInsertTracked the same, noting what each chunk changes.
+func BenchmarkChunkInsert(b *testing.B)        { benchChunkInsert(b, false) }
+func BenchmarkChunkInsertTracked(b *testing.B) { benchChunkInsert(b, true) }
+
+func benchChunkInsert(b *testing.B, tracked bool) {
 	s, tbl := benchSetup(b)
 	for i := range b.N {
 		low := change.Key{change.Text(strconv.Itoa(i*benchChunk - 1))}
-		c := &sink.Chunk{Table: tbl, Low: low, High: change.Key{change.Text(strconv.Itoa((i+1)*benchChunk - 1))}, Rows: benchRows(i * benchChunk)}
+		c := &sink.Chunk{Table: tbl, Low: low, High: change.Key{change.Text(strconv.Itoa((i+1)*benchChunk - 1))}, Rows: benchRows(i * benchChunk),
+			Changed: tracking(tracked)}
 		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: []sink.Op{{Chunk: c}}}); err != nil {
 			b.Fatal(err)
 		}
@@ -54,13 +68,18 @@ func BenchmarkChunkInsert(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchChunk)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// BenchmarkRowInserts applies batches of single-row inserts.
-func BenchmarkRowInserts(b *testing.B) {
+// BenchmarkRowInserts applies batches of single-row inserts;
+// BenchmarkRowInsertsTracked the same on a table with late_after, each
+// change reading the row it replaces.
+func BenchmarkRowInserts(b *testing.B)        { benchRowInserts(b, false) }
+func BenchmarkRowInsertsTracked(b *testing.B) { benchRowInserts(b, true) }
+
+func benchRowInserts(b *testing.B, tracked bool) {
 	s, tbl := benchSetup(b)
 	for i := range b.N {
 		ops := make([]sink.Op, 0, benchChunk)
 		for _, r := range benchRows(i * benchChunk) {
-			ops = append(ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: r}})
+			ops = append(ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: r}, Changed: tracking(tracked)})
 		}
 		if err := s.Apply(b.Context(), &sink.Batch{Stream: "b", Position: 1, Ops: ops}); err != nil {
 			b.Fatal(err)
