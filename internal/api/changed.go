@@ -7,7 +7,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/calendar"
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/lineage"
-	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/stream"
 )
 
 // maxChangedValues bounds the values listed per column; the count says
@@ -104,8 +104,7 @@ func (s *Server) changedDates(w http.ResponseWriter, r *http.Request, _ string) 
 	if err != nil {
 		return err
 	}
-	ended := rec.Status == store.StatusCompleted || rec.Status == store.StatusStopped || rec.Status == store.StatusFailed
-	v.Handled, v.Proposals = handled || ended && len(ds) == 0, []CausedProposal{}
+	v.Handled, v.Proposals = handled || stream.RunEnded(rec.Status) && len(ds) == 0, []CausedProposal{}
 	for _, p := range ps {
 		pv := s.proposalView(p)
 		v.Proposals = append(v.Proposals, CausedProposal{ID: p.ID, Task: p.Task, State: p.State, Cycles: pv.Cycles, BatchBackfillID: p.BatchBackfillID})

@@ -119,8 +119,13 @@ func (w *Watcher) hand(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	// Its changes were all in the destination once it was loaded (its last
+	// chunk committed), or once it ended.
 	until := w.now()
-	if bf.FinishedAt != nil {
+	switch {
+	case bf.LoadedAt != nil:
+		until = *bf.LoadedAt
+	case bf.FinishedAt != nil:
 		until = *bf.FinishedAt
 	}
 	adds, err := w.proposals(ctx, bf.Stream, ds, until, nil, func(object string) store.Cause {

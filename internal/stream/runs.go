@@ -61,7 +61,9 @@ type RunView struct {
 }
 
 // runEnded says whether a run in status s has ended.
-func runEnded(s string) bool {
+// RunEnded reports whether a backfill's status is final: completed,
+// stopped or failed.
+func RunEnded(s string) bool {
 	return s == StatusCompleted || s == StatusStopped || s == StatusFailed
 }
 
@@ -92,7 +94,7 @@ func newRunView(r store.Run, members []store.Backfill) RunView {
 		errs = append(errs, "no backfill of the run was recorded")
 	}
 	v.Error = strings.Join(errs, "; ")
-	if runEnded(v.Status) {
+	if RunEnded(v.Status) {
 		v.FinishedAt = finished
 	}
 	return v
