@@ -64,7 +64,7 @@ func (g *globals) printChangedDates(v api.ChangedDatesView) error {
 		if p.BatchBackfillID != 0 {
 			what = fmt.Sprintf("batch backfill #%d of %s (proposal %d)", p.BatchBackfillID, p.Task, p.ID)
 		}
-		fmt.Fprintf(g.stdout, "caused %s for %d %s: %s\n", what, len(p.Cycles), plural(len(p.Cycles), "cycle"), strings.Join(p.Cycles, ", "))
+		fmt.Fprintf(g.stdout, "caused %s for %d %s: %s\n", what, len(p.Cycles), pluralWord(len(p.Cycles), "cycle", "cycles"), strings.Join(p.Cycles, ", "))
 	}
 	return nil
 }
@@ -77,11 +77,4 @@ func listed(vs []string, total int) string {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

@@ -172,14 +172,14 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 		err = s.batchBulkInsert(ctx, tx, `"batch_instances"`, batchInstanceCols, batchInstanceNCols, batchInstanceRowsPerInsert, len(insts),
 			func(args []any, i int) []any {
 				return s.appendInstanceArgs(args, base+1+int64(i), id, &insts[i], rows.states[i], rows.modes[i], rows.outputs[i])
-			})
+			}, "")
 		if err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))
 		}
 		err = s.batchBulkInsert(ctx, tx, `"batch_instance_deps"`, `"instance_id", "upstream_id"`, 2, batchDepRowsPerInsert, len(edges.from),
 			func(args []any, k int) []any {
 				return append(args, base+1+int64(edges.from[k]), base+1+int64(edges.to[k]))
-			})
+			}, "")
 		if err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
 		}

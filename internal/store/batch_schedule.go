@@ -94,7 +94,7 @@ func (s *Store) insertScheduledInstance(ctx context.Context, tx *sql.Tx, inst *B
 		return 0, batchBusyErr(err)
 	}
 	err = s.batchBulkInsert(ctx, tx, `"batch_instance_deps"`, `"instance_id", "upstream_id"`, 2, batchDepRowsPerInsert, len(ups),
-		func(args []any, k int) []any { return append(args, id, ups[k]) })
+		func(args []any, k int) []any { return append(args, id, ups[k]) }, "")
 	if err != nil {
 		return 0, fmt.Errorf("insert dependencies: %w", err)
 	}

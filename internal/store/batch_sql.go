@@ -122,8 +122,8 @@ func batchInList(n int) string {
 
 // batchBulkInsert inserts n rows into table with multi-row INSERTs of perStmt
 // rows, the full-size statement prepared once. fill appends row i's ncols
-// arguments to args.
-func (s *Store) batchBulkInsert(ctx context.Context, tx *sql.Tx, table, cols string, ncols, perStmt, n int, fill func(args []any, i int) []any) error {
+// arguments to args; tail ends each statement (an ON CONFLICT clause, or "").
+func (s *Store) batchBulkInsert(ctx context.Context, tx *sql.Tx, table, cols string, ncols, perStmt, n int, fill func(args []any, i int) []any, tail string) error {
 	if n == 0 {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (s *Store) batchBulkInsert(ctx context.Context, tx *sql.Tx, table, cols str
 	var full *sql.Stmt
 	if n >= perStmt {
 		var err error
-		full, err = tx.PrepareContext(ctx, s.d.rebind(head+batchPlaceholders(perStmt, ncols)))
+		full, err = tx.PrepareContext(ctx, s.d.rebind(head+batchPlaceholders(perStmt, ncols)+tail))
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (s *Store) batchBulkInsert(ctx context.Context, tx *sql.Tx, table, cols str
 		if end-start == perStmt {
 			_, err = full.ExecContext(ctx, args...)
 		} else {
-			_, err = tx.ExecContext(ctx, s.d.rebind(head+batchPlaceholders(end-start, ncols)), args...)
+			_, err = tx.ExecContext(ctx, s.d.rebind(head+batchPlaceholders(end-start, ncols)+tail), args...)
 		}
 		if err != nil {
 			return err

@@ -28,32 +28,17 @@ func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error 
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.insertRows(ctx, `"changed_dates" ("stream", "backfill_id", "object", "column_name", "value", "at")`, 6, len(ds),
-		func(i int) []any { d := ds[i]; return []any{d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at} }, ` ON CONFLICT DO NOTHING`)
+	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		return s.batchBulkInsert(ctx, tx, `"changed_dates"`, `"stream", "backfill_id", "object", "column_name", "value", "at"`, 6, changedDatesPerInsert, len(ds),
+			func(args []any, i int) []any {
+				d := ds[i]
+				return append(args, d.Stream, d.BackfillID, d.Object, d.Column, d.Value, at)
+			}, ` ON CONFLICT DO NOTHING`)
+	})
 	if err != nil {
 		return fmt.Errorf("record changed dates of stream %s: %w", ds[0].Stream, err)
 	}
 	return nil
-}
-
-// insertRows inserts n rows of cols values each into target ("table"
-// ("col", …)), row(i) giving the i-th, in one transaction; onConflict
-// says what becomes of a row that is there already.
-func (s *Store) insertRows(ctx context.Context, target string, cols, n int, row func(int) []any, onConflict string) error {
-	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
-		for start := 0; start < n; start += changedDatesPerInsert {
-			end := min(start+changedDatesPerInsert, n)
-			args := make([]any, 0, cols*(end-start))
-			for i := start; i < end; i++ {
-				args = append(args, row(i)...)
-			}
-			q := `INSERT INTO ` + target + ` VALUES ` + batchPlaceholders(end-start, cols) + onConflict
-			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // ChangedDates returns what backfill id of stream changed, by object,
@@ -92,9 +77,13 @@ func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.insertRows(ctx, `"late_dates" ("stream", "object", "column_name", "value", "at")`, 5, len(ds),
-		func(i int) []any { d := ds[i]; return []any{d.Stream, d.Object, d.Column, d.Value, at} },
-		` ON CONFLICT ("stream", "object", "column_name", "value") DO UPDATE SET "at" = excluded."at"`)
+	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		return s.batchBulkInsert(ctx, tx, `"late_dates"`, `"stream", "object", "column_name", "value", "at"`, 5, changedDatesPerInsert, len(ds),
+			func(args []any, i int) []any {
+				d := ds[i]
+				return append(args, d.Stream, d.Object, d.Column, d.Value, at)
+			}, ` ON CONFLICT ("stream", "object", "column_name", "value") DO UPDATE SET "at" = excluded."at"`)
+	})
 	if err != nil {
 		return fmt.Errorf("record late dates of stream %s: %w", ds[0].Stream, err)
 	}
