@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -141,4 +143,52 @@ func TestProposalsFromARepair(t *testing.T) {
 	if r := expect(t, 0, nil, append(addr, "lineage", "list", "--state", "pending", "--json")...); strings.TrimSpace(r.stdout) != "[]" {
 		t.Fatalf("pending proposals after an identical backfill: %s", r.stdout)
 	}
+}
+
+// TestLateDataRerun: through the binary, an update to a row of a date
+// weeks old while the stream runs is late data for a reader with
+// late_after: 1d and on_change: run, whose cycles of the row's old and new
+// dates are re-run on their own; an update to a row of today is not.
+func TestLateDataRerun(t *testing.T) {
+	t.Parallel()
+	_, dsn := shopSource(t, `CREATE TABLE sales (id int PRIMARY KEY, day date NOT NULL, amount int NOT NULL);
+		INSERT INTO sales SELECT g, DATE '2026-03-01' + g % 10, g FROM generate_series(1, 100) g;
+		INSERT INTO sales VALUES (500, CURRENT_DATE, 0)`)
+	cfg, _, addr := sqliteConfig(t, fmt.Sprintf(`{dsn: "%s", status_interval: 1s}`, dsn), "{mode: manual}")
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`tasks:
+  - {name: daily_sales, project: sales, type: noop, schedule: daily, reads: [{stream: s, object: public.sales, date_column: day, late_after: 1d}], on_change: {action: run, settle: 0s}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	d := startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon.log"))
+	cli := func(args ...string) result { return tidemark(t, append(addr, args...)...) }
+	poll(t, d, "stream s running", func() bool { return theStream(t, addr).State == store.StateRunning })
+	expect(t, 0, nil, append(addr, "backfill", "initiate", "s", "public.sales", "--wait")...)
+	expect(t, 0, []string{"succeeded"}, append(addr, "batch", "backfill", "daily_sales", "--from", "2026-03-01", "--to", "2026-03-10", "--wait")...)
+
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	// One transaction, so that one hand-over sees both.
+	if _, err := conn.Exec(t.Context(), `UPDATE sales SET amount = amount + 1 WHERE id = 500; UPDATE sales SET day = '2026-03-09' WHERE id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	var ps []api.ProposalView
+	poll(t, d, "a re-run of the late dates", func() bool {
+		r := cli("lineage", "list", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &ps) == nil && len(ps) > 0 && ps[0].BatchBackfillID != 0
+	})
+	p := ps[0]
+	if len(ps) != 1 || strings.Join(p.Cycles, " ") != "2026-03-04 2026-03-09" || p.Causes[0].StartedBy != "late data" || p.DecidedBy != "lineage" {
+		t.Fatalf("proposals %+v: want one, run by lineage, of 2026-03-04 (the row's date before) and 2026-03-09 (after)", ps)
+	}
+	expect(t, 0, []string{"succeeded"}, append(addr, "batch", "wait", fmt.Sprint(p.BatchBackfillID))...)
+	expect(t, 0, []string{"caused by late data in public.sales of stream s (proposal 1)"}, append(addr, "batch", "show", fmt.Sprint(p.BatchBackfillID))...)
 }
