@@ -50,7 +50,9 @@ tasks:
 	defer st.Close()
 	latest := c.watch(metaPath)
 	c.initiate()
-	c.waitFor("the first load", func() bool { return latest().Status == store.StatusCompleted })
+	// Loaded: a run started before the last chunk committed would read the
+	// table without it, and be proposed again.
+	c.waitFor("the first load", func() bool { b := latest(); return b.Status == store.StatusCompleted && b.LoadedAt != nil })
 	ran := submitBatch(t, addr, `{"task": "p.daily", "dates": {"from": "2026-03-01", "to": "2026-03-10"}}`)
 	c.waitFor("the task's run of ten dates", func() bool {
 		bb, err := st.GetBatchBackfill(ctx, ran)
