@@ -48,6 +48,7 @@ type Server struct {
 	now      func() time.Time
 	hosts    hostPolicy
 	timeouts Timeouts
+	cluster  Cluster // nil for a daemon of its own
 }
 
 // New builds the API over the daemon's streams, batch engine (nil when no
@@ -102,6 +103,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/audit", viewer, s.audit)
 	s.batchRoutes()
 	s.lineageRoutes()
+	s.clusterRoutes()
 	// The console is not part of the API (nor of its OpenAPI document): it
 	// is static files calling the API like any client.
 	s.mux.Handle("GET "+console.Prefix, console.Handler())
@@ -143,6 +145,12 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(p, "/") || clean != p {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s: write the path without empty, . or .. segments; the routes are in docs/api.md", r.Method, r.URL.Path)})
 		return
+	}
+	if s.cluster != nil {
+		if h, ok := s.cluster.Forward(r); ok {
+			h.ServeHTTP(w, r) // checked here (Host, Origin, body); the owner checks the token
+			return
+		}
 	}
 	s.mux.ServeHTTP(w, r)
 }

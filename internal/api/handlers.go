@@ -26,6 +26,9 @@ type StreamView struct {
 	RetainedWALBytes int64        `json:"retained_wal_bytes"`
 	Source           EndpointView `json:"source"`
 	Destination      EndpointView `json:"destination"`
+	// Node is the cluster node running the stream ("" when none does, and
+	// outside a cluster).
+	Node string `json:"node,omitempty"`
 }
 
 // EndpointView is a stream's source or destination: its type, where it is
@@ -43,8 +46,12 @@ func (s *Server) view(name string) StreamView {
 	str := s.streams[name]
 	st := str.State()
 	cfg := str.Config()
-	return StreamView{Name: name, State: st.State, Reason: st.Reason, UpdatedAt: st.UpdatedAt, RetainedWALBytes: str.RetainedWAL(),
+	v := StreamView{Name: name, State: st.State, Reason: st.Reason, UpdatedAt: st.UpdatedAt, RetainedWALBytes: str.RetainedWAL(),
 		Source: EndpointView{Type: cfg.Source.Type, Where: config.Redact(cfg.Source.DSN)}, Destination: destinationView(cfg)}
+	if s.cluster != nil {
+		s.clusterView(&v)
+	}
+	return v
 }
 
 func destinationView(cfg config.Stream) EndpointView {

@@ -49,6 +49,7 @@ var routeRoles = map[string]config.Role{
 	"PATCH /api/v1/backfills/{id}":                     config.RoleOperator,
 	"GET /api/v1/events":                               config.RoleViewer,
 	"GET /api/v1/audit":                                config.RoleViewer,
+	"GET /api/v1/cluster":                              config.RoleViewer,
 	"GET /api/v1/tasks":                                config.RoleViewer,
 	"GET /api/v1/tasks/{task}":                         config.RoleViewer,
 	"POST /api/v1/batch/preview":                       config.RoleOperator,

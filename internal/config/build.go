@@ -7,10 +7,12 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -261,7 +263,22 @@ func (b *builder) config(r *rawConfig) *Config {
 		c.Streams = append(c.Streams, st)
 	}
 	b.batch(c, r)
+	c.Cluster = b.cluster(r.Cluster, c.API.Listen)
 	return c
+}
+
+// cluster builds the cluster section; nil when the file has none.
+func (b *builder) cluster(r *rawCluster, listen string) *Cluster {
+	if r == nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	return &Cluster{
+		Node:      b.str("cluster.node", r.Node, ""),
+		Host:      b.str("cluster.host", r.Host, cmp.Or(host, "unknown")),
+		Lease:     b.duration("cluster.lease", r.Lease, defaultClusterLease),
+		Advertise: b.str("cluster.advertise", r.Advertise, "http://"+listen),
+	}
 }
 
 func (b *builder) readTimeouts(p string, r *rawReadTimeouts) ReadTimeouts {
@@ -328,6 +345,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			Max:     b.duration(p+".retry.max", r.Retry.Max, defaultRetryMax),
 		},
 		LagWarn:           b.duration(p+".lag_warn", r.LagWarn, defaultLagWarn),
+		Node:              b.str(p+".node", r.Node, ""),
 		DiscoveryInterval: b.duration(p+".discovery_interval", r.DiscoveryInterval, defaultDiscovery),
 	}
 	// A destination that cannot be read back does not verify unless asked

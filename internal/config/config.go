@@ -38,6 +38,7 @@ const (
 	// EnvAPITokenRole is the role of EnvAPIToken's token, DefaultEnvTokenRole
 	// when unset.
 	EnvAPITokenRole = "TIDEMARK_API_TOKEN_ROLE"
+	EnvNode         = "TIDEMARK_NODE" // replaces cluster.node (and makes a cluster section)
 )
 
 // EnvTokenName is the name of the API token that EnvAPIToken adds.
@@ -84,6 +85,26 @@ type Config struct {
 	// Tasks are the recurring tasks in file order, their upstream IDs
 	// resolved and their schedules parsed.
 	Tasks []dag.Task
+
+	// Cluster, when set, makes this daemon one node of several on one
+	// PostgreSQL metadata store (docs/cluster.md); nil runs one daemon.
+	Cluster *Cluster
+}
+
+// Cluster configures this daemon as one node of several.
+type Cluster struct {
+	// Node names this node, unique among the live nodes.
+	Node string
+	// Host identifies the machine this node's task processes run on; nodes
+	// of one host may end each other's orphaned processes. Defaults to the
+	// host name.
+	Host string
+	// Lease is how long a node's streams and batch lead outlive its last
+	// heartbeat: a node killed or cut off loses them after at most this.
+	Lease time.Duration
+	// Advertise is the base URL other nodes reach this node's API at, to
+	// forward requests for what it runs.
+	Advertise string
 }
 
 // DefaultResourceGroup is the resource group of a task that names none; it
@@ -171,6 +192,10 @@ type Stream struct {
 	// LateData are the date columns whose live changes to rows of old
 	// dates are late data, by table (docs/lineage.md).
 	LateData map[change.TableID][]LateRule
+	// Node pins the stream to the cluster node of that name ("" lets any
+	// node run it); a stream whose destination cannot refuse an old
+	// owner's writes must be pinned (docs/cluster.md).
+	Node     string
 	Backfill Backfill
 	Batch    Batch
 	Retry    Retry

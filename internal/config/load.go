@@ -91,7 +91,7 @@ func rank(path string) (key, element int) {
 	return 0, -1
 }
 
-var topKeys = []string{"metadata", "api", "log", "streams", "batch", "resource_groups", "connections", "tasks"}
+var topKeys = []string{"metadata", "api", "log", "cluster", "streams", "batch", "resource_groups", "connections", "tasks"}
 
 // related reports whether path is one of the broken paths ("" stands for
 // all), inside one, or contains one.
@@ -119,6 +119,13 @@ func applyEnv(raw *rawConfig, env func(string) (string, bool)) (origins map[stri
 	if s, ok := lookup(EnvMetadata); ok {
 		raw.Metadata = s
 		origins["metadata"] = EnvMetadata
+	}
+	if s, ok := lookup(EnvNode); ok {
+		if raw.Cluster == nil {
+			raw.Cluster = &rawCluster{}
+		}
+		raw.Cluster.Node = s
+		origins["cluster.node"] = EnvNode
 	}
 	if s, ok := lookup(EnvListen); ok {
 		raw.API.Listen = s

@@ -29,6 +29,14 @@ type rawConfig struct {
 	ResourceGroups []rawResourceGroup `yaml:"resource_groups"`
 	Connections    []rawConnection    `yaml:"connections"`
 	Tasks          []rawTask          `yaml:"tasks"`
+	Cluster        *rawCluster        `yaml:"cluster"`
+}
+
+type rawCluster struct {
+	Node      scalar `yaml:"node"`
+	Host      scalar `yaml:"host"`
+	Lease     scalar `yaml:"lease"`
+	Advertise scalar `yaml:"advertise"`
 }
 
 type rawAPI struct {
@@ -61,6 +69,7 @@ type rawStream struct {
 	Retry               rawRetry       `yaml:"retry"`
 	LagWarn             scalar         `yaml:"lag_warn"`
 	DiscoveryInterval   scalar         `yaml:"discovery_interval"`
+	Node                scalar         `yaml:"node"`
 }
 
 type rawSource struct {

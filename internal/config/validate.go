@@ -125,6 +125,7 @@ func (c *Config) Validate() error {
 	}
 	v.sharedSourceNames(c.Streams, nameTaken)
 	v.batch(c)
+	v.cluster(c)
 	if len(v.problems) == 0 {
 		return nil
 	}

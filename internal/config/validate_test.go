@@ -319,7 +319,7 @@ log: {colour: true}
 		{"log.colour", "unknown key (line 3): use one of level, format"}}},
 	{"unknown key in a later stream", streams(nil, kv{"name": "two", "chunk_size": "5"}), []Problem{
 		{"streams[1].chunk_size", "unknown key (line 1): use one of name, source, destination, include, exclude, " +
-			"include_future_tables, keys, backfill, batch, retry, lag_warn, discovery_interval"}}},
+			"include_future_tables, keys, backfill, batch, retry, lag_warn, discovery_interval, node"}}},
 	{"key twice", `
 streams:
   - name: first

@@ -151,16 +151,17 @@ type crashEnv struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	addr    string
-	stream  string   // the stream initiate asks for; "" is "crash"
-	object  string   // the object initiate backfills; "" is "public.t"
-	env     []string // more environment for the next start
+	stream  string    // the stream initiate asks for; "" is "crash"
+	object  string    // the object initiate backfills; "" is "public.t"
+	env     []string  // more environment for the next start
+	stderr  io.Writer // the daemon's standard error; nil: the test's
 }
 
 func (c *crashEnv) start() {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+c.cfgPath), c.env...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = cmp.Or[io.Writer](c.stderr, os.Stderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/cluster"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/console"
 	"github.com/tidemark/tidemark/internal/lineage"
@@ -39,7 +40,10 @@ type Daemon struct {
 	lineage *lineage.Watcher // nil when no tasks are configured
 	metrics *metrics.Registry
 	api     *api.Server
-	claim   *store.Claim // nil unless New was given ClaimStore
+	claim   *store.Claim    // nil unless New was given ClaimStore
+	member  *cluster.Member // nil unless the configuration has a cluster section
+	// batchEnded receives the batch engine's end on a cluster node.
+	batchEnded chan error
 	// Ready is closed once the API listens; Addr is then its address.
 	Ready chan struct{}
 	Addr  string
@@ -72,6 +76,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 		return nil, fmt.Errorf("open metadata store: %w", err)
 	}
 	d := &Daemon{cfg: cfg, st: st, log: log, metrics: metrics.New(log), Ready: make(chan struct{})}
+	if cfg.Cluster != nil {
+		set.claim = false // the nodes' leases replace the one-daemon claim
+	}
 	if set.claim {
 		if d.claim, err = st.Claim(ctx); err != nil {
 			st.Close()
@@ -91,8 +98,11 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 	st.Observe(d.metrics.ObserveStore)
 	for _, sc := range cfg.Streams {
 		s := stream.New(sc, st, log, opts)
-		if err := s.MarkNotStarted(ctx); err != nil {
-			return fmt.Errorf("record stream %s: %w", sc.Name, err)
+		// In a cluster, the stream's record is its running node's.
+		if cfg.Cluster == nil {
+			if err := s.MarkNotStarted(ctx); err != nil {
+				return fmt.Errorf("record stream %s: %w", sc.Name, err)
+			}
 		}
 		d.streams = append(d.streams, s)
 	}
@@ -113,6 +123,16 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 	if d.batch != nil {
 		d.lineage = &lineage.Watcher{Store: st, Batch: d.batch, Log: log.With("component", "lineage")}
 		apiOpts = append(apiOpts, api.WithLineage(d.lineage))
+	}
+	if cfg.Cluster != nil {
+		if err := d.join(ctx); err != nil {
+			return err
+		}
+		names := make([]string, len(cfg.Streams))
+		for i, sc := range cfg.Streams {
+			names[i] = sc.Name
+		}
+		apiOpts = append(apiOpts, api.WithCluster(cluster.NewRouter(d.member, st, names, d.batch != nil)))
 	}
 	d.api = api.New(d.streams, d.batch, st, cfg.API.Tokens, log, apiOpts...)
 	return nil
@@ -207,21 +227,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer cancel()
 		return srv.Shutdown(shutdownCtx)
 	})
-	for _, s := range d.streams {
-		g.Go(func() error { return s.Run(gctx) })
-	}
-	if d.batch != nil {
-		g.Go(func() error { return d.batch.Run(gctx) })
-	}
-	if d.lineage != nil && actsOnChanges(d.cfg) {
-		g.Go(func() error {
-			select { // submissions need the engine's loop
-			case <-d.batch.Ready():
-			case <-gctx.Done():
-				return nil
-			}
-			return d.lineage.Run(gctx)
-		})
+	if d.member != nil {
+		g.Go(func() error { return d.member.Run(gctx) })
+		g.Go(func() error { return d.batchLost(gctx) })
+	} else {
+		for _, s := range d.streams {
+			g.Go(func() error { return s.Run(gctx) })
+		}
+		if d.batch != nil {
+			g.Go(func() error { return d.runBatch(gctx) })
+		}
 	}
 	if d.claim != nil {
 		g.Go(func() error {
@@ -235,6 +250,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("tidemark is running", "api", "http://"+d.Addr, "console", "http://"+d.Addr+console.Prefix, "streams", len(d.streams), "tasks", len(d.cfg.Tasks))
 	close(d.Ready)
+	return g.Wait()
+}
+
+// runBatch runs the batch engine and, when a task acts on changes, the
+// lineage watcher until ctx ends.
+func (d *Daemon) runBatch(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.batch.Run(gctx) })
+	if d.lineage != nil && actsOnChanges(d.cfg) {
+		g.Go(func() error {
+			select { // submissions need the engine's loop
+			case <-d.batch.Ready():
+			case <-gctx.Done():
+				return nil
+			}
+			return d.lineage.Run(gctx)
+		})
+	}
 	return g.Wait()
 }
 

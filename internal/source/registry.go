@@ -88,6 +88,10 @@ type Options struct {
 	// ProbeInterval is how often a pending chunk asks the source where the
 	// stream is (0: the source's default).
 	ProbeInterval time.Duration
+	// TakeOver ends another session still reading the stream's log (a
+	// former owner's, docs/cluster.md) instead of waiting for the server to
+	// notice it is gone. Only a node that holds the stream's lease sets it.
+	TakeOver bool
 }
 
 // Estimator sizes and describes tables outside a running stream.

@@ -61,8 +61,28 @@ func batchBusyErr(err error) error {
 // batchWriteTx runs f in a read-write transaction. With lockInstances it first
 // takes the lock that serialises inserts into "batch_instances" (PostgreSQL;
 // on SQLite the transaction already holds the database write lock).
+// When FenceBatchWrites set a fence, the transaction first checks that
+// this node still holds the batch engine's lease.
 func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) (err error) {
-	defer s.timed("tx batch_write", time.Now())
+	fence := s.fence.Load()
+	return s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
+		if fence != nil {
+			if err := s.checkFence(ctx, tx, fence); err != nil {
+				return err
+			}
+		}
+		if lockInstances && s.d.name == dialectPostgres {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(batchInstancesLockKey)+`)`); err != nil {
+				return fmt.Errorf("lock batch instances: %w", err)
+			}
+		}
+		return f(tx)
+	})
+}
+
+// writeTx runs f in a read-write transaction, committed when f succeeds.
+func (s *Store) writeTx(ctx context.Context, timer string, f func(*sql.Tx) error) (err error) {
+	defer s.timed(timer, time.Now())
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -72,11 +92,6 @@ func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sq
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	if lockInstances && s.d.name == dialectPostgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(batchInstancesLockKey)+`)`); err != nil {
-			return fmt.Errorf("lock batch instances: %w", err)
-		}
-	}
 	if err := f(tx); err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@ func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error 
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+	// A stream's write, not the batch engine's: not fenced by its lease.
+	err := s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
 		return s.batchBulkInsert(ctx, tx, `"changed_dates"`, `"stream", "backfill_id", "object", "column_name", "value", "at"`, 6, changedDatesPerInsert, len(ds),
 			func(args []any, i int) []any {
 				d := ds[i]
@@ -77,7 +78,8 @@ func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
 		return nil
 	}
 	at := s.d.timeArg(now())
-	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+	// A stream's write, not the batch engine's: not fenced by its lease.
+	err := s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
 		return s.batchBulkInsert(ctx, tx, `"late_dates"`, `"stream", "object", "column_name", "value", "at"`, 5, changedDatesPerInsert, len(ds),
 			func(args []any, i int) []any {
 				d := ds[i]

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +58,11 @@ func (e *ClaimedError) Error() string {
 	if h := e.Holder; h != nil {
 		who = fmt.Sprintf("another tidemark daemon: host %s, pid %d, running since %s", h.Host, h.PID, h.Since.Format(time.RFC3339))
 	}
-	return fmt.Sprintf("metadata store %s is in use by %s; only one daemon may run per metadata store: stop that one first (or give this one another metadata store)", e.Store, who)
+	several := "several daemons need a PostgreSQL metadata store, each with a cluster section (docs/cluster.md)"
+	if strings.HasPrefix(e.Store, "postgres") {
+		several = "to run several daemons on it, give every one a cluster section (docs/cluster.md)"
+	}
+	return fmt.Sprintf("metadata store %s is in use by %s; only one daemon may run per metadata store: stop that one first (or give this one another metadata store); %s", e.Store, who, several)
 }
 
 // Claim is a daemon's hold on its metadata store, from Store.Claim until

@@ -64,6 +64,8 @@ type Store struct {
 	db  *sql.DB
 	d   *dialect
 	obs atomic.Pointer[Observer]
+	// fence, when set, is checked by every batch write (cluster.go).
+	fence atomic.Pointer[batchFence]
 	// url is what Open was given and dsn the driver's form of it; file is
 	// the SQLite database file ("" for PostgreSQL). Claim uses them.
 	url, dsn, file string

@@ -483,3 +483,13 @@ func (m *backfills) startLocked(r *run, cur sink.Cursor) {
 		m.work(ctx, rt, r, after, rowsBefore)
 	}()
 }
+
+// forget drops what was loaded from the store, so that the next attach
+// reads the unfinished runs again. It is called between terms of a
+// cluster node's lease, when no pipeline is attached.
+func (m *backfills) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queue, m.loaded = nil, false
+	m.active, m.byID = map[change.TableID]*run{}, map[int64]*run{}
+}

@@ -58,6 +58,9 @@ type Stream struct {
 	lag     *lagClock
 	lagOver atomic.Bool
 	events  atomic.Int64 // changes committed to the destination
+	// epoch is the stream's lease epoch when a cluster node runs it
+	// (RunAs); 0 for a daemon of its own.
+	epoch atomic.Int64
 
 	mu        sync.Mutex
 	state     store.StreamState
@@ -313,7 +316,8 @@ func (s *Stream) lookup(id change.TableID) *change.Table {
 // fails.
 func (s *Stream) runOnce(ctx context.Context) error {
 	s.setState(ctx, store.StateStarting, "")
-	src, err := source.Open(ctx, s.cfg.Source, source.Options{ProbeInterval: s.opts.ProbeInterval}, s.log)
+	epoch := s.epoch.Load()
+	src, err := source.Open(ctx, s.cfg.Source, source.Options{ProbeInterval: s.opts.ProbeInterval, TakeOver: epoch > 0}, s.log)
 	if err != nil {
 		return err
 	}
@@ -323,6 +327,9 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return err
 	}
 	defer snk.Close()
+	if err := s.fence(ctx, snk, epoch); err != nil {
+		return err
+	}
 	cp, err := snk.Checkpoint(ctx, s.cfg.Name)
 	if err != nil {
 		return fmt.Errorf("read destination checkpoint: %w", err)

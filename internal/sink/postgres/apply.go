@@ -65,6 +65,10 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	// closes a broken connection, and the next call reconnects).
 	defer tx.Rollback(ctx)
 	p := &pipeline{s: s}
+	fenced, err := s.queueFenceCheck(ctx, p)
+	if err != nil {
+		return err
+	}
 	staged := make(map[change.TableID]bool)
 	var reports []func()
 	for i, op := range b.Ops {
@@ -90,6 +94,9 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 		return err
 	}
 	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	if err := fenced(); err != nil {
 		return err
 	}
 	if err := b.CallBeforeCommit(ctx); err != nil {

@@ -38,6 +38,7 @@ type Sink struct {
 	staging stagingTables     // staging tables on this connection
 	tables  *sink.ShapeCache[*tableSQL]
 	omit    *sink.Omitter // the generated columns the destination computes
+	fence   fence         // the stream's owner epoch every batch checks (fence.go)
 }
 
 var _ sink.Sink = (*Sink)(nil)

@@ -27,7 +27,8 @@ func init() {
 		Open: func(ctx context.Context, cfg config.Source, opts source.Options, log *slog.Logger) (source.Source, error) {
 			return Open(ctx, Config{DSN: cfg.DSN, Publication: cfg.Publication, Slot: cfg.Slot,
 				PublicationExisting: cfg.PublicationMode == config.PublicationExisting,
-				StatusInterval:      cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg)}, log)
+				StatusInterval:      cfg.StatusInterval, ProbeInterval: opts.ProbeInterval, Timeouts: timeouts(cfg),
+				TakeOver: opts.TakeOver}, log)
 		},
 		OpenEstimator: func(ctx context.Context, cfg config.Source) (source.Estimator, error) {
 			return ConnectForCatalog(ctx, cfg.DSN, timeouts(cfg))

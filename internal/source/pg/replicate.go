@@ -21,6 +21,11 @@ type TableLookup = source.TableLookup
 // connection fails; errors that need a person are PermanentError. Stream
 // never closes out.
 func (s *Source) Stream(ctx context.Context, start change.LSN, lookup TableLookup, out chan<- change.Event) error {
+	if s.cfg.TakeOver {
+		if err := s.takeOverSlot(ctx); err != nil {
+			return err
+		}
+	}
 	conn, err := s.replicationConn(ctx)
 	if err != nil {
 		return err

@@ -44,6 +44,9 @@ type Config struct {
 	// Timeouts bound every transaction on the source (zero values: the
 	// defaults).
 	Timeouts ReadTimeouts
+	// TakeOver ends the session still holding the slot, a former owner's
+	// (source.Options.TakeOver), before replication starts.
+	TakeOver bool
 }
 
 // Source is one PostgreSQL source database.

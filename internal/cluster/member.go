@@ -1,0 +1,304 @@
+// Package cluster runs one node of several on a PostgreSQL metadata store
+// (docs/cluster.md): it records the node, renews its heartbeat and the
+// leases it holds, takes the work (a stream, the batch engine's lead) that
+// nobody holds, spreads streams evenly over the live nodes, and stops work
+// whose lease it can no longer prove before that lease can expire.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/logkey"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Work is one thing a single node at a time may do.
+type Work struct {
+	// Lease names it: "stream:<name>" or "batch".
+	Lease string
+	// Pin, when set, is the only node that may take it.
+	Pin string
+	// Balanced work is spread evenly over the live nodes; other work goes
+	// to whichever node takes it first and stays there.
+	Balanced bool
+	// Run does the work until ctx ends, which is when the lease is lost or
+	// given up. epoch is the lease's: what Run writes must carry it.
+	Run func(ctx context.Context, epoch int64) error
+}
+
+// Member is this node's membership.
+type Member struct {
+	st   *store.Store
+	self store.Node
+	ttl  time.Duration
+	log  *slog.Logger
+	work []Work
+
+	mu    sync.Mutex
+	terms map[string]*term // by lease
+	wg    sync.WaitGroup
+	// Changed, when set, is called after this node takes or drops work.
+	Changed func()
+}
+
+type term struct {
+	work      Work
+	epoch     int64
+	cancel    context.CancelFunc
+	done      chan struct{}
+	releasing bool
+}
+
+// Lease names.
+const BatchLease = "batch"
+
+// StreamLease is the lease of stream name.
+func StreamLease(name string) string { return "stream:" + name }
+
+// Join records this node in the store. It fails when a live node has its
+// name or another configuration.
+func Join(ctx context.Context, st *store.Store, self store.Node, ttl time.Duration, work []Work, log *slog.Logger) (*Member, error) {
+	rec, err := st.JoinCluster(ctx, self, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &Member{st: st, self: rec, ttl: ttl, log: log.With("node", self.Name), work: work, terms: map[string]*term{}}, nil
+}
+
+// Name is this node's name.
+func (m *Member) Name() string { return m.self.Name }
+
+// Holds reports whether this node runs the work of lease now.
+func (m *Member) Holds(lease string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.terms[lease]
+	return ok && !t.releasing
+}
+
+// tick is how often the heartbeat runs, and margin how long before the
+// lease's end on the server a node stops its work when it could not renew:
+// its own clock may run slow against the server's, and stopping takes time.
+func (m *Member) tick() time.Duration   { return max(m.ttl/4, 250*time.Millisecond) }
+func (m *Member) margin() time.Duration { return max(m.ttl/4, 500*time.Millisecond) }
+
+// Run heartbeats and assigns work until ctx ends, then stops every piece
+// of work and leaves the cluster. It returns an error when the node's own
+// record was taken over (another process joined under its name after it
+// expired): this process must not go on.
+func (m *Member) Run(ctx context.Context) error {
+	defer m.leave()
+	// Leases taken before a renewal that was sent at sent stay ours until
+	// sent+ttl on the server's clock at the earliest.
+	deadline := time.Now().Add(m.ttl - m.margin())
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		sent := time.Now()
+		hctx, cancel := context.WithDeadline(ctx, deadline)
+		held, err := m.st.Heartbeat(hctx, m.self.Name, m.self.StartedAt, m.ttl)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, store.ErrFenced):
+			m.dropAll("this node's record was taken over")
+			return fmt.Errorf("node %q: %w", m.self.Name, err)
+		case err != nil:
+			if time.Now().After(deadline) {
+				m.dropAll("cut off from the metadata store")
+			} else {
+				m.log.Warn("heartbeat failed; retrying", logkey.Err(err))
+			}
+		default:
+			deadline = sent.Add(m.ttl - m.margin())
+			m.dropLost(held)
+			m.assign(ctx, deadline)
+		}
+		timer.Reset(m.tick())
+	}
+}
+
+// dropLost stops the work whose lease the heartbeat did not renew.
+func (m *Member) dropLost(held map[string]int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for lease, t := range m.terms {
+		if epoch, ok := held[lease]; (!ok || epoch != t.epoch) && !t.releasing {
+			m.log.Warn("lost a lease: stopping its work", "lease", lease, "epoch", t.epoch)
+			m.stopLocked(lease, t)
+		}
+	}
+}
+
+// dropAll stops every piece of work.
+func (m *Member) dropAll(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.terms) > 0 {
+		m.log.Error("stopping all work: "+why, "leases", len(m.terms))
+	}
+	for lease, t := range m.terms {
+		m.stopLocked(lease, t)
+	}
+}
+
+// stopLocked ends a term without giving its lease back (it is no longer
+// ours to give).
+func (m *Member) stopLocked(lease string, t *term) {
+	t.cancel()
+	delete(m.terms, lease)
+	m.changed()
+}
+
+func (m *Member) changed() {
+	if m.Changed != nil {
+		go m.Changed()
+	}
+}
+
+// assign takes work nobody holds, up to this node's share of the balanced
+// work, and gives back one piece of balanced work when it holds more than
+// its share (another node then takes it).
+func (m *Member) assign(ctx context.Context, deadline time.Time) {
+	nodes, err := m.st.ClusterNodes(ctx)
+	if err != nil {
+		m.log.Warn("list nodes", logkey.Err(err))
+		return
+	}
+	live := 0
+	for _, n := range nodes {
+		if n.Live {
+			live++
+		}
+	}
+	balanced := 0
+	for _, w := range m.work {
+		if w.Balanced && w.Pin == "" {
+			balanced++
+		}
+	}
+	share := (balanced + max(live, 1) - 1) / max(live, 1)
+	m.mu.Lock()
+	mine := 0
+	for _, t := range m.terms {
+		if t.work.Balanced && t.work.Pin == "" && !t.releasing {
+			mine++
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range m.work {
+		if time.Now().After(deadline) {
+			return
+		}
+		if m.Holds(w.Lease) || (w.Pin != "" && w.Pin != m.self.Name) {
+			continue
+		}
+		spread := w.Balanced && w.Pin == ""
+		if spread && mine >= share {
+			continue
+		}
+		epoch, ok, err := m.st.AcquireLease(ctx, w.Lease, m.self.Name, m.ttl)
+		if err != nil {
+			m.log.Warn("acquire lease", "lease", w.Lease, logkey.Err(err))
+			return
+		}
+		if !ok {
+			continue
+		}
+		if spread {
+			mine++
+		}
+		m.start(ctx, w, epoch)
+	}
+	if mine > share {
+		m.giveBack()
+	}
+}
+
+// start runs w under a new term.
+func (m *Member) start(ctx context.Context, w Work, epoch int64) {
+	tctx, cancel := context.WithCancel(ctx)
+	t := &term{work: w, epoch: epoch, cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.terms[w.Lease] = t
+	m.mu.Unlock()
+	m.log.Info("took a lease: starting its work", "lease", w.Lease, "epoch", epoch)
+	m.changed()
+	m.wg.Go(func() {
+		defer close(t.done)
+		err := w.Run(tctx, epoch)
+		if tctx.Err() == nil {
+			// The work ended by itself: give the lease back so that the work
+			// starts again (here or elsewhere) rather than stay held idle.
+			m.log.Error("work ended by itself; giving its lease back", "lease", w.Lease, logkey.Err(err))
+		}
+		m.mu.Lock()
+		if m.terms[w.Lease] == t {
+			delete(m.terms, w.Lease)
+			cancel()
+		}
+		m.mu.Unlock()
+		m.release(t)
+	})
+}
+
+// release gives t's lease back once its work stopped; a lease already lost
+// is left alone by the store (the epoch no longer matches).
+func (m *Member) release(t *term) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.st.ReleaseLease(ctx, t.work.Lease, m.self.Name, t.epoch); err != nil {
+		m.log.Warn("give back a lease", "lease", t.work.Lease, logkey.Err(err))
+	}
+}
+
+// giveBack stops one piece of balanced work (the last by name) so that it
+// moves to a node with less; its lease is released once it stopped.
+func (m *Member) giveBack() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var leases []string
+	for lease, t := range m.terms {
+		if t.work.Balanced && t.work.Pin == "" && !t.releasing {
+			leases = append(leases, lease)
+		}
+	}
+	if len(leases) == 0 {
+		return
+	}
+	sort.Strings(leases)
+	lease := leases[len(leases)-1]
+	t := m.terms[lease]
+	t.releasing = true
+	m.log.Info("giving a stream to a node with fewer", "lease", lease)
+	t.cancel()
+	m.changed()
+}
+
+// leave stops every piece of work, waits for it, and ends the node's
+// record and leases so that other nodes take over at once.
+func (m *Member) leave() {
+	m.mu.Lock()
+	for _, t := range m.terms {
+		t.cancel()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.st.LeaveCluster(ctx, m.self.Name, m.self.StartedAt); err != nil {
+		m.log.Warn("leave the cluster", logkey.Err(err))
+	}
+}

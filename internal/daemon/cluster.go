@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/tidemark/tidemark/internal/cluster"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// join records this daemon as a node of the cluster (docs/cluster.md) with
+// its work: every stream, balanced over the nodes unless pinned, and the
+// batch engine's lead.
+func (d *Daemon) join(ctx context.Context) error {
+	c := d.cfg.Cluster
+	var work []cluster.Work
+	for _, s := range d.streams {
+		work = append(work, cluster.Work{Lease: cluster.StreamLease(s.Name()), Pin: s.Config().Node, Balanced: true, Run: s.RunAs})
+	}
+	d.batchEnded = make(chan error, 1)
+	if d.batch != nil {
+		work = append(work, cluster.Work{Lease: cluster.BatchLease, Run: d.leadBatch})
+	}
+	self := store.Node{Name: c.Node, Host: c.Host, PID: os.Getpid(), API: c.Advertise, ConfigHash: d.cfg.Fingerprint()}
+	m, err := cluster.Join(ctx, d.st, self, c.Lease, work, d.log)
+	if err != nil {
+		return err
+	}
+	d.member = m
+	return nil
+}
+
+// leadBatch runs the batch engine while this node holds the batch lease,
+// its every write fenced by the lease's epoch. An engine runs once: when
+// the lease is lost while the daemon goes on, batchLost stops the daemon,
+// and a restart joins afresh (under a supervisor such as systemd).
+func (d *Daemon) leadBatch(ctx context.Context, epoch int64) error {
+	d.st.FenceBatchWrites(cluster.BatchLease, d.cfg.Cluster.Node, epoch)
+	err := d.runBatch(ctx)
+	d.batchEnded <- err
+	return err
+}
+
+// batchLost ends the daemon when its batch engine stopped before the
+// daemon did.
+func (d *Daemon) batchLost(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-d.batchEnded:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.Join(fmt.Errorf("node %s lost the batch engine's lease: stopping, so that a restart joins the cluster afresh (its tasks were ended)", d.cfg.Cluster.Node), err)
+	}
+}

@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// TestFence: once a stream's new owner fenced the destination at a higher
+// epoch, the former owner commits nothing more — not after a reconnect,
+// not by fencing again at its old epoch — while the new owner writes.
+func TestFence(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	old, neu := open(t, dsn), open(t, dsn)
+	defer old.Close()
+	defer neu.Close()
+	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "f"}, Key: []int{0}, Columns: []change.Column{
+		{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23},
+		{Name: "v", Type: "text", TypeOID: 25, BaseOID: 25, Collation: "C"},
+	}}
+	ctx := t.Context()
+	if err := old.EnsureTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(s *Sink, id string, pos change.LSN) error {
+		return s.Apply(ctx, &sink.Batch{Stream: "s", Position: pos, Ops: []sink.Op{
+			{Change: &change.Change{Kind: change.Insert, Table: tbl, Row: change.Row{change.Text(id), change.Text("x")}}}}})
+	}
+	if err := old.Fence(ctx, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert(old, "1", 10); err != nil {
+		t.Fatalf("the owner's write: %v", err)
+	}
+	if err := neu.Fence(ctx, "s", 2); err != nil {
+		t.Fatalf("the new owner's fence: %v", err)
+	}
+	// The new owner ended the old one's session; its retry reconnects and
+	// is refused.
+	for range 2 {
+		if err := insert(old, "2", 20); err != nil && !errors.Is(err, sink.ErrFenced) && old.conn != nil && !old.conn.IsClosed() {
+			t.Fatalf("the former owner's write: %v, want ErrFenced (or its ended session)", err)
+		}
+	}
+	if err := insert(old, "2", 20); !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("the former owner's write after reconnecting: %v, want ErrFenced", err)
+	}
+	if err := old.Fence(ctx, "s", 1); !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("fencing again at the old epoch: %v, want ErrFenced", err)
+	}
+	if err := insert(neu, "3", 30); err != nil {
+		t.Fatalf("the new owner's write: %v", err)
+	}
+	rows, err := neu.ReadRange(ctx, tbl, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := neu.Checkpoint(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0][0].Text != "1" || rows[1][0].Text != "3" || cp.Position != 30 {
+		t.Errorf("rows %v at position %d; want ids 1 and 3 at 30: the former owner's row 2 must not be there", rows, cp.Position)
+	}
+}

@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+func clusterNode(name, hash string) store.Node {
+	return store.Node{Name: name, Host: "h", PID: os.Getpid(), API: "http://127.0.0.1:1", ConfigHash: hash}
+}
+
+// TestClusterMembership: a live node's name is refused to another, as is
+// another configuration; an expired node's name may be taken over, and
+// the old incarnation's heartbeat is then fenced.
+func TestClusterMembership(t *testing.T) {
+	ctx := t.Context()
+	s := openURL(t, postgresURL(t))
+	a, err := s.JoinCluster(ctx, clusterNode("a", "f1"), 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.JoinCluster(ctx, clusterNode("a", "f1"), time.Second)
+	var taken *store.NodeTakenError
+	if !errors.As(err, &taken) || !strings.Contains(err.Error(), `node name "a" is in use by a live tidemark node`) {
+		t.Errorf("second node a: %v, want a NodeTakenError", err)
+	}
+	_, err = s.JoinCluster(ctx, clusterNode("b", "f2"), time.Second)
+	var mismatch *store.ConfigMismatchError
+	if !errors.As(err, &mismatch) || mismatch.Node != "a" || !strings.Contains(err.Error(), "deploy the same file to every node") {
+		t.Errorf("node b with another configuration: %v, want a ConfigMismatchError naming a", err)
+	}
+	time.Sleep(600 * time.Millisecond) // a lets its record expire
+	a2, err := s.JoinCluster(ctx, clusterNode("a", "f2"), time.Second)
+	if err != nil {
+		t.Fatalf("join under an expired node's name: %v", err)
+	}
+	if _, err := s.Heartbeat(ctx, "a", a.StartedAt, time.Second); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("heartbeat of the replaced incarnation: %v, want ErrFenced", err)
+	}
+	if _, err := s.Heartbeat(ctx, "a", a2.StartedAt, time.Second); err != nil {
+		t.Errorf("heartbeat of the new incarnation: %v", err)
+	}
+	if err := s.LeaveCluster(ctx, "a", a2.StartedAt); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := s.ClusterNodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].Live {
+		t.Errorf("nodes after leaving: %+v, %v; want a, not live", nodes, err)
+	}
+}
+
+// TestLeases: one holder at a time; the epoch grows with each holder; a
+// heartbeat renews what the node holds and leaves out what it lost; the
+// batch fence refuses writes once the lease moved.
+func TestLeases(t *testing.T) {
+	ctx := t.Context()
+	s := openURL(t, postgresURL(t))
+	ttl := 400 * time.Millisecond
+	a, err := s.JoinCluster(ctx, clusterNode("a", "f"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.JoinCluster(ctx, clusterNode("b", "f"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, ok, err := s.AcquireLease(ctx, "batch", "a", ttl)
+	if err != nil || !ok || e1 != 1 {
+		t.Fatalf("a takes batch: epoch %d, %v, %v; want epoch 1", e1, ok, err)
+	}
+	if _, ok, err := s.AcquireLease(ctx, "batch", "b", ttl); err != nil || ok {
+		t.Fatalf("b takes a's live lease: %v, %v; want refused", ok, err)
+	}
+	held, err := s.Heartbeat(ctx, "a", a.StartedAt, ttl)
+	if err != nil || held["batch"] != 1 {
+		t.Fatalf("a's heartbeat: %v, %v; want batch at epoch 1", held, err)
+	}
+	s.FenceBatchWrites("batch", "a", e1)
+	// A write of an unknown instance: not found while the fence holds.
+	write := func() error {
+		return s.UpdateBatchInstances(ctx, []store.BatchInstance{{ID: 999_999, State: store.InstanceWaiting}})
+	}
+	if err := write(); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a fenced write while a holds the lease: %v, want it to reach the table (ErrNotFound)", err)
+	}
+	time.Sleep(ttl + 100*time.Millisecond) // a stops renewing
+	e2, ok, err := s.AcquireLease(ctx, "batch", "b", ttl)
+	if err != nil || !ok || e2 != 2 {
+		t.Fatalf("b takes the expired lease: epoch %d, %v, %v; want epoch 2", e2, ok, err)
+	}
+	if err := write(); !errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a's write after b took the lease: %v, want ErrFenced", err)
+	}
+	held, err = s.Heartbeat(ctx, "a", a.StartedAt, ttl)
+	if err != nil || len(held) != 0 {
+		t.Errorf("a's heartbeat after losing the lease: %v, %v; want nothing held", held, err)
+	}
+	if h, ok, err := s.LeaseHolder(ctx, "batch"); err != nil || !ok || h.Name != "b" {
+		t.Errorf("holder = %+v, %v, %v; want b", h, ok, err)
+	}
+	if err := s.ReleaseLease(ctx, "batch", "b", e2); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.LeaseHolder(ctx, "batch"); ok {
+		t.Error("a released lease still has a holder")
+	}
+	if e3, ok, err := s.AcquireLease(ctx, "batch", "b", ttl); err != nil || !ok || e3 != 3 {
+		t.Errorf("b takes the released lease again: epoch %d, %v, %v; want epoch 3", e3, ok, err)
+	}
+	_ = b
+}
+
+// TestClusterNeedsPostgres: a SQLite store refuses cluster operations.
+func TestClusterNeedsPostgres(t *testing.T) {
+	s := openURL(t, sqliteURL(t))
+	if _, err := s.JoinCluster(t.Context(), clusterNode("a", "f"), time.Second); !errors.Is(err, store.ErrClusterNeedsPostgres) {
+		t.Errorf("join on SQLite: %v, want ErrClusterNeedsPostgres", err)
+	}
+}

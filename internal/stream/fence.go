@@ -1,0 +1,33 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source"
+)
+
+// RunAs runs the stream as a cluster node's term of its lease at epoch
+// (docs/cluster.md): the destination is fenced at epoch before the
+// checkpoint is read, so a former owner's late commits are refused, and
+// what the store says of the stream's backfills is read afresh, since
+// another node may have changed it since this node last ran the stream.
+func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
+	s.epoch.Store(epoch)
+	s.bf.forget()
+	return s.Run(ctx)
+}
+
+// fence fences snk at epoch; nothing to do outside a cluster.
+func (s *Stream) fence(ctx context.Context, snk sink.Sink, epoch int64) error {
+	if epoch == 0 {
+		return nil
+	}
+	f, ok := snk.(sink.Fencer)
+	if !ok {
+		return &source.PermanentError{Err: fmt.Errorf("destination type %s cannot refuse a former owner's writes", s.cfg.Destination.Type),
+			Hint: "pin the stream to one node (streams[].node) and restart the nodes"}
+	}
+	return f.Fence(ctx, s.cfg.Name, epoch)
+}
