@@ -40,7 +40,7 @@ func (s *Server) clusterRoutes() {
 // getCluster lists the nodes and leases; a daemon of its own answers 404.
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request, _ string) error {
 	if s.cluster == nil {
-		return &Error{Status: http.StatusNotFound, Code: "not_a_cluster", Message: "this daemon runs alone (no cluster section in its configuration): see docs/cluster.md to run several nodes"}
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "this daemon runs alone (no cluster section in its configuration): see docs/cluster.md to run several nodes"}
 	}
 	nodes, err := s.st.ClusterNodes(r.Context())
 	if err != nil {

@@ -45,6 +45,7 @@ var examples = map[string][]string{
 		"tidemark backfill list --status failed --since 2026-01-01T00:00:00Z --json",
 	},
 	"lineage":           {"tidemark lineage list --state pending", "tidemark lineage approve 3"},
+	"nodes":             {"tidemark nodes", "tidemark nodes --json"},
 	"lineage list":      {"tidemark lineage list --state pending"},
 	"lineage show":      {"tidemark lineage show 3"},
 	"lineage approve":   {"tidemark lineage approve 3"},

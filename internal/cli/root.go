@@ -106,7 +106,7 @@ any table while the stream flows. See README.md and docs/.
 	root.SetVersionTemplate(versionTemplate(buildVersion().text()))
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(runCmd(g), demoCmd(g), doctorCmd(g), versionCmd(g))
-	for _, c := range []*cobra.Command{streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), tasksCmd(g), batchCmd(g), lineageCmd(g), auditCmd(g)} {
+	for _, c := range []*cobra.Command{streamsCmd(g), objectsCmd(g), backfillCmd(g), verifyCmd(g), streamCmd(g), tasksCmd(g), batchCmd(g), lineageCmd(g), auditCmd(g), nodesCmd(g)} {
 		root.AddCommand(g.addClientFlags(c))
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -140,6 +140,6 @@ func unavailable(msg string, after time.Duration) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(after.Seconds()))))
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(map[string]string{"code": "moved", "message": msg})
+		_ = json.NewEncoder(w).Encode(map[string]map[string]string{"error": {"code": "moved", "message": msg}}) // the API's error shape
 	})
 }

@@ -106,7 +106,13 @@ func (m *Member) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		sent := time.Now()
-		hctx, cancel := context.WithDeadline(ctx, deadline)
+		// Past the deadline (the work is stopped), a heartbeat still gets a
+		// tick's time: the node comes back when the store does.
+		until := deadline
+		if !until.After(sent) {
+			until = sent.Add(m.tick())
+		}
+		hctx, cancel := context.WithDeadline(ctx, until)
 		held, err := m.st.Heartbeat(hctx, m.self.Name, m.self.StartedAt, m.ttl)
 		cancel()
 		switch {

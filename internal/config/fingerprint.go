@@ -10,12 +10,13 @@ import (
 	"time"
 )
 
-// Fingerprint hashes the configuration but for what differs between the
-// nodes of one cluster (the cluster section and api.listen): nodes compare
-// fingerprints so that none runs another configuration (docs/cluster.md).
+// Fingerprint hashes the configuration but for what may differ between
+// the nodes of one cluster (the cluster section, api.listen, and how each
+// reaches the metadata store): nodes compare fingerprints so that none runs
+// another configuration (docs/cluster.md).
 func (c *Config) Fingerprint() string {
 	cp := *c
-	cp.Cluster, cp.API.Listen = nil, ""
+	cp.Cluster, cp.API.Listen, cp.Metadata = nil, "", ""
 	h := sha256.New()
 	walk(h, reflect.ValueOf(cp), "")
 	return hex.EncodeToString(h.Sum(nil))[:16]

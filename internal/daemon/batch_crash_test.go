@@ -27,10 +27,7 @@ func TestSIGKILLWithShellTasksRunning(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "journal")
-	// The child `sleep` keeps the lock's descriptor: if the group survived
-	// a crash, the next attempt finds the lock taken.
-	cmd := fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "date $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
-		`echo "start $TIDEMARK_BIZDATE $TIDEMARK_ATTEMPT" >> "%[2]s"; sleep 0.4; echo "end $TIDEMARK_BIZDATE" >> "%[2]s"`, dir, journal)
+	cmd := lockedShellCommand(dir, journal)
 	cfgPath := filepath.Join(dir, "tidemark.yaml")
 	metaPath := filepath.Join(dir, "meta.db")
 	addr := freeAddr(t)
@@ -95,6 +92,22 @@ tasks:
 	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 60 {
 		t.Fatalf("backfill = %s %v (%s), want 60 succeeded instances", rec.State, rec.States, rec.Error)
 	}
+	checkJournal(t, journal, 30)
+}
+
+// lockedShellCommand is a shell task that holds a lock on its business
+// date in dir while it runs, and notes its start and end in journal. The
+// child `sleep` keeps the lock's descriptor: if the group survived a
+// crash, the next attempt finds the lock taken and exits 99.
+func lockedShellCommand(dir, journal string) string {
+	return fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "date $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
+		`echo "start $TIDEMARK_BIZDATE $TIDEMARK_ATTEMPT" >> "%[2]s"; sleep 0.4; echo "end $TIDEMARK_BIZDATE" >> "%[2]s"`, dir, journal)
+}
+
+// checkJournal checks that each of the first days of January 2025 ran to
+// its end.
+func checkJournal(t *testing.T, journal string, days int) {
+	t.Helper()
 	data, err := os.ReadFile(journal)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +118,7 @@ tasks:
 			ends[d]++
 		}
 	}
-	for d := 1; d <= 30; d++ {
+	for d := 1; d <= days; d++ {
 		if day := fmt.Sprintf("202501%02d", d); ends[day] < 1 {
 			t.Errorf("date %s never ran to its end; journal:\n%s", day, data)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,25 +34,16 @@ type clusterEnv struct {
 	dst   string
 }
 
+// newClusterEnv is three nodes of one stream of crashRows rows.
 func newClusterEnv(t *testing.T, name string) *clusterEnv {
 	ctx := context.Background()
-	meta, err := server.CreateDatabase(ctx, name+"_meta")
-	if err != nil {
-		t.Fatal(err)
-	}
 	src, _ := crashSource(t, ctx, name+"_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
 	dst, err := server.CreateDatabase(ctx, name+"_dst")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tidemark.yaml")
-	// One file for every node: each gets its name and address from the
-	// environment, as a deployment would.
-	err = os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-metadata: "%s"
-cluster: {lease: 3s}
+	c := newCluster(t, name, fmt.Sprintf(`
 streams:
   - name: crash
     source: {type: postgres, dsn: "%s", slot: "%s"}
@@ -60,8 +52,27 @@ streams:
     backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 500ms}
-`, meta, src, name, dst)), 0o600)
+`, src, name, dst))
+	c.src, c.dst = src, dst
+	for _, n := range c.nodes {
+		n.srcDSN, n.dstDSN = src, dst
+	}
+	return c
+}
+
+// newCluster is three nodes, a, b and c, of one configuration file (body
+// after the metadata and cluster sections) on a metadata database of
+// their own, not started yet.
+func newCluster(t *testing.T, name, body string) *clusterEnv {
+	ctx := context.Background()
+	meta, err := server.CreateDatabase(ctx, name+"_meta")
 	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "tidemark.yaml")
+	// One file for every node: each gets its name and address from the
+	// environment, as a deployment would.
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("metadata: %q\ncluster: {lease: 3s}\n%s", meta, body)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, err := store.Open(ctx, meta)
@@ -69,11 +80,11 @@ streams:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	c := &clusterEnv{t: t, ctx: ctx, st: st, nodes: map[string]*crashEnv{}, logs: map[string]*testutil.LockedBuffer{}, src: src, dst: dst}
+	c := &clusterEnv{t: t, ctx: ctx, st: st, nodes: map[string]*crashEnv{}, logs: map[string]*testutil.LockedBuffer{}}
 	for _, n := range []string{"a", "b", "c"} {
 		addr := freeAddr(t)
 		c.logs[n] = &testutil.LockedBuffer{}
-		c.nodes[n] = &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: src, dstDSN: dst, addr: addr,
+		c.nodes[n] = &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, addr: addr,
 			env: []string{config.EnvNode + "=" + n, config.EnvListen + "=" + addr}, stderr: io.MultiWriter(os.Stderr, c.logs[n])}
 	}
 	return c
@@ -83,21 +94,27 @@ streams:
 // returns it.
 func (c *clusterEnv) owner(not string) string {
 	c.t.Helper()
-	var name string
+	return c.holder(cluster.StreamLease("crash"), not, func() bool {
+		s, err := c.st.GetStream(c.ctx, "crash")
+		return err == nil && s.State == store.StateRunning
+	})
+}
+
+// holder waits until a live node other than not holds lease and ready
+// holds, and returns it.
+func (c *clusterEnv) holder(lease, not string, ready func() bool) string {
+	c.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		h, ok, err := c.st.LeaseHolder(c.ctx, cluster.StreamLease("crash"))
-		s, serr := c.st.GetStream(c.ctx, "crash")
-		if err == nil && serr == nil && ok && h.Name != not && s.State == store.StateRunning {
-			name = h.Name
-			break
+		h, ok, err := c.st.LeaseHolder(c.ctx, lease)
+		if err == nil && ok && h.Name != not && ready() {
+			return h.Name
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("no node other than %q runs the stream after a minute", not)
+			c.t.Fatalf("no node other than %q holds %s after a minute", not, lease)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return name
 }
 
 func (c *clusterEnv) backfill() store.Backfill {
@@ -119,10 +136,10 @@ func (c *clusterEnv) waitFor(what string, cond func() bool) {
 	}
 }
 
-// startAll starts node a, waits for it to run the stream, then b and c.
-func (c *clusterEnv) startAll() {
+// startAll starts node a, waits for it to hold lease, then starts b and c.
+func (c *clusterEnv) startAll(lease string) {
 	c.nodes["a"].start()
-	c.owner("")
+	c.holder(lease, "", func() bool { return true })
 	for _, n := range []string{"b", "c"} {
 		c.nodes[n].start()
 		c.nodes[n].waitAPI()
@@ -167,7 +184,7 @@ func (c *clusterEnv) finish(writes func() int) {
 // source.
 func TestClusterFailover(t *testing.T) {
 	c := newClusterEnv(t, "cluster_failover")
-	c.startAll()
+	c.startAll(cluster.StreamLease("crash"))
 	owner := c.owner("")
 	other := "b"
 	if owner == "b" {
@@ -194,7 +211,7 @@ func TestClusterFailover(t *testing.T) {
 // equal to the source.
 func TestClusterFencing(t *testing.T) {
 	c := newClusterEnv(t, "cluster_fence")
-	c.startAll()
+	c.startAll(cluster.StreamLease("crash"))
 	owner := c.owner("")
 	writes := startWriter(t, c.src)
 	c.initiateVia(owner)
@@ -245,4 +262,237 @@ func (c *clusterEnv) fenceEpoch() int64 {
 	var e int64
 	_ = conn.QueryRow(c.ctx, `SELECT epoch FROM "_tidemark"."fence" WHERE stream = 'crash'`).Scan(&e)
 	return e
+}
+
+// TestClusterBatchFailover: three nodes run shell tasks that each hold a
+// lock on their date; the backfill is submitted through a node that does
+// not lead the batch engine (forwarded); the leader is SIGKILLed twice
+// while tasks run. Each time another node leads within 10 s, ends the
+// killed leader's process groups (same host) and runs them again; every
+// instance succeeds and no date ran twice at once (a second run would find
+// the lock taken and fail).
+func TestClusterBatchFailover(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "journal")
+	c := newCluster(t, "cluster_batch", fmt.Sprintf(`
+resource_groups: [{name: default, concurrency: 3}]
+tasks:
+  - {name: load, project: p, type: shell, schedule: daily, command: %s}
+  - {name: report, project: p, type: shell, schedule: daily, depends_on: [load], command: "echo report ${bizdate}"}
+`, strconv.Quote(lockedShellCommand(dir, journal))))
+	c.startAll(cluster.BatchLease)
+	always := func() bool { return true }
+	leader := c.holder(cluster.BatchLease, "", always)
+	via := "b"
+	if leader == via {
+		via = "c"
+	}
+	c.nodes[via].waitAPI()
+	id := submitBatch(t, c.nodes[via].addr, `{"task": "load", "dates": {"from": "2025-01-01", "to": "2025-01-30"}, "scope": {"mode": "list", "downstream": 1}, "groups": 3}`)
+	for kill := 1; kill <= 2; kill++ {
+		var groups []int
+		c.waitFor(fmt.Sprintf("shell tasks running before kill %d", kill), func() bool {
+			groups = runningGroups(t, c.st, id)
+			rec, err := c.st.GetBatchBackfill(c.ctx, id)
+			return err == nil && len(groups) > 0 && rec.States[store.InstanceSucceeded] >= 15*(kill-1)
+		})
+		killed := time.Now()
+		c.nodes[leader].kill()
+		next := c.holder(cluster.BatchLease, leader, always)
+		if took := time.Since(killed); took > 10*time.Second {
+			t.Errorf("kill %d: node %s led the batch engine %s after node %s's SIGKILL, want within 10s", kill, next, took, leader)
+		}
+		c.waitFor("the killed leader's process groups to be ended", func() bool {
+			for _, g := range groups {
+				if syscall.Kill(-g, 0) == nil {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("kill %d: node %s SIGKILLed with %d instance(s) running; node %s leads", kill, leader, len(groups), next)
+		c.nodes[leader].start() // back as a follower
+		leader = next
+	}
+	var rec store.BatchBackfill
+	c.waitFor("backfill to end", func() bool {
+		var err error
+		rec, err = c.st.GetBatchBackfill(c.ctx, id)
+		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
+	})
+	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 60 {
+		t.Fatalf("backfill = %s %v (%s), want 60 succeeded instances", rec.State, rec.States, rec.Error)
+	}
+	checkJournal(t, journal, 30)
+}
+
+// TestClusterSpread: three streams while a writer changes all their
+// tables. One node runs all three; a second node joins and takes one, a
+// third joins and each runs one; the third stops (SIGTERM) and its stream
+// moves to another node. The destination ends equal to the source.
+func TestClusterSpread(t *testing.T) {
+	ctx := context.Background()
+	var setup strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&setup, `CREATE TABLE t%[1]d (id bigint PRIMARY KEY, v int);
+			INSERT INTO t%[1]d SELECT g, g FROM generate_series(1, 5000) g;`, i)
+	}
+	src, _ := crashSource(t, ctx, "cluster_spread_src", setup.String())
+	dst, err := server.CreateDatabase(ctx, "cluster_spread_dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body strings.Builder
+	body.WriteString("streams:\n")
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&body, `  - name: s%[1]d
+    source: {type: postgres, dsn: "%[2]s", slot: "spread_s%[1]d"}
+    destination: {type: postgres, dsn: "%[3]s"}
+    include: ["public.t%[1]d"]
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 500ms}
+`, i, src, dst)
+	}
+	c := newCluster(t, "cluster_spread", body.String())
+	conn, err := pgx.Connect(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := paceWriter(func(i int) string {
+		return fmt.Sprintf("UPDATE t%d SET v = v + 1 WHERE id = %d", i%3+1, (i*7919)%5000+1)
+	}, func(ctx context.Context, q string) error {
+		_, err := conn.Exec(ctx, q)
+		return err
+	}, func() { conn.Close(context.Background()) })
+
+	c.spreadIs("node a runs all three", map[string]int{"a": 3})
+	c.nodes["b"].start()
+	c.spreadIs("node b takes one", map[string]int{"a": 2, "b": 1})
+	c.nodes["c"].start()
+	c.spreadIs("one stream each", map[string]int{"a": 1, "b": 1, "c": 1})
+	c.nodes["c"].stop()
+	c.waitFor("node c's stream on another node", func() bool {
+		n := c.spread()
+		return n["c"] == 0 && n["a"]+n["b"] == 3 && c.allRunning(3)
+	})
+	t.Logf("%d writes; streams per node at the end: %v", writes(), c.spread())
+	for i := 1; i <= 3; i++ {
+		q := fmt.Sprintf(`SELECT count(*) || ':' || sum(hashtext(id || ':' || v)) FROM public.t%d`, i)
+		c.waitFor(fmt.Sprintf("t%d equal on both sides", i), func() bool {
+			a, b := scalarOf(ctx, src, q), scalarOf(ctx, dst, q)
+			return a != "" && a == b
+		})
+	}
+}
+
+// spreadIs starts node a if it is not running and waits until the live
+// stream leases are spread as want, every stream running.
+func (c *clusterEnv) spreadIs(what string, want map[string]int) {
+	c.t.Helper()
+	if c.nodes["a"].cmd == nil {
+		c.nodes["a"].start()
+	}
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	c.waitFor(what, func() bool {
+		got := c.spread()
+		for node, n := range want {
+			if got[node] != n {
+				return false
+			}
+		}
+		return c.allRunning(total)
+	})
+}
+
+// spread counts the live stream leases of each node.
+func (c *clusterEnv) spread() map[string]int {
+	leases, err := c.st.Leases(c.ctx)
+	if err != nil {
+		return nil
+	}
+	n := map[string]int{}
+	for _, l := range leases {
+		if l.Live && strings.HasPrefix(l.Name, "stream:") {
+			n[l.Node]++
+		}
+	}
+	return n
+}
+
+// allRunning reports whether the n streams run.
+func (c *clusterEnv) allRunning(n int) bool {
+	streams, err := c.st.ListStreams(c.ctx)
+	if err != nil {
+		return false
+	}
+	running := 0
+	for _, s := range streams {
+		if s.State == store.StateRunning {
+			running++
+		}
+	}
+	return running == n
+}
+
+// scalarOf is the text of one value a query returns, "" on any error.
+func scalarOf(ctx context.Context, dsn, q string) string {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	var s string
+	if conn.QueryRow(ctx, q).Scan(&s) != nil {
+		return ""
+	}
+	return s
+}
+
+// TestClusterCutOff: the node running the stream loses the metadata store
+// (its sessions terminated, its role refused new ones) while its process
+// lives: it stops the stream before its lease can expire, another node
+// takes over, and the backfill completes with the destination equal to the
+// source.
+func TestClusterCutOff(t *testing.T) {
+	ctx := context.Background()
+	c := newClusterEnv(t, "cluster_cutoff")
+	// Node a reaches the store as a role of its own, to be cut off alone.
+	metaA, err := server.AddPasswordRole(ctx, "cutoffa", "secret1", "secret1", "cluster_cutoff_meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes["a"].env = append(c.nodes["a"].env, config.EnvMetadata+"="+metaA)
+	c.startAll(cluster.StreamLease("crash"))
+	if owner := c.owner(""); owner != "a" {
+		t.Fatalf("node %s runs the stream, want a (started first)", owner)
+	}
+	writes := startWriter(t, c.src)
+	c.initiateVia("b")
+	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
+	admin, err := pgx.Connect(ctx, server.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `ALTER ROLE cutoffa NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), `ALTER ROLE cutoffa LOGIN`) })
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'cutoffa'`); err != nil {
+		t.Fatal(err)
+	}
+	next := c.owner("a")
+	c.waitFor("node a to stop its work", func() bool {
+		return strings.Contains(c.logs["a"].String(), "stopping all work: cut off from the metadata store")
+	})
+	select {
+	case <-c.nodes["a"].done:
+		t.Fatal("node a exited; it should live on, cut off")
+	default:
+	}
+	t.Logf("node a cut off; node %s runs the stream", next)
+	c.finish(writes)
 }

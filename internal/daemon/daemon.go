@@ -173,7 +173,17 @@ func newEngine(cfg *config.Config, st *store.Store, log *slog.Logger) (*engine.E
 		LogLimit:       cfg.Batch.LogLimitBytes,
 		Schedule:       true,
 		Logger:         log,
+		Host:           hostOf(cfg),
 	})
+}
+
+// hostOf is the host task processes run on: cluster.host in a cluster,
+// else the host name (the engine's default).
+func hostOf(cfg *config.Config) string {
+	if cfg.Cluster != nil {
+		return cfg.Cluster.Host
+	}
+	return ""
 }
 
 // Batch returns the batch engine, nil when no tasks are configured.

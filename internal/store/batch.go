@@ -102,7 +102,10 @@ type BatchInstance struct {
 	PID       int    `json:"pid,omitempty"`
 	PGID      int    `json:"pgid,omitempty"`
 	ProcStart uint64 `json:"proc_start,omitempty"`
-	SQLTag    string `json:"sql_tag,omitempty"`
+	// Host is where the process group runs (cluster.host or the host
+	// name): only there can it be ended.
+	Host   string `json:"host,omitempty"`
+	SQLTag string `json:"sql_tag,omitempty"`
 
 	Rendered string            `json:"rendered,omitempty"` // the code as run
 	Outputs  map[string]string `json:"outputs,omitempty"`

@@ -11,9 +11,9 @@ import (
 )
 
 const batchInstanceCols = `"id", "backfill_id", "task", "biz_time", "biz_end", "scheduled", "group", "seq", "order", "mode", "resource_group",
-	"state", "reason", "attempt", "next_try", "started_at", "finished_at", "pid", "pgid", "proc_start", "sql_tag", "rendered", "outputs", "error"`
+	"state", "reason", "attempt", "next_try", "started_at", "finished_at", "pid", "pgid", "proc_start", "host", "sql_tag", "rendered", "outputs", "error"`
 
-const batchInstanceNCols = 24
+const batchInstanceNCols = 25
 
 // batchInstanceColsI is batchInstanceCols qualified with the alias i.
 var batchInstanceColsI = func() string {
@@ -33,7 +33,7 @@ func (s *Store) appendInstanceArgs(args []any, id, backfillID int64, c *BatchIns
 	return append(args, id, bf, c.Task, s.d.timeArg(c.BizTime), s.d.timeArg(c.BizEnd), s.d.timeArg(c.Scheduled),
 		c.Group, c.Seq, c.Order, mode, c.ResourceGroup,
 		state, c.Reason, c.Attempt, s.d.nullTimeArg(c.NextTry), s.d.nullTimeArg(c.StartedAt), s.d.nullTimeArg(c.FinishedAt),
-		c.PID, c.PGID, int64(c.ProcStart), c.SQLTag, c.Rendered, outputs, c.Error)
+		c.PID, c.PGID, int64(c.ProcStart), c.Host, c.SQLTag, c.Rendered, outputs, c.Error)
 }
 
 func scanBatchInstance(sc interface{ Scan(...any) error }) (BatchInstance, error) {
@@ -43,7 +43,7 @@ func scanBatchInstance(sc interface{ Scan(...any) error }) (BatchInstance, error
 	var group, seq, order, attempt, pid, pgid, procStart batchIntCol
 	var outputs string
 	if err := sc.Scan(&b.ID, &bf, &b.Task, &biz, &end, &sched, &group, &seq, &order, &b.Mode, &b.ResourceGroup,
-		&b.State, &b.Reason, &attempt, &next, &started, &finished, &pid, &pgid, &procStart, &b.SQLTag, &b.Rendered, &outputs, &b.Error); err != nil {
+		&b.State, &b.Reason, &attempt, &next, &started, &finished, &pid, &pgid, &procStart, &b.Host, &b.SQLTag, &b.Rendered, &outputs, &b.Error); err != nil {
 		return BatchInstance{}, err
 	}
 	b.BackfillID = bf.Int64

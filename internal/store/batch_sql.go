@@ -27,7 +27,7 @@ const batchInstancesLockKey = 7594876915033286508
 
 // Rows per multi-row INSERT statement.
 const (
-	batchInstanceRowsPerInsert = 500  // × 24 columns = 12,000 parameters
+	batchInstanceRowsPerInsert = 500  // × 25 columns = 12,500 parameters
 	batchDepRowsPerInsert      = 1000 // × 2 columns
 )
 

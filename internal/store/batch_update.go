@@ -9,7 +9,7 @@ import (
 
 // UpdateBatchInstances writes the mutable fields of every instance in insts
 // (State, Reason, Attempt, NextTry, StartedAt, FinishedAt, PID, PGID,
-// ProcStart, SQLTag, Rendered, Outputs and Error), by ID, in one
+// ProcStart, Host, SQLTag, Rendered, Outputs and Error), by ID, in one
 // transaction: all or nothing. Updates to a state other than "running" are
 // applied first, so that one batch can hand a task's cycle from one instance
 // to another. It returns ErrNotFound when an ID is unknown, and
@@ -66,7 +66,7 @@ func (s *Store) updateInstancesEach(ctx context.Context, insts []BatchInstance, 
 	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, s.d.rebind(`UPDATE "batch_instances" SET
 			"state" = ?, "reason" = ?, "attempt" = ?, "next_try" = ?, "started_at" = ?, "finished_at" = ?,
-			"pid" = ?, "pgid" = ?, "proc_start" = ?, "sql_tag" = ?, "rendered" = ?, "outputs" = ?, "error" = ?
+			"pid" = ?, "pgid" = ?, "proc_start" = ?, "host" = ?, "sql_tag" = ?, "rendered" = ?, "outputs" = ?, "error" = ?
 			WHERE "id" = ?`))
 		if err != nil {
 			return err
@@ -76,7 +76,7 @@ func (s *Store) updateInstancesEach(ctx context.Context, insts []BatchInstance, 
 			c := &insts[i]
 			res, err := stmt.ExecContext(ctx, c.State, c.Reason, c.Attempt,
 				s.d.nullTimeArg(c.NextTry), s.d.nullTimeArg(c.StartedAt), s.d.nullTimeArg(c.FinishedAt),
-				c.PID, c.PGID, int64(c.ProcStart), c.SQLTag, c.Rendered, outputs[i], c.Error, c.ID)
+				c.PID, c.PGID, int64(c.ProcStart), c.Host, c.SQLTag, c.Rendered, outputs[i], c.Error, c.ID)
 			if err != nil {
 				return fmt.Errorf("instance %d: %w", c.ID, batchBusyErr(err))
 			}
@@ -98,7 +98,7 @@ func (s *Store) updateInstancesEach(ctx context.Context, insts []BatchInstance, 
 // that one batch can hand a task's cycle from one instance to another
 // (the uniqueness of running cycles is checked row by row).
 func (s *Store) updateInstancesSet(ctx context.Context, insts []BatchInstance, outputs []string, order []int) error {
-	const chunk = 400 // 14 parameters a row, well under PostgreSQL's 65,535
+	const chunk = 400 // 15 parameters a row, well under PostgreSQL's 65,535
 	return s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
 		for start := 0; start < len(order); {
 			end := min(start+chunk, len(order))
@@ -112,20 +112,20 @@ func (s *Store) updateInstancesSet(ctx context.Context, insts []BatchInstance, o
 			}
 			var q strings.Builder
 			q.WriteString(`UPDATE "batch_instances" AS b SET "state" = v.s, "reason" = v.r, "attempt" = v.a, "next_try" = v.nt,
-				"started_at" = v.sa, "finished_at" = v.fa, "pid" = v.pid, "pgid" = v.pgid, "proc_start" = v.ps,
+				"started_at" = v.sa, "finished_at" = v.fa, "pid" = v.pid, "pgid" = v.pgid, "proc_start" = v.ps, "host" = v.host,
 				"sql_tag" = v.tag, "rendered" = v.code, "outputs" = v.o, "error" = v.e FROM (VALUES `)
-			args := make([]any, 0, (end-start)*14)
+			args := make([]any, 0, (end-start)*15)
 			for k := start; k < end; k++ {
 				c := &insts[order[k]]
 				if k > start {
 					q.WriteString(", ")
 				}
-				q.WriteString(`(?::bigint, ?::text, ?::text, ?::int, ?::timestamptz, ?::timestamptz, ?::timestamptz, ?::bigint, ?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::text)`)
+				q.WriteString(`(?::bigint, ?::text, ?::text, ?::int, ?::timestamptz, ?::timestamptz, ?::timestamptz, ?::bigint, ?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::text)`)
 				args = append(args, c.ID, c.State, c.Reason, c.Attempt,
 					s.d.nullTimeArg(c.NextTry), s.d.nullTimeArg(c.StartedAt), s.d.nullTimeArg(c.FinishedAt),
-					c.PID, c.PGID, int64(c.ProcStart), c.SQLTag, c.Rendered, outputs[order[k]], c.Error)
+					c.PID, c.PGID, int64(c.ProcStart), c.Host, c.SQLTag, c.Rendered, outputs[order[k]], c.Error)
 			}
-			q.WriteString(`) AS v(id, s, r, a, nt, sa, fa, pid, pgid, ps, tag, code, o, e) WHERE b."id" = v.id`)
+			q.WriteString(`) AS v(id, s, r, a, nt, sa, fa, pid, pgid, ps, host, tag, code, o, e) WHERE b."id" = v.id`)
 			res, err := tx.ExecContext(ctx, s.d.rebind(q.String()), args...)
 			if err != nil {
 				return batchBusyErr(err)

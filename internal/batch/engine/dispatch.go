@@ -165,7 +165,7 @@ func (e *Engine) holder(n *node) *node {
 func (e *Engine) claim(ctx context.Context, n *node, now time.Time) runner.Spec {
 	spec, rendered, err := e.prepare(ctx, n)
 	n.attempt++
-	n.run = &running{}
+	n.run = &running{host: e.host}
 	n.rendered, n.tag, n.errText, n.reason = rendered, spec.Tag, "", ""
 	n.startedAt = &now
 	if err != nil {
@@ -203,7 +203,7 @@ func record(n *node, st, reason string, now time.Time) store.BatchInstance {
 		r.FinishedAt = &now
 	}
 	if n.run != nil {
-		r.PID, r.PGID, r.ProcStart = n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks
+		r.PID, r.PGID, r.ProcStart, r.Host = n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks, n.run.host
 	}
 	return r
 }

@@ -44,6 +44,10 @@ type Options struct {
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Host names the machine shell tasks run on (the host name when
+	// empty): recovery ends a process group left running only when it ran
+	// on this host (docs/cluster.md).
+	Host string
 	// WorkDir is the working directory of shell tasks ("" = the daemon's).
 	WorkDir string
 	// LookupEnv reads the daemon's environment for the variables a shell
@@ -59,6 +63,7 @@ type Engine struct {
 	graph *dag.Graph
 	log   *slog.Logger
 	now   func() time.Time
+	host  string // Options.Host, or the host name
 	// fakeClock: the loop cannot sleep until a time of a clock it does not
 	// know, so it polls.
 	fakeClock bool
@@ -125,7 +130,11 @@ func New(opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("batch engine: task %s uses resource group %q, which is not configured", t.ID, t.ResourceGroup)
 		}
 	}
+	if opts.Host == "" {
+		opts.Host, _ = os.Hostname()
+	}
 	return &Engine{
+		host:   opts.Host,
 		opts:   opts,
 		st:     opts.Store,
 		graph:  opts.Graph,

@@ -49,6 +49,7 @@ type envOpts struct {
 	schedule bool
 	now      func() time.Time
 	storeURL string
+	host     string
 }
 
 func newEnv(t *testing.T, tasks []dag.Task, o envOpts) *env {
@@ -72,7 +73,7 @@ func newEnv(t *testing.T, tasks []dag.Task, o envOpts) *env {
 		groups = map[string]int{"default": 4}
 	}
 	e, err := engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: groups, Connections: o.conns,
-		Schedule: o.schedule, Now: o.now, WorkDir: dir, Logger: slog.New(slog.DiscardHandler)})
+		Schedule: o.schedule, Now: o.now, WorkDir: dir, Logger: slog.New(slog.DiscardHandler), Host: o.host})
 	if err != nil {
 		t.Fatal(err)
 	}

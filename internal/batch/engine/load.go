@@ -37,7 +37,7 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 	}
 	n.rendered, n.tag, n.errText = in.Rendered, in.SQLTag, in.Error
 	if in.State == store.InstanceRunning {
-		n.run = &running{}
+		n.run = &running{host: in.Host}
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = in.PID, in.PGID, in.ProcStart
 	}
 	return n

@@ -216,7 +216,13 @@ func (e *Engine) recover(ctx context.Context) error {
 			continue
 		}
 		msg := fmt.Sprintf("attempt %d was interrupted (the daemon stopped)", n.attempt)
-		if p := n.run.proc; p.PGID != 0 {
+		elsewhere := n.run.host != "" && n.run.host != e.host
+		if elsewhere {
+			// Its pid means nothing here; its node ended it before its
+			// lease could expire (docs/cluster.md).
+			msg += fmt.Sprintf("; it ran on host %s, whose node ended it", n.run.host)
+		}
+		if p := n.run.proc; p.PGID != 0 && !elsewhere {
 			ended, err := runner.EndProcessGroup(p)
 			if err != nil {
 				return fmt.Errorf("end the process group %d of instance %d: %w", p.PGID, n.id, err)
@@ -225,7 +231,7 @@ func (e *Engine) recover(ctx context.Context) error {
 				msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
 			}
 		}
-		if n.tag != "" && n.task.Type == dag.TypeShell {
+		if n.tag != "" && n.task.Type == dag.TypeShell && !elsewhere {
 			// The group may not have been recorded: the daemon can die
 			// between starting a script and writing it down. The tag in
 			// the script's environment finds it and its children.

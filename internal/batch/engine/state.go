@@ -54,6 +54,7 @@ type node struct {
 type running struct {
 	cancel     context.CancelFunc
 	proc       runner.Proc
+	host       string // where proc runs (Options.Host)
 	stopReason string // set when someone stopped it
 }
 

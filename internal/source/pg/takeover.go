@@ -27,7 +27,10 @@ func (s *Source) takeOverSlot(ctx context.Context) error {
 		}
 		var ended bool
 		if err := s.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, *pid).Scan(&ended); err != nil {
-			return classify(fmt.Errorf("end the session (pid %d) still holding replication slot %q: %w", *pid, s.cfg.Slot, err))
+			// Another role's session: replication then fails while the slot
+			// is held, and the stream retries until the server ends it.
+			s.log.Warn("cannot end the session still holding the replication slot", logkey.Slot(s.cfg.Slot), "pid", *pid, logkey.Err(err))
+			return nil
 		}
 		s.log.Warn("ended the former owner's replication session", logkey.Slot(s.cfg.Slot), "pid", *pid)
 		if time.Now().After(deadline) {
