@@ -14,12 +14,14 @@ test:
 # backfill into each destination type (postgres, files, NATS, Kafka against
 # kfake); the batch engine's planning and dispatch of 730,000 instances; the
 # console's Objects tab with 1,000 objects in Chromium (the browser harness is
-# the API tests', so that benchmark lives in internal/api).
+# the API tests', so that benchmark lives in internal/api); a cluster's
+# failover time over 10 SIGKILLs (docs/cluster.md).
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
 	go test -run '^$$' -bench '^BenchmarkConsoleObjectsDense$$' -benchtime 1x -timeout 10m ./internal/api/
 	go test -run '^$$' -bench 'Chunk|RowInserts|CopyBaseline' -benchtime 3s -timeout 10m ./internal/sink/postgres/ ./internal/sink/sqlite/
+	go test -run '^$$' -bench '^BenchmarkClusterFailover$$' -benchtime 1x -timeout 10m ./internal/daemon/
 
 # Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
 # 20) at random moments while four tables are written to and backfilled into

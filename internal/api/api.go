@@ -147,9 +147,13 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cluster != nil {
-		if h, ok := s.cluster.Forward(r); ok {
-			h.ServeHTTP(w, r) // checked here (Host, Origin, body); the owner checks the token
-			return
+		// Only a caller with a valid token is forwarded (the owner checks
+		// its role), so that no one else learns where work runs.
+		if _, err := s.authenticate(r); err == nil {
+			if h, ok := s.cluster.Forward(r); ok {
+				h.ServeHTTP(w, r) // checked here (Host, Origin, body, token); the owner checks the role
+				return
+			}
 		}
 	}
 	s.mux.ServeHTTP(w, r)

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
@@ -73,4 +75,20 @@ func (s *Server) clusterView(v *StreamView) {
 	if v.Node == "" {
 		v.State, v.Reason = store.StateStarting, "no node runs the stream right now: one takes it within cluster.lease"
 	}
+}
+
+// CheckAdvertise refuses a cluster.advertise whose host this node's API
+// would refuse in a forwarded request's Host (it must be a loopback name,
+// the listen host or in api.allowed_hosts).
+func CheckAdvertise(listen string, allowed []string, advertise string) error {
+	u, err := url.Parse(advertise)
+	if err != nil {
+		return fmt.Errorf("cluster.advertise %q: %w", advertise, err)
+	}
+	var s Server
+	WithHosts(listen, allowed)(&s)
+	if !s.hosts.allows(u.Hostname()) {
+		return fmt.Errorf("cluster.advertise %q: this node's API refuses requests for host %q, so other nodes could not forward to it: add %q to api.allowed_hosts (or advertise the listen address)", advertise, u.Hostname(), u.Hostname())
+	}
+	return nil
 }

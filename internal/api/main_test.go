@@ -76,6 +76,9 @@ type envOptions struct {
 	// destination is the stream's destination key, flow style; empty is
 	// the SQLite file dest.
 	destination string
+	// cluster, when set, makes the daemon the cluster node of that name,
+	// on a PostgreSQL metadata store of its own, the stream pinned to it.
+	cluster string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -110,10 +113,18 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.api != "" {
 		apiYAML = strings.Replace(o.api, "{", `{listen: "127.0.0.1:0", `, 1)
 	}
+	meta, clusterYAML := "sqlite://"+filepath.Join(dir, "meta.db"), ""
+	if o.cluster != "" {
+		if meta, err = server.CreateDatabase(ctx, fmt.Sprintf("api_meta%d", n)); err != nil {
+			t.Fatal(err)
+		}
+		clusterYAML = fmt.Sprintf("cluster: {node: %s, lease: 3s}", o.cluster)
+	}
 	cfg, err := config.Parse(fmt.Appendf(nil, `
-metadata: "sqlite://%s"
+metadata: "%s"
 api: %s
 log: {level: warn}
+%s
 streams:
   - name: %s
     source: {dsn: "%s", status_interval: 1s}
@@ -122,7 +133,8 @@ streams:
     backfill: %s
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 200ms}
-%s`, filepath.Join(dir, "meta.db"), apiYAML, e.name, srcDSN, o.destination, o.backfill, tasksYAML(strings.ReplaceAll(o.tasks, "{{stream}}", e.name))), nil)
+    node: %q
+%s`, meta, apiYAML, clusterYAML, e.name, srcDSN, o.destination, o.backfill, o.cluster, tasksYAML(strings.ReplaceAll(o.tasks, "{{stream}}", e.name))), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,6 +253,7 @@ type BatchInstanceView struct {
 	PID             int               `json:"pid,omitempty"`
 	PGID            int               `json:"pgid,omitempty"`
 	ProcStart       uint64            `json:"proc_start,omitempty"`
+	Host            string            `json:"host,omitempty"`
 	SQLTag          string            `json:"sql_tag,omitempty"`
 	Rendered        string            `json:"rendered,omitempty"`
 	Outputs         map[string]string `json:"outputs,omitempty"`
@@ -265,7 +266,7 @@ func batchInstanceView(i store.BatchInstance) BatchInstanceView {
 		BizTime: i.BizTime, BizEnd: i.BizEnd, Scheduled: i.Scheduled, Group: i.Group, Seq: i.Seq, Order: i.Order,
 		Mode: i.Mode, ResourceGroup: i.ResourceGroup, State: i.State, Reason: i.Reason, Attempt: i.Attempt,
 		NextTry: i.NextTry, StartedAt: i.StartedAt, FinishedAt: i.FinishedAt, PID: i.PID, PGID: i.PGID,
-		ProcStart: i.ProcStart, SQLTag: i.SQLTag, Rendered: i.Rendered, Outputs: i.Outputs, Error: i.Error, Deps: i.Deps}
+		ProcStart: i.ProcStart, Host: i.Host, SQLTag: i.SQLTag, Rendered: i.Rendered, Outputs: i.Outputs, Error: i.Error, Deps: i.Deps}
 }
 
 // ParamView is a task's parameter or output.

@@ -82,6 +82,15 @@ tasks:
 	if r.code != 1 || !strings.Contains(r.stderr, `node name "a" is in use by a live tidemark node`) {
 		t.Errorf("a second node a: %s, want exit 1 naming the live node", r)
 	}
+	lone, _ := write("lone", "idle")
+	data, _ = os.ReadFile(lone)
+	if err := os.WriteFile(lone, []byte(strings.Replace(string(data), "cluster: {node: lone, lease: 3s}\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = tidemark(t, "run", "-c", lone)
+	if r.code != 1 || !strings.Contains(r.stderr, "is in use by the cluster nodes a, b") {
+		t.Errorf("a daemon without a cluster section beside the nodes: %s, want exit 1 naming them", r)
+	}
 	other, _ := write("c", "busy")
 	r = tidemark(t, "run", "-c", other)
 	if r.code != 1 || !strings.Contains(r.stderr, "differs from that of live node") {

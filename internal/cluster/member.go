@@ -48,11 +48,13 @@ type Member struct {
 }
 
 type term struct {
-	work      Work
-	epoch     int64
-	cancel    context.CancelFunc
-	done      chan struct{}
-	releasing bool
+	work   Work
+	epoch  int64
+	cancel context.CancelFunc
+	done   chan struct{}
+	// stopping: the work was told to stop (lease lost or given back) and
+	// has not returned yet.
+	stopping bool
 }
 
 // Lease names.
@@ -79,7 +81,15 @@ func (m *Member) Holds(lease string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.terms[lease]
-	return ok && !t.releasing
+	return ok && !t.stopping
+}
+
+// hasTerm reports whether work of lease runs or is still stopping here.
+func (m *Member) hasTerm(lease string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.terms[lease]
+	return ok
 }
 
 // tick is how often the heartbeat runs, and margin how long before the
@@ -106,10 +116,12 @@ func (m *Member) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		sent := time.Now()
-		// Past the deadline (the work is stopped), a heartbeat still gets a
-		// tick's time: the node comes back when the store does.
 		until := deadline
 		if !until.After(sent) {
+			// Past the deadline: no work may go on, whatever the
+			// heartbeat says; it still gets a tick's time, so that the node
+			// comes back when the store does.
+			m.dropAll("cut off from the metadata store")
 			until = sent.Add(m.tick())
 		}
 		hctx, cancel := context.WithDeadline(ctx, until)
@@ -130,20 +142,32 @@ func (m *Member) Run(ctx context.Context) error {
 		default:
 			deadline = sent.Add(m.ttl - m.margin())
 			m.dropLost(held)
-			m.assign(ctx, deadline)
+			actx, cancel := context.WithDeadline(ctx, deadline)
+			m.assign(actx, deadline)
+			cancel()
 		}
-		timer.Reset(m.tick())
+		// Wake by the deadline at the latest: a heartbeat that fails just
+		// before it must not leave work running past it.
+		timer.Reset(max(min(m.tick(), time.Until(deadline)), time.Millisecond))
 	}
 }
 
-// dropLost stops the work whose lease the heartbeat did not renew.
+// dropLost stops the work whose lease the heartbeat did not renew, and
+// gives back a lease the heartbeat renewed that no work of this node runs
+// under (an acquisition whose answer was lost, a release that failed):
+// nobody could take it otherwise, and its work would run nowhere.
 func (m *Member) dropLost(held map[string]int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for lease, t := range m.terms {
-		if epoch, ok := held[lease]; (!ok || epoch != t.epoch) && !t.releasing {
+		if epoch, ok := held[lease]; (!ok || epoch != t.epoch) && !t.stopping {
 			m.log.Warn("lost a lease: stopping its work", "lease", lease, "epoch", t.epoch)
-			m.stopLocked(lease, t)
+			m.stopLocked(t)
+		}
+	}
+	for lease, epoch := range held {
+		if t, ok := m.terms[lease]; !ok || t.epoch != epoch {
+			go m.release(Work{Lease: lease}, epoch)
 		}
 	}
 }
@@ -152,19 +176,24 @@ func (m *Member) dropLost(held map[string]int64) {
 func (m *Member) dropAll(why string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.terms) > 0 {
-		m.log.Error("stopping all work: "+why, "leases", len(m.terms))
+	running := 0
+	for _, t := range m.terms {
+		if !t.stopping {
+			running++
+			m.stopLocked(t)
+		}
 	}
-	for lease, t := range m.terms {
-		m.stopLocked(lease, t)
+	if running > 0 {
+		m.log.Error("stopping all work: "+why, "leases", running)
 	}
 }
 
 // stopLocked ends a term without giving its lease back (it is no longer
-// ours to give).
-func (m *Member) stopLocked(lease string, t *term) {
+// ours to give). The term stays until its work has returned, so that the
+// work is not started again meanwhile.
+func (m *Member) stopLocked(t *term) {
+	t.stopping = true
 	t.cancel()
-	delete(m.terms, lease)
 	m.changed()
 }
 
@@ -199,7 +228,7 @@ func (m *Member) assign(ctx context.Context, deadline time.Time) {
 	m.mu.Lock()
 	mine := 0
 	for _, t := range m.terms {
-		if t.work.Balanced && t.work.Pin == "" && !t.releasing {
+		if t.work.Balanced && t.work.Pin == "" && !t.stopping {
 			mine++
 		}
 	}
@@ -208,7 +237,7 @@ func (m *Member) assign(ctx context.Context, deadline time.Time) {
 		if time.Now().After(deadline) {
 			return
 		}
-		if m.Holds(w.Lease) || (w.Pin != "" && w.Pin != m.self.Name) {
+		if m.hasTerm(w.Lease) || (w.Pin != "" && w.Pin != m.self.Name) {
 			continue
 		}
 		spread := w.Balanced && w.Pin == ""
@@ -235,7 +264,7 @@ func (m *Member) assign(ctx context.Context, deadline time.Time) {
 
 // start runs w under a new term.
 func (m *Member) start(ctx context.Context, w Work, epoch int64) {
-	tctx, cancel := context.WithCancel(ctx)
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t := &term{work: w, epoch: epoch, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.terms[w.Lease] = t
@@ -250,23 +279,21 @@ func (m *Member) start(ctx context.Context, w Work, epoch int64) {
 			// starts again (here or elsewhere) rather than stay held idle.
 			m.log.Error("work ended by itself; giving its lease back", "lease", w.Lease, logkey.Err(err))
 		}
+		cancel()
+		m.release(w, epoch)
 		m.mu.Lock()
-		if m.terms[w.Lease] == t {
-			delete(m.terms, w.Lease)
-			cancel()
-		}
+		delete(m.terms, w.Lease)
 		m.mu.Unlock()
-		m.release(t)
 	})
 }
 
-// release gives t's lease back once its work stopped; a lease already lost
-// is left alone by the store (the epoch no longer matches).
-func (m *Member) release(t *term) {
+// release gives a lease back once its work stopped; one already lost is
+// left alone by the store (the epoch no longer matches).
+func (m *Member) release(w Work, epoch int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := m.st.ReleaseLease(ctx, t.work.Lease, m.self.Name, t.epoch); err != nil {
-		m.log.Warn("give back a lease", "lease", t.work.Lease, logkey.Err(err))
+	if err := m.st.ReleaseLease(ctx, w.Lease, m.self.Name, epoch); err != nil {
+		m.log.Warn("give back a lease", "lease", w.Lease, logkey.Err(err))
 	}
 }
 
@@ -277,7 +304,7 @@ func (m *Member) giveBack() {
 	defer m.mu.Unlock()
 	var leases []string
 	for lease, t := range m.terms {
-		if t.work.Balanced && t.work.Pin == "" && !t.releasing {
+		if t.work.Balanced && t.work.Pin == "" && !t.stopping {
 			leases = append(leases, lease)
 		}
 	}
@@ -286,11 +313,8 @@ func (m *Member) giveBack() {
 	}
 	sort.Strings(leases)
 	lease := leases[len(leases)-1]
-	t := m.terms[lease]
-	t.releasing = true
 	m.log.Info("giving a stream to a node with fewer", "lease", lease)
-	t.cancel()
-	m.changed()
+	m.stopLocked(m.terms[lease])
 }
 
 // leave stops every piece of work, waits for it, and ends the node's

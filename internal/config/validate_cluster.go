@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -48,6 +50,8 @@ func (v *Checker) cluster(c *Config) {
 	}
 	if u, err := url.Parse(cl.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		v.add("cluster.advertise", "%q is not the base URL of this node's API: use e.g. http://10.0.0.5:7420", shown(cl.Advertise))
+	} else if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); u.Hostname() == "" || (err == nil && ip.IsUnspecified()) {
+		v.add("cluster.advertise", "%q names no host other nodes can reach (api.listen listens on every address, which is not one to dial): set cluster.advertise to this node's address, e.g. http://10.0.0.5:7420", shown(cl.Advertise))
 	}
 	for i, s := range c.Streams {
 		p := fmt.Sprintf("streams[%d].node", i)

@@ -54,6 +54,8 @@ func TestClusterSection(t *testing.T) {
 				{"cluster.lease", "1s is out of range: use 2s to 5m0s (a node's streams move that long after it stops)"},
 				{"cluster.advertise", `"10.0.0.5:7420" is not the base URL of this node's API: use e.g. http://10.0.0.5:7420`},
 			}},
+		{"advertise an unspecified address", clusterYAML(1, `cluster: {node: a, advertise: "http://0.0.0.0:7420"}`, "postgres", pg, ""),
+			[]Problem{{"cluster.advertise", `"http://0.0.0.0:7420" names no host other nodes can reach (api.listen listens on every address, which is not one to dial): set cluster.advertise to this node's address, e.g. http://10.0.0.5:7420`}}},
 		{"local destination unpinned", clusterYAML(1, "cluster: {node: a}", "sqlite", "path: replica.db", ""),
 			[]Problem{{"streams[0].node", `missing: a sqlite destination cannot yet refuse the writes of a node that lost the stream, so the stream must stay on one node: pin it with node: <name> (docs/cluster.md)`}}},
 		{"pin without a cluster", clusterYAML(1, "", "sqlite", "path: replica.db", "    node: a"),

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/cluster"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -15,6 +17,11 @@ import (
 // batch engine's lead.
 func (d *Daemon) join(ctx context.Context) error {
 	c := d.cfg.Cluster
+	hold, err := d.st.JoinStore(ctx)
+	if err != nil {
+		return err
+	}
+	d.hold = hold
 	var work []cluster.Work
 	for _, s := range d.streams {
 		work = append(work, cluster.Work{Lease: cluster.StreamLease(s.Name()), Pin: s.Config().Node, Balanced: true, Run: s.RunAs})
@@ -26,7 +33,7 @@ func (d *Daemon) join(ctx context.Context) error {
 	self := store.Node{Name: c.Node, Host: c.Host, PID: os.Getpid(), API: c.Advertise, ConfigHash: d.cfg.Fingerprint()}
 	m, err := cluster.Join(ctx, d.st, self, c.Lease, work, d.log)
 	if err != nil {
-		return err
+		return errors.Join(err, hold.Release())
 	}
 	d.member = m
 	return nil
@@ -37,6 +44,9 @@ func (d *Daemon) join(ctx context.Context) error {
 // the lease is lost while the daemon goes on, batchLost stops the daemon,
 // and a restart joins afresh (under a supervisor such as systemd).
 func (d *Daemon) leadBatch(ctx context.Context, epoch int64) error {
+	if d.batchLed.Swap(true) {
+		return errors.New("this node led the batch engine once already: a restart leads it again")
+	}
 	d.st.FenceBatchWrites(cluster.BatchLease, d.cfg.Cluster.Node, epoch)
 	err := d.runBatch(ctx)
 	d.batchEnded <- err
@@ -54,5 +64,35 @@ func (d *Daemon) batchLost(ctx context.Context) error {
 			return nil
 		}
 		return errors.Join(fmt.Errorf("node %s lost the batch engine's lease: stopping, so that a restart joins the cluster afresh (its tasks were ended)", d.cfg.Cluster.Node), err)
+	}
+}
+
+// holdStore keeps this node's hold on the store (store.JoinStore), taking
+// it again when its session ends (the store restarted, the node was cut
+// off): while any node holds it, a daemon without a cluster section cannot
+// start on the store. If one did meanwhile, this node stops.
+func (d *Daemon) holdStore(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.hold.Lost():
+		}
+		d.log.Warn("lost this node's hold on the metadata store; taking it again", logkey.Err(d.hold.Err()))
+		for {
+			hold, err := d.st.JoinStore(ctx)
+			if err == nil {
+				d.hold = hold
+				break
+			}
+			if errors.Is(err, store.ErrHeldAlone) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
 	}
 }

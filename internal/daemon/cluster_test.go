@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +28,7 @@ import (
 // configuration file on one PostgreSQL metadata store, with one stream of
 // crashRows rows into a PostgreSQL destination.
 type clusterEnv struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	st    *store.Store
 	nodes map[string]*crashEnv
@@ -35,7 +38,7 @@ type clusterEnv struct {
 }
 
 // newClusterEnv is three nodes of one stream of crashRows rows.
-func newClusterEnv(t *testing.T, name string) *clusterEnv {
+func newClusterEnv(t testing.TB, name string) *clusterEnv {
 	ctx := context.Background()
 	src, _ := crashSource(t, ctx, name+"_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
@@ -63,7 +66,7 @@ streams:
 // newCluster is three nodes, a, b and c, of one configuration file (body
 // after the metadata and cluster sections) on a metadata database of
 // their own, not started yet.
-func newCluster(t *testing.T, name, body string) *clusterEnv {
+func newCluster(t testing.TB, name, body string) *clusterEnv {
 	ctx := context.Background()
 	meta, err := server.CreateDatabase(ctx, name+"_meta")
 	if err != nil {
@@ -95,8 +98,19 @@ func newCluster(t *testing.T, name, body string) *clusterEnv {
 func (c *clusterEnv) owner(not string) string {
 	c.t.Helper()
 	return c.holder(cluster.StreamLease("crash"), not, func() bool {
+		// Running as recorded since the lease was taken: the record of
+		// a killed owner says running too.
 		s, err := c.st.GetStream(c.ctx, "crash")
-		return err == nil && s.State == store.StateRunning
+		leases, lerr := c.st.Leases(c.ctx)
+		if err != nil || lerr != nil || s.State != store.StateRunning {
+			return false
+		}
+		for _, l := range leases {
+			if l.Name == cluster.StreamLease("crash") {
+				return !s.UpdatedAt.Before(l.AcquiredAt)
+			}
+		}
+		return false
 	})
 }
 
@@ -190,6 +204,10 @@ func TestClusterFailover(t *testing.T) {
 	if owner == "b" {
 		other = "c"
 	}
+	completed := map[string]func() bool{}
+	for n := range c.nodes {
+		completed[n] = c.watchCompleted(n)
+	}
 	writes := startWriter(t, c.src)
 	c.initiateVia(other)
 	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
@@ -202,6 +220,44 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("the stream ran again %s after its node's SIGKILL, want within 10s", took)
 	}
 	c.finish(writes)
+	// The node that ran the stream to the end sent its events; the third
+	// node relayed them from the metadata store's notifications.
+	for n, seen := range completed {
+		if n != owner {
+			c.waitFor("node "+n+"'s event stream to tell the backfill completed", seen)
+		}
+	}
+}
+
+// watchCompleted follows node n's event stream of the stream crash; the
+// returned func reports whether it told of a completed backfill.
+func (c *clusterEnv) watchCompleted(n string) func() bool {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.nodes[n].addr+"/api/v1/events?stream=crash", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("events of node %s: %v", n, err)
+	}
+	var seen atomic.Bool
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var ev struct {
+				Backfill *struct {
+					Status string `json:"status"`
+				} `json:"backfill"`
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if ok && json.Unmarshal([]byte(data), &ev) == nil && ev.Backfill != nil && ev.Backfill.Status == store.StatusCompleted {
+				seen.Store(true)
+			}
+		}
+	}()
+	return seen.Load
 }
 
 // TestClusterFencing: the owner is frozen with SIGSTOP past its lease;
@@ -492,6 +548,26 @@ func TestClusterCutOff(t *testing.T) {
 	case <-c.nodes["a"].done:
 		t.Fatal("node a exited; it should live on, cut off")
 	default:
+	}
+	// It stopped before another node could take the stream: the log's
+	// time of the stop against the new lease's start (one machine, one
+	// clock).
+	var stopped time.Time
+	for _, line := range strings.Split(c.logs["a"].String(), "\n") {
+		if strings.Contains(line, "stopping all work: cut off") {
+			ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			stopped, _ = time.Parse(time.RFC3339Nano, ts)
+			break
+		}
+	}
+	leases, err := c.st.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		if l.Name == cluster.StreamLease("crash") && (stopped.IsZero() || !stopped.Before(l.AcquiredAt)) {
+			t.Errorf("node a stopped its work at %v, not before node %s took the stream at %v", stopped, l.Node, l.AcquiredAt)
+		}
 	}
 	t.Logf("node a cut off; node %s runs the stream", next)
 	c.finish(writes)

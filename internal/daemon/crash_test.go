@@ -143,7 +143,7 @@ streams:
 }
 
 type crashEnv struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	cfgPath string
 	srcDSN  string
@@ -247,7 +247,7 @@ func (c *crashEnv) watch(metaPath string) func() store.Backfill {
 
 // crashSource creates source database name on the test server, runs setup
 // in it and returns its DSN and a connection closed when the test ends.
-func crashSource(t *testing.T, ctx context.Context, name, setup string) (string, *pgx.Conn) {
+func crashSource(t testing.TB, ctx context.Context, name, setup string) (string, *pgx.Conn) {
 	t.Helper()
 	dsn, err := server.CreateDatabase(ctx, name)
 	if err != nil {
@@ -264,7 +264,7 @@ func crashSource(t *testing.T, ctx context.Context, name, setup string) (string,
 	return dsn, conn
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

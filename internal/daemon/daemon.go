@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -42,6 +43,9 @@ type Daemon struct {
 	api     *api.Server
 	claim   *store.Claim    // nil unless New was given ClaimStore
 	member  *cluster.Member // nil unless the configuration has a cluster section
+	// hold is a cluster node's shared hold on the store (holdStore).
+	hold     *store.Claim
+	batchLed atomic.Bool // a cluster node's engine ran (it runs once)
 	// batchEnded receives the batch engine's end on a cluster node.
 	batchEnded chan error
 	// Ready is closed once the API listens; Addr is then its address.
@@ -125,6 +129,9 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 		apiOpts = append(apiOpts, api.WithLineage(d.lineage))
 	}
 	if cfg.Cluster != nil {
+		if err := api.CheckAdvertise(cfg.API.Listen, cfg.API.AllowedHosts, cfg.Cluster.Advertise); err != nil {
+			return err
+		}
 		if err := d.join(ctx); err != nil {
 			return err
 		}
@@ -138,8 +145,13 @@ func (d *Daemon) build(ctx context.Context, opts stream.Options) error {
 	return nil
 }
 
-// close gives up the claim, if any, then closes the store.
+// close gives up the claim or hold, if any, then closes the store.
 func (d *Daemon) close() {
+	if d.hold != nil {
+		if err := d.hold.Release(); err != nil {
+			d.log.Warn("release the node's hold on the metadata store", logkey.Err(err))
+		}
+	}
 	if d.claim != nil {
 		if err := d.claim.Release(); err != nil {
 			d.log.Warn("release the metadata store's claim", logkey.Err(err))
@@ -239,7 +251,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	if d.member != nil {
 		g.Go(func() error { return d.member.Run(gctx) })
+		events := cluster.NewEvents(d.member, d.st, d.streams, d.batch, d.log)
+		g.Go(func() error { return events.Run(gctx) })
 		g.Go(func() error { return d.batchLost(gctx) })
+		g.Go(func() error { return d.holdStore(gctx) })
 	} else {
 		for _, s := range d.streams {
 			g.Go(func() error { return s.Run(gctx) })

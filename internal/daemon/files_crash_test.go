@@ -163,7 +163,7 @@ func tempFiles(t *testing.T, dir string) int {
 
 // replayDiff compares the replica's rows with the source's, both as
 // events' after objects; "" when equal.
-func replayDiff(t *testing.T, ctx context.Context, src *pgx.Conn, enc *event.Encoder, r *event.Replica) string {
+func replayDiff(t testing.TB, ctx context.Context, src *pgx.Conn, enc *event.Encoder, r *event.Replica) string {
 	rows, err := src.Query(ctx, "SELECT id::text, v::text, note FROM t ORDER BY id")
 	if err != nil {
 		t.Fatal(err)

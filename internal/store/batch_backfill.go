@@ -320,14 +320,18 @@ func (s *Store) SetBatchBackfillState(ctx context.Context, id int64, state, errM
 	if !ValidBatchState(state) {
 		return fmt.Errorf("set batch backfill %d state: invalid state %q", id, state)
 	}
-	res, err := s.exec(ctx, `UPDATE "batch_backfills" SET "state" = ?, "error" = ?,
+	var n int64
+	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE "batch_backfills" SET "state" = ?, "error" = ?,
 		"started_at" = COALESCE(?, "started_at"), "finished_at" = COALESCE(?, "finished_at")
-		WHERE "id" = ?`,
-		state, errMsg, s.d.nullTimeArg(startedAt), s.d.nullTimeArg(finishedAt), id)
-	if err != nil {
-		return fmt.Errorf("set batch backfill %d state: %w", id, err)
-	}
-	n, err := res.RowsAffected()
+		WHERE "id" = ?`),
+			state, errMsg, s.d.nullTimeArg(startedAt), s.d.nullTimeArg(finishedAt), id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set batch backfill %d state: %w", id, err)
 	}

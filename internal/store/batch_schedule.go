@@ -121,9 +121,12 @@ func (s *Store) PutScheduleCursor(ctx context.Context, task string, last time.Ti
 	if task == "" {
 		return errors.New("put schedule cursor: empty task")
 	}
-	_, err := s.exec(ctx, `INSERT INTO "batch_schedule_cursors" ("task", "last_time", "updated_at") VALUES (?, ?, ?)
-		ON CONFLICT ("task") DO UPDATE SET "last_time" = excluded."last_time", "updated_at" = excluded."updated_at"`,
-		task, s.d.timeArg(last), s.d.timeArg(now()))
+	err := s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO "batch_schedule_cursors" ("task", "last_time", "updated_at") VALUES (?, ?, ?)
+		ON CONFLICT ("task") DO UPDATE SET "last_time" = excluded."last_time", "updated_at" = excluded."updated_at"`),
+			task, s.d.timeArg(last), s.d.timeArg(now()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put schedule cursor of %q: %w", task, err)
 	}

@@ -61,22 +61,20 @@ func batchBusyErr(err error) error {
 // batchWriteTx runs f in a read-write transaction. With lockInstances it first
 // takes the lock that serialises inserts into "batch_instances" (PostgreSQL;
 // on SQLite the transaction already holds the database write lock).
-// When FenceBatchWrites set a fence, the transaction first checks that
-// this node still holds the batch engine's lease.
+// When FenceBatchWrites set a fence, the transaction last checks that this
+// node still holds the batch engine's lease (last: its share lock on the
+// lease row then lasts only through the commit, not the whole write).
 func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) (err error) {
-	fence := s.fence.Load()
 	return s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
-		if fence != nil {
-			if err := s.checkFence(ctx, tx, fence); err != nil {
-				return err
-			}
-		}
 		if lockInstances && s.d.name == dialectPostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(batchInstancesLockKey)+`)`); err != nil {
 				return fmt.Errorf("lock batch instances: %w", err)
 			}
 		}
-		return f(tx)
+		if err := f(tx); err != nil {
+			return err
+		}
+		return s.checkFenceTx(ctx, tx)
 	})
 }
 

@@ -51,9 +51,15 @@ type Holder struct {
 type ClaimedError struct {
 	Store  string // redacted URL
 	Holder *Holder
+	// Nodes are the live cluster nodes on the store, when they hold it.
+	Nodes []string
 }
 
 func (e *ClaimedError) Error() string {
+	if len(e.Nodes) > 0 {
+		return fmt.Sprintf("metadata store %s is in use by the cluster nodes %s: give this daemon a cluster section (or TIDEMARK_NODE) to join them (docs/cluster.md), or give it another metadata store",
+			e.Store, strings.Join(e.Nodes, ", "))
+	}
 	who := "another tidemark daemon (it has not recorded its host and pid yet)"
 	if h := e.Holder; h != nil {
 		who = fmt.Sprintf("another tidemark daemon: host %s, pid %d, running since %s", h.Host, h.PID, h.Since.Format(time.RFC3339))
@@ -116,7 +122,7 @@ func (s *Store) Claim(ctx context.Context) (*Claim, error) {
 	if s.d.name == dialectSQLite {
 		check, release, err = s.lockFile()
 	} else {
-		check, release, err = s.lockSession(ctx)
+		check, release, err = s.lockSession(ctx, false)
 	}
 	if err != nil {
 		return nil, err
@@ -177,13 +183,56 @@ func (s *Store) holder(ctx context.Context) (*Holder, error) {
 	return &h, nil
 }
 
-// claimed builds the refusal, naming the holder when it can.
+// claimed builds the refusal, naming the holder when it can, or the
+// cluster's live nodes.
 func (s *Store) claimed(ctx context.Context) error {
 	h, err := s.holder(ctx)
 	if err != nil {
 		return err
 	}
-	return &ClaimedError{Store: redact(s.url), Holder: h}
+	e := &ClaimedError{Store: redact(s.url), Holder: h}
+	if h == nil && s.d.name == dialectPostgres {
+		if nodes, err := s.ClusterNodes(ctx); err == nil {
+			for _, n := range nodes {
+				if n.Live {
+					e.Nodes = append(e.Nodes, n.Name)
+				}
+			}
+		}
+	}
+	return e
+}
+
+// claimedAlone refuses a cluster node on a store a daemon without a
+// cluster section holds.
+func (s *Store) claimedAlone(ctx context.Context) error {
+	who := "a daemon that runs alone (no cluster section)"
+	if h, err := s.holder(ctx); err == nil && h != nil {
+		who += fmt.Sprintf(": host %s, pid %d, running since %s", h.Host, h.PID, h.Since.Format(time.RFC3339))
+	}
+	return fmt.Errorf("metadata store %s is in use by %s: stop it, or give it the cluster section too, before starting cluster nodes on the store: %w", redact(s.url), who, ErrHeldAlone)
+}
+
+// ErrHeldAlone is JoinStore's refusal: a daemon without a cluster section
+// holds the store. Test with errors.Is.
+var ErrHeldAlone = errors.New("a daemon runs alone on this store")
+
+// JoinStore holds a PostgreSQL store for a cluster node, from before it
+// joins until Release: any number of nodes hold it together, and a daemon
+// without a cluster section (which takes it alone, Claim) is refused while
+// they do, as they are while it runs. Lost is closed if the hold ends.
+func (s *Store) JoinStore(ctx context.Context) (*Claim, error) {
+	if err := s.needPostgres(); err != nil {
+		return nil, err
+	}
+	check, release, err := s.lockSession(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	watch, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Claim{lost: make(chan struct{}), stop: stop, done: make(chan struct{}), release: release}
+	go c.watch(watch, check)
+	return c, nil
 }
 
 // lockFile takes an exclusive flock on the SQLite file's sibling .lock file.
@@ -232,12 +281,17 @@ func (s *Store) lockFile() (check, release func(context.Context) error, err erro
 // lockSession takes the session advisory lock on a connection of its own,
 // retrying for claimWait. check pings that connection: if it died, the
 // server released the lock.
-func (s *Store) lockSession(ctx context.Context) (check, release func(context.Context) error, err error) {
+func (s *Store) lockSession(ctx context.Context, shared bool) (check, release func(context.Context) error, err error) {
 	cfg, err := pgx.ParseConfig(s.dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
 	}
 	cfg.RuntimeParams["application_name"] = "tidemark claim"
+	lock := `SELECT pg_try_advisory_lock($1)`
+	if shared {
+		cfg.RuntimeParams["application_name"] = "tidemark node"
+		lock = `SELECT pg_try_advisory_lock_shared($1)`
+	}
 	// The server releases the lock when it notices the session is gone: for
 	// a holder whose host vanished (no FIN sent) that is when keepalives
 	// fail, about a minute with these rather than the system's two hours.
@@ -251,7 +305,7 @@ func (s *Store) lockSession(ctx context.Context) (check, release func(context.Co
 	deadline := time.Now().Add(claimWait)
 	for {
 		var got bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, claimKey).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, lock, claimKey).Scan(&got); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return nil, nil, fmt.Errorf("claim the metadata store: %w", err)
 		}
@@ -260,6 +314,9 @@ func (s *Store) lockSession(ctx context.Context) (check, release func(context.Co
 		}
 		if time.Now().After(deadline) {
 			conn.Close(context.WithoutCancel(ctx))
+			if shared {
+				return nil, nil, s.claimedAlone(ctx)
+			}
 			return nil, nil, s.claimed(ctx)
 		}
 		select {

@@ -65,6 +65,9 @@ func (e *ConfigMismatchError) Error() string {
 		e.Hash, e.Node, e.Want)
 }
 
+// joinLockKey is the advisory lock that serialises joins ("tidemarj").
+const joinLockKey = 0x746964656d61726a
+
 // millis is a lease time as a query argument.
 func millis(d time.Duration) int64 { return d.Milliseconds() }
 
@@ -85,6 +88,11 @@ func (s *Store) JoinCluster(ctx context.Context, n Node, ttl time.Duration) (Nod
 	}
 	var out Node
 	err := s.writeTx(ctx, "tx cluster", func(tx *sql.Tx) error {
+		// One join at a time: two nodes of different configurations
+		// starting together must not both pass the check below.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(joinLockKey)+`)`); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT "name", "config_hash" FROM "nodes" WHERE "expires_at" > now() AND "name" <> ? ORDER BY "name"`), n.Name)
 		if err != nil {
 			return err
@@ -209,17 +217,22 @@ func (s *Store) Heartbeat(ctx context.Context, node string, started time.Time, t
 
 // AcquireLease gives lease name to node for ttl if nobody holds it or its
 // holder let it expire, with an epoch one above the last. ok is false when
-// another node holds it.
+// another node holds it. A held lease is not locked by the attempt (an
+// UPDATE skips rows its condition excludes; an upsert would wait on them),
+// so asking never waits for the holder's fenced writes.
 func (s *Store) AcquireLease(ctx context.Context, name, node string, ttl time.Duration) (epoch int64, ok bool, err error) {
 	if err := s.needPostgres(); err != nil {
 		return 0, false, err
 	}
-	err = s.queryRow(ctx, `INSERT INTO "leases" AS l ("name", "node", "epoch", "acquired_at", "expires_at")
-		VALUES (?, ?, 1, clock_timestamp(), clock_timestamp() + ? * interval '1 millisecond')
-		ON CONFLICT ("name") DO UPDATE SET "node" = EXCLUDED."node", "epoch" = l."epoch" + 1,
-			"acquired_at" = EXCLUDED."acquired_at", "expires_at" = EXCLUDED."expires_at"
-		WHERE l."expires_at" <= now()
-		RETURNING "epoch"`, name, node, millis(ttl)).Scan(&epoch)
+	err = s.queryRow(ctx, `UPDATE "leases" SET "node" = ?, "epoch" = "epoch" + 1, "acquired_at" = clock_timestamp(),
+		"expires_at" = clock_timestamp() + ? * interval '1 millisecond'
+		WHERE "name" = ? AND "expires_at" <= now() RETURNING "epoch"`, node, millis(ttl), name).Scan(&epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Held, or never taken: a first holder inserts it.
+		err = s.queryRow(ctx, `INSERT INTO "leases" ("name", "node", "epoch", "acquired_at", "expires_at")
+			VALUES (?, ?, 1, clock_timestamp(), clock_timestamp() + ? * interval '1 millisecond')
+			ON CONFLICT ("name") DO NOTHING RETURNING "epoch"`, name, node, millis(ttl)).Scan(&epoch)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -317,6 +330,14 @@ func (s *Store) FenceBatchWrites(lease, node string, epoch int64) {
 		return
 	}
 	s.fence.Store(&batchFence{lease: lease, node: node, epoch: epoch})
+}
+
+// checkFenceTx runs the FenceBatchWrites check, if a fence is set, in tx.
+func (s *Store) checkFenceTx(ctx context.Context, tx *sql.Tx) error {
+	if f := s.fence.Load(); f != nil {
+		return s.checkFence(ctx, tx, f)
+	}
+	return nil
 }
 
 // checkFence runs the FenceBatchWrites check in tx.

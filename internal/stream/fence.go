@@ -19,12 +19,16 @@ func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 	return s.Run(ctx)
 }
 
-// fence fences snk at epoch; nothing to do outside a cluster.
+// fence fences snk at epoch; nothing to do outside a cluster, nor for a
+// stream pinned to one node whose destination cannot be fenced.
 func (s *Stream) fence(ctx context.Context, snk sink.Sink, epoch int64) error {
 	if epoch == 0 {
 		return nil
 	}
 	f, ok := snk.(sink.Fencer)
+	if !ok && s.cfg.Node != "" {
+		return nil // pinned: only its one node ever runs it
+	}
 	if !ok {
 		return &source.PermanentError{Err: fmt.Errorf("destination type %s cannot refuse a former owner's writes", s.cfg.Destination.Type),
 			Hint: "pin the stream to one node (streams[].node) and restart the nodes"}

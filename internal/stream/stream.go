@@ -87,6 +87,9 @@ type Event struct {
 	Backfill *store.Backfill    `json:"backfill,omitempty"`
 	State    *store.StreamState `json:"state,omitempty"`
 	Lag      *LagAlert          `json:"lag,omitempty"`
+	// Relayed marks an event of a stream another cluster node runs,
+	// received from that node (Relay).
+	Relayed bool `json:"-"`
 }
 
 // New builds a stream; Run starts it.
@@ -156,6 +159,13 @@ func (s *Stream) Subscribe() (<-chan Event, func()) {
 
 func (s *Stream) publish(ev Event) { s.subs.Publish(ev) }
 
+// Relay hands subscribers an event of this stream that another cluster
+// node, which runs it, sent (docs/cluster.md).
+func (s *Stream) Relay(ev Event) {
+	ev.Relayed = true
+	s.subs.Publish(ev)
+}
+
 func (s *Stream) publishBackfill(b store.Backfill) {
 	s.publish(Event{Stream: s.cfg.Name, Backfill: &b})
 }
@@ -222,7 +232,11 @@ func (s *Stream) Run(ctx context.Context) error {
 		err := s.runOnce(runCtx)
 		cancel()
 		if ctx.Err() != nil {
-			s.setState(ctx, store.StateNotStarted, "tidemark stopped")
+			// A cluster node's term ends when the stream moves: its next
+			// node records the state, which this write could overwrite.
+			if s.epoch.Load() == 0 {
+				s.setState(ctx, store.StateNotStarted, "tidemark stopped")
+			}
 			return nil
 		}
 		if s.isPaused() || s.resetPending() {

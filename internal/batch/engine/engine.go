@@ -93,6 +93,9 @@ type Event struct {
 	Task       string    `json:"task,omitempty"`
 	State      string    `json:"state"`
 	Time       time.Time `json:"time"`
+	// Relayed marks an event of the batch engine another cluster node
+	// leads, received from that node (Relay).
+	Relayed bool `json:"-"`
 }
 
 // New checks the options.
@@ -161,6 +164,13 @@ func (e *Engine) Graph() *dag.Graph { return e.graph }
 // (see fanout).
 func (e *Engine) Subscribe() (<-chan Event, func()) {
 	return e.subs.Subscribe(256)
+}
+
+// Relay hands subscribers an event of the batch engine that the cluster
+// node leading it sent (docs/cluster.md).
+func (e *Engine) Relay(ev Event) {
+	ev.Relayed = true
+	e.subs.Publish(ev)
 }
 
 func (e *Engine) publish(ev Event) {

@@ -257,6 +257,11 @@ func (e *Engine) recover(ctx context.Context) error {
 		e.log.Warn("re-running an interrupted instance", logkey.Instance(n.id), logkey.Task(n.task.ID), "detail", msg)
 		n.run = nil
 		n.state, n.reason = store.InstanceWaiting, msg+"; it runs again"
+		if elsewhere {
+			// Its node sent SIGTERM when it stopped, and SIGKILL a grace
+			// period later: run it again only once that is over.
+			n.nextTry = now.Add(runner.GracePeriod + time.Second)
+		}
 		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))
 	}
 	if len(changes) == 0 {

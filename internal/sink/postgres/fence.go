@@ -36,7 +36,8 @@ type fence struct {
 }
 
 // Fence implements sink.Fencer. It names this sink's sessions after the
-// stream and first ends the stream's other sessions on the destination: a
+// stream and first ends the stream's other sessions on the destination (of
+// this role, as every node connects with the stream's one role): a
 // former owner frozen inside a transaction holds the fence row's lock, and
 // would otherwise hold the new owner up until it woke.
 func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
@@ -63,7 +64,7 @@ func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
 	}
 	var ended int
 	err = s.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&ended)
+		WHERE datname = current_database() AND application_name = $1 AND usename = current_user AND pid <> pg_backend_pid()`, app).Scan(&ended)
 	if err != nil {
 		return fmt.Errorf("fence stream %q: end the former owner's sessions: %w", stream, err)
 	}

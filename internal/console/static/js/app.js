@@ -9,6 +9,7 @@ import { tasksPage, taskPage } from "./tasks.js";
 import { batchListPage, batchPage, instancePage } from "./batch.js";
 import { auditPage } from "./audit.js";
 import { lineagePage } from "./lineage.js";
+import { nodesPage } from "./nodes.js";
 
 const routes = [
   [/^\/?$/, () => { location.hash = "#/streams"; }],
@@ -22,6 +23,7 @@ const routes = [
   [/^\/instances\/(\d+)$/, instancePage, "batch"],
   [/^\/lineage$/, lineagePage, "lineage"],
   [/^\/audit$/, auditPage, "audit"],
+  [/^\/nodes$/, nodesPage, "nodes"],
 ];
 
 let leave = () => {};
@@ -125,7 +127,19 @@ async function loadRole() {
   }
 }
 
+// The Nodes link shows in a cluster only (GET /api/v1/cluster is 404
+// for a daemon that runs alone).
+async function showNodesLink() {
+  try {
+    await get("/api/v1/cluster");
+    document.querySelector('[data-nav="nodes"]').hidden = false;
+  } catch (e) {
+    // alone, or not allowed yet: the link stays hidden
+  }
+}
+
 window.addEventListener("hashchange", show);
 show();
 loadRole();
+showNodesLink();
 runEvents();
