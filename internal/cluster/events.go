@@ -131,6 +131,9 @@ func (e *Events) receive(ctx context.Context) {
 // relay turns one received event into the event a local subscriber gets,
 // reading the record it names from the store.
 func (e *Events) relay(ctx context.Context, payload string) {
+	// The listen loop waits on these reads: a slow store must not hold it.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	var w wireEvent
 	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.Node == e.m.Name() {
 		return // not ours to read, or our own

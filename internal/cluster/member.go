@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -65,10 +66,29 @@ func StreamLease(name string) string { return "stream:" + name }
 
 // Join records this node in the store. It fails when a live node has its
 // name or another configuration.
+//
+// A node restarted at once finds its own record still live: when that
+// record is of this host and its process is gone, Join waits for it to
+// expire (at most ttl) rather than refuse.
 func Join(ctx context.Context, st *store.Store, self store.Node, ttl time.Duration, work []Work, log *slog.Logger) (*Member, error) {
-	rec, err := st.JoinCluster(ctx, self, ttl)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(ttl + time.Second)
+	var rec store.Node
+	for {
+		var err error
+		rec, err = st.JoinCluster(ctx, self, ttl)
+		var taken *store.NodeTakenError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &taken) || taken.Holder.Host != self.Host || processAlive(taken.Holder.PID) || time.Now().After(deadline) {
+			return nil, err
+		}
+		log.Info("this node's previous process left its record: waiting for it to expire", "node", self.Name, "pid", taken.Holder.PID)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	return &Member{st: st, self: rec, ttl: ttl, log: log.With("node", self.Name), work: work, terms: map[string]*term{}}, nil
 }
@@ -331,4 +351,10 @@ func (m *Member) leave() {
 	if err := m.st.LeaveCluster(ctx, m.self.Name, m.self.StartedAt); err != nil {
 		m.log.Warn("leave the cluster", logkey.Err(err))
 	}
+}
+
+// processAlive reports whether a process of this machine with pid lives.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

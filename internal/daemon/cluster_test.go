@@ -227,6 +227,11 @@ func TestClusterFailover(t *testing.T) {
 			c.waitFor("node "+n+"'s event stream to tell the backfill completed", seen)
 		}
 	}
+	// Restarted at once under its name, a killed node waits for its old
+	// record to expire rather than refuse to start.
+	c.nodes[next].kill()
+	c.nodes[next].start()
+	c.nodes[next].waitAPI()
 }
 
 // watchCompleted follows node n's event stream of the stream crash; the
