@@ -44,15 +44,12 @@ type Member struct {
 	mu    sync.Mutex
 	terms map[string]*term // by lease
 	wg    sync.WaitGroup
-	// Changed, when set, is called after this node takes or drops work.
-	Changed func()
 }
 
 type term struct {
 	work   Work
 	epoch  int64
 	cancel context.CancelFunc
-	done   chan struct{}
 	// stopping: the work was told to stop (lease lost or given back) and
 	// has not returned yet.
 	stopping bool
@@ -214,13 +211,6 @@ func (m *Member) dropAll(why string) {
 func (m *Member) stopLocked(t *term) {
 	t.stopping = true
 	t.cancel()
-	m.changed()
-}
-
-func (m *Member) changed() {
-	if m.Changed != nil {
-		go m.Changed()
-	}
 }
 
 // assign takes work nobody holds, up to this node's share of the balanced
@@ -285,14 +275,12 @@ func (m *Member) assign(ctx context.Context, deadline time.Time) {
 // start runs w under a new term.
 func (m *Member) start(ctx context.Context, w Work, epoch int64) {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := &term{work: w, epoch: epoch, cancel: cancel, done: make(chan struct{})}
+	t := &term{work: w, epoch: epoch, cancel: cancel}
 	m.mu.Lock()
 	m.terms[w.Lease] = t
 	m.mu.Unlock()
 	m.log.Info("took a lease: starting its work", "lease", w.Lease, "epoch", epoch)
-	m.changed()
 	m.wg.Go(func() {
-		defer close(t.done)
 		err := w.Run(tctx, epoch)
 		if tctx.Err() == nil {
 			// The work ended by itself: give the lease back so that the work
