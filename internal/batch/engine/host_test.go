@@ -1,16 +1,15 @@
 package engine_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -45,7 +44,11 @@ func TestRecoveryEndsOnlyItsHostsProcesses(t *testing.T) {
 			in := first.instances(bf.ID)[0]
 			started := time.Now().UTC()
 			in.State, in.Attempt, in.StartedAt = store.InstanceRunning, 1, &started
-			in.PID, in.PGID, in.ProcStart, in.Host = cmd.Process.Pid, cmd.Process.Pid, startTicks(t, cmd.Process.Pid), tc.host
+			proc, err := runner.ProcessOf(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.PID, in.PGID, in.ProcStart, in.Host = proc.PID, proc.PGID, proc.StartTicks, tc.host
 			if err := first.st.UpdateBatchInstances(t.Context(), []store.BatchInstance{in}); err != nil {
 				t.Fatal(err)
 			}
@@ -70,21 +73,4 @@ func TestRecoveryEndsOnlyItsHostsProcesses(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startTicks reads a process's start time in clock ticks, field 22 of
-// /proc/PID/stat, as the runner records it.
-func startTicks(t *testing.T, pid int) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	n, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

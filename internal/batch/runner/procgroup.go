@@ -161,6 +161,16 @@ type procStat struct {
 // not dead (X).
 func (s procStat) alive() bool { return s.state != 'Z' && s.state != 'X' }
 
+// ProcessOf describes a running process group leader as the runner
+// records one (Proc): what recovery needs to end its group later.
+func ProcessOf(pid int) (Proc, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return Proc{}, err
+	}
+	return Proc{PID: pid, PGID: st.pgrp, StartTicks: st.startTicks}, nil
+}
+
 // readStat reads /proc/PID/stat. Its second field, the command name in
 // parentheses, may itself contain spaces and parentheses, so fields are
 // counted from the last ')'.
