@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
+	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/pgserver"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -114,6 +116,11 @@ func runBatch(ctx context.Context, url string, g *dag.Graph, req plan.Request, c
 	if err != nil {
 		return batchRun{}, err
 	}
+	return runEngine(ctx, st, e, req)
+}
+
+// runEngine runs e, submits req and waits until the backfill has ended.
+func runEngine(ctx context.Context, st *store.Store, e *engine.Engine, req plan.Request) (batchRun, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(rctx) }()
@@ -203,4 +210,97 @@ func generatedDAG(n int, typ, command string) []dag.Task {
 		tasks[i] = t
 	}
 	return tasks
+}
+
+// BenchmarkClusterDispatch prints the batch engine's dispatch through a
+// cluster's queue (docs/cluster.md): a leader queues each claimed no-op
+// attempt in the PostgreSQL store and the workers of one, then three,
+// nodes (each its own store connections, in this process) take, run and
+// end them; the baseline is the same backfill run by a lone engine on the
+// same store, in the same run.
+func BenchmarkClusterDispatch(b *testing.B) {
+	pgserver.ScrubEnv()
+	ctx := context.Background()
+	tasks := generatedDAG(200, dag.TypeNoop, "")
+	graph, err := dag.New(tasks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := plan.Request{Task: tasks[0].ID, Scope: plan.Scope{Mode: plan.ScopeMass, Coverage: plan.CoverDescendants},
+		Dates:   plan.Dates{From: calendar.Date{Year: 2024, Month: 1, Day: 1}, To: calendar.Date{Year: 2024, Month: 1, Day: 30}},
+		Confirm: true}
+	pg, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pg.Stop()
+	var base batchRun
+	for _, nodes := range []int{0, 1, 3} {
+		url, err := pg.CreateDatabase(ctx, fmt.Sprintf("dispatch_%d", nodes))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r batchRun
+		if nodes == 0 {
+			r, err = runBatch(ctx, url, graph, req, 64)
+			base = r
+		} else {
+			r, err = runClusterBatch(ctx, url, graph, req, 64, nodes)
+		}
+		if err != nil {
+			b.Fatalf("%d nodes: %v", nodes, err)
+		}
+		if nodes == 0 {
+			fmt.Printf("batch no-op dispatch, lone engine on postgres metadata (baseline): %d instances in %.1f s = %.0f instances/s\n",
+				r.instances, r.ran.Seconds(), r.rate())
+			continue
+		}
+		fmt.Printf("batch no-op dispatch through the cluster queue, %d node(s): %d instances in %.1f s = %.0f instances/s (%.2fx the lone engine)\n",
+			nodes, r.instances, r.ran.Seconds(), r.rate(), r.rate()/base.rate())
+	}
+}
+
+// runClusterBatch is runBatch with the engine queueing its attempts for
+// the workers of nodes nodes.
+func runClusterBatch(ctx context.Context, url string, g *dag.Graph, req plan.Request, concurrency, nodes int) (batchRun, error) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before the Wait
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wakers []func()
+	for i := range nodes {
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			return batchRun{}, err
+		}
+		defer st.Close()
+		name := fmt.Sprintf("n%d", i)
+		w := remote.NewWorker(remote.Options{Store: st, Node: name, Host: "bench", Slots: concurrency, Logger: quiet})
+		epoch, ok, err := st.AcquireLease(ctx, w.Lease(), name, time.Hour)
+		if err != nil || !ok {
+			return batchRun{}, fmt.Errorf("worker lease of %s: %v", name, err)
+		}
+		wakers = append(wakers, w.Wake)
+		wg.Go(func() { _ = w.Run(rctx, epoch) })
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return batchRun{}, err
+	}
+	defer st.Close()
+	e, err := engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": concurrency},
+		Logger: quiet, Dispatch: true})
+	if err != nil {
+		return batchRun{}, err
+	}
+	wakers = append(wakers, e.WakeDispatch)
+	wg.Go(func() {
+		_ = st.Listen(rctx, store.BatchDispatchChannel, nil, func(string) {
+			for _, wake := range wakers {
+				wake()
+			}
+		})
+	})
+	return runEngine(ctx, st, e, req)
 }

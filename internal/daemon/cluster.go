@@ -7,7 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/engine"
+	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/cluster"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -28,7 +31,9 @@ func (d *Daemon) join(ctx context.Context) error {
 	}
 	d.batchEnded = make(chan error, 1)
 	if d.batch != nil {
-		work = append(work, cluster.Work{Lease: cluster.BatchLease, Run: d.leadBatch})
+		d.worker = d.newWorker()
+		work = append(work, cluster.Work{Lease: cluster.BatchLease, Run: d.leadBatch},
+			cluster.Work{Lease: d.worker.Lease(), Pin: c.Node, Run: d.worker.Run})
 	}
 	self := store.Node{Name: c.Node, Host: c.Host, PID: os.Getpid(), API: c.Advertise, ConfigHash: d.cfg.Fingerprint()}
 	m, err := cluster.Join(ctx, d.st, self, c.Lease, work, d.log)
@@ -95,4 +100,44 @@ func (d *Daemon) holdStore(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// newWorker makes this node's worker: it runs the attempts the batch
+// leader queues (docs/cluster.md), as many at once as all resource
+// groups together allow, so that one node can run everything.
+func (d *Daemon) newWorker() *remote.Worker {
+	slots, hasDefault := 0, false
+	for _, g := range d.cfg.ResourceGroups {
+		slots += g.Concurrency
+		hasDefault = hasDefault || g.Name == config.DefaultResourceGroup
+	}
+	if !hasDefault {
+		slots += engine.DefaultConcurrency
+	}
+	return remote.NewWorker(remote.Options{
+		Store: d.st, Node: d.cfg.Cluster.Node, Host: d.cfg.Cluster.Host, Slots: slots,
+		Connections: connections(d.cfg), LookupEnv: os.LookupEnv,
+		LogLimit: d.cfg.Batch.LogLimitBytes, Logger: d.log,
+	})
+}
+
+// listenDispatch wakes this node's worker and batch engine when attempts
+// are queued, asked to stop or ended, reconnecting after a failure.
+func (d *Daemon) listenDispatch(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := d.st.Listen(ctx, store.BatchDispatchChannel, func() { d.wakeDispatch() }, func(string) { d.wakeDispatch() })
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("listen for queued attempts; retrying", logkey.Err(err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) wakeDispatch() {
+	d.worker.Wake()
+	d.batch.WakeDispatch()
 }

@@ -35,6 +35,7 @@ type clusterEnv struct {
 	logs  map[string]*testutil.LockedBuffer
 	src   string
 	dst   string
+	meta  string // the metadata store's DSN
 }
 
 // newClusterEnv is three nodes of one stream of crashRows rows.
@@ -83,7 +84,7 @@ func newCluster(t testing.TB, name, body string) *clusterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	c := &clusterEnv{t: t, ctx: ctx, st: st, nodes: map[string]*crashEnv{}, logs: map[string]*testutil.LockedBuffer{}}
+	c := &clusterEnv{t: t, ctx: ctx, st: st, meta: meta, nodes: map[string]*crashEnv{}, logs: map[string]*testutil.LockedBuffer{}}
 	for _, n := range []string{"a", "b", "c"} {
 		addr := freeAddr(t)
 		c.logs[n] = &testutil.LockedBuffer{}

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/api"
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/engine"
+	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/cluster"
 	"github.com/tidemark/tidemark/internal/config"
@@ -43,6 +44,7 @@ type Daemon struct {
 	api     *api.Server
 	claim   *store.Claim    // nil unless New was given ClaimStore
 	member  *cluster.Member // nil unless the configuration has a cluster section
+	worker  *remote.Worker  // runs queued attempts on a cluster node with tasks
 	// hold is a cluster node's shared hold on the store (holdStore).
 	hold     *store.Claim
 	batchLed atomic.Bool // a cluster node's engine ran (it runs once)
@@ -166,6 +168,24 @@ func newEngine(cfg *config.Config, st *store.Store, log *slog.Logger) (*engine.E
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %w", err)
 	}
+	groups := map[string]int{}
+	for _, g := range cfg.ResourceGroups {
+		groups[g.Name] = g.Concurrency
+	}
+	return engine.New(engine.Options{
+		Store: st, Graph: graph, Connections: connections(cfg), ResourceGroups: groups,
+		Dispatch:       cfg.Cluster != nil,
+		OutputLookback: time.Duration(cfg.Batch.OutputLookbackDays) * 24 * time.Hour,
+		ConfirmAbove:   cfg.Batch.ConfirmAbove,
+		LogLimit:       cfg.Batch.LogLimitBytes,
+		Schedule:       true,
+		Logger:         log,
+		Host:           hostOf(cfg),
+	})
+}
+
+// connections are the SQL tasks' connections by name.
+func connections(cfg *config.Config) map[string]runner.Connection {
 	conns := map[string]runner.Connection{}
 	for _, c := range cfg.Connections {
 		dsn := c.DSN
@@ -174,19 +194,7 @@ func newEngine(cfg *config.Config, st *store.Store, log *slog.Logger) (*engine.E
 		}
 		conns[c.Name] = runner.Connection{Name: c.Name, Type: c.Type, DSN: dsn}
 	}
-	groups := map[string]int{}
-	for _, g := range cfg.ResourceGroups {
-		groups[g.Name] = g.Concurrency
-	}
-	return engine.New(engine.Options{
-		Store: st, Graph: graph, Connections: conns, ResourceGroups: groups,
-		OutputLookback: time.Duration(cfg.Batch.OutputLookbackDays) * 24 * time.Hour,
-		ConfirmAbove:   cfg.Batch.ConfirmAbove,
-		LogLimit:       cfg.Batch.LogLimitBytes,
-		Schedule:       true,
-		Logger:         log,
-		Host:           hostOf(cfg),
-	})
+	return conns
 }
 
 // hostOf is the host task processes run on: cluster.host in a cluster,
@@ -255,6 +263,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		g.Go(func() error { return events.Run(gctx) })
 		g.Go(func() error { return d.batchLost(gctx) })
 		g.Go(func() error { return d.holdStore(gctx) })
+		if d.worker != nil {
+			g.Go(func() error { return d.listenDispatch(gctx) })
+		}
 	} else {
 		for _, s := range d.streams {
 			g.Go(func() error { return s.Run(gctx) })

@@ -95,6 +95,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		db.SetConnMaxLifetime(0)
 		db.SetConnMaxIdleTime(0)
 	}
+	if d.name == dialectPostgres {
+		// The batch engine and a cluster node's worker write from many
+		// goroutines: keep their connections rather than reopen them.
+		db.SetMaxIdleConns(8)
+	}
 	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)

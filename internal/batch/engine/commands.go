@@ -192,7 +192,7 @@ func (e *Engine) stopBackfill(ctx context.Context, bf *backfill, reason string) 
 			stopped = append(stopped, n)
 		}
 	}
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+	if err := e.writeInstances(ctx, changes, nil); err != nil {
 		e.log.Error("record stopped instances", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 	}
 	for _, n := range stopped {
@@ -225,7 +225,7 @@ func (e *Engine) StopInstance(ctx context.Context, id int64, by string) error {
 		if n.state != store.InstanceWaiting {
 			return fmt.Errorf("instance %d is %s, not waiting or running: %w", id, n.state, ErrConflict)
 		}
-		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{record(n, store.InstanceStopped, reason, e.now().UTC())}); err != nil {
+		if err := e.writeInstances(ctx, []store.BatchInstance{record(n, store.InstanceStopped, reason, e.now().UTC())}, nil); err != nil {
 			return err
 		}
 		n.state, n.reason = store.InstanceStopped, reason

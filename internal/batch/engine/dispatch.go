@@ -41,11 +41,20 @@ func (e *Engine) dispatch(ctx context.Context) {
 		changes = append(changes, record(n, store.InstanceDryRun, n.reason, now))
 	}
 	specs := make([]runner.Spec, len(claims))
+	var queue []store.QueuedAttempt
 	for i, n := range claims {
 		specs[i] = e.claim(ctx, n, now)
 		changes = append(changes, record(n, store.InstanceRunning, "", now))
+		if e.remotely(specs[i]) {
+			q, err := e.queueEntry(n, specs[i])
+			if err != nil {
+				specs[i].Type, specs[i].Script = "invalid", err.Error()
+				continue
+			}
+			queue = append(queue, q)
+		}
 	}
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+	if err := e.writeInstances(ctx, changes, queue); err != nil {
 		e.log.Error("record dispatched instances; retrying in a second", logkey.Err(err))
 		e.undoClaims(dry, claims)
 		return
@@ -211,6 +220,10 @@ func record(n *node, st, reason string, now time.Time) store.BatchInstance {
 // start runs one claimed attempt: no-op tasks end at once, inside the
 // loop; the others run in their own goroutine.
 func (e *Engine) start(ctx context.Context, n *node, spec runner.Spec) {
+	if e.remotely(spec) {
+		e.startRemote(ctx, n)
+		return
+	}
 	switch spec.Type {
 	case dag.TypeNoop:
 		e.s.localEnds = append(e.s.localEnds, ending{n: n, attempt: n.attempt})
@@ -235,6 +248,13 @@ func (e *Engine) start(ctx context.Context, n *node, spec runner.Spec) {
 		})
 		e.ends <- ending{n: n, attempt: attempt, res: res, log: log.String()}
 	}()
+}
+
+// remotely reports whether a node of the cluster runs spec: with
+// Dispatch, every attempt but one that cannot run (a no-op goes through
+// a node too, so that a cluster dispatches every task the same way).
+func (e *Engine) remotely(spec runner.Spec) bool {
+	return e.opts.Dispatch && spec.Type != "invalid"
 }
 
 func (e *Engine) publishInstance(n *node) {

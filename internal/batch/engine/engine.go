@@ -48,6 +48,10 @@ type Options struct {
 	// empty): recovery ends a process group left running only when it ran
 	// on this host (docs/cluster.md).
 	Host string
+	// Dispatch queues claimed attempts for the cluster's nodes to run
+	// (internal/batch/remote) instead of running them in this process; it
+	// needs a PostgreSQL store.
+	Dispatch bool
 	// WorkDir is the working directory of shell tasks ("" = the daemon's).
 	WorkDir string
 	// LookupEnv reads the daemon's environment for the variables a shell
@@ -75,6 +79,11 @@ type Engine struct {
 
 	subs fanout.Hub[Event]
 
+	// With Options.Dispatch: the queue's ends for the loop, and the
+	// notification that a node wrote one.
+	remoteEnds chan []store.DispatchedAttempt
+	remoteWake chan struct{}
+
 	// Owned by the loop goroutine.
 	s *state
 }
@@ -97,6 +106,10 @@ type Event struct {
 	// leads, received from that node (Relay).
 	Relayed bool `json:"-"`
 }
+
+// DefaultConcurrency is the default resource group's when the
+// configuration does not declare it.
+const DefaultConcurrency = 4
 
 // New checks the options.
 func New(opts Options) (*Engine, error) {
@@ -126,7 +139,7 @@ func New(opts Options) (*Engine, error) {
 		opts.ResourceGroups = map[string]int{}
 	}
 	if _, ok := opts.ResourceGroups["default"]; !ok {
-		opts.ResourceGroups["default"] = 4
+		opts.ResourceGroups["default"] = DefaultConcurrency
 	}
 	for _, t := range opts.Graph.Tasks() {
 		if _, ok := opts.ResourceGroups[t.ResourceGroup]; t.ResourceGroup != "" && !ok {
@@ -147,6 +160,9 @@ func New(opts Options) (*Engine, error) {
 		ends:   make(chan ending, 1024),
 		ready:  make(chan struct{}),
 		exited: make(chan struct{}),
+
+		remoteEnds: make(chan []store.DispatchedAttempt),
+		remoteWake: make(chan struct{}, 1),
 
 		fakeClock: fake,
 	}, nil

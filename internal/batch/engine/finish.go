@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
@@ -87,7 +88,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 // still recorded as running).
 func (e *Engine) recordEnds(ctx context.Context, changes []store.BatchInstance) {
 	for attempt := 1; ; attempt++ {
-		err := e.st.UpdateBatchInstances(ctx, changes)
+		err := e.writeInstances(ctx, changes, nil)
 		if err == nil {
 			return
 		}
@@ -131,6 +132,9 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	case shuttingDown:
 		n.nextTry = time.Time{}
 		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"
+	case errors.Is(end.res.Err, remote.ErrInterrupted), errors.Is(end.res.Err, errNodeLost):
+		// remoteEnded set when it runs again.
+		return store.InstanceWaiting, fmt.Sprintf("attempt %d was interrupted (%v); it runs again", n.attempt, end.res.Err)
 	}
 	used := n.attempt - n.retryBase
 	if used <= n.task.Retries && !errors.Is(end.res.Err, errNotRunnable) {

@@ -59,7 +59,7 @@ func (e *Engine) markHeld(ctx context.Context, bf *backfill) {
 		n.reason = why
 		changes = append(changes, record(n, store.InstanceWaiting, why, now))
 	}
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+	if err := e.writeInstances(ctx, changes, nil); err != nil {
 		e.log.Warn("record why instances are held", logkey.BatchBackfill(bf.rec.ID), logkey.Err(err))
 	}
 }
@@ -134,7 +134,7 @@ func (e *Engine) holdBelow(ctx context.Context, roots ...*node) {
 			queue = append(queue, d) // what is below it changes with it
 		}
 	}
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+	if err := e.writeInstances(ctx, changes, nil); err != nil {
 		e.log.Warn("record why scheduled instances are held", logkey.Err(err))
 	}
 }

@@ -192,9 +192,11 @@ func (e *Engine) upstreamOutputs(ctx context.Context, n *node, id string) (map[s
 // command that references it fails to render).
 func (e *Engine) shellEnv(n *node, env expr.Env, tag string) []string {
 	var out []string
-	for _, name := range slices.Concat(shelltmpl.Inherited, n.task.Env) {
-		if v, ok := e.opts.LookupEnv(name); ok {
-			out = append(out, name+"="+v)
+	if !e.opts.Dispatch { // with Dispatch, the node that runs it fills them in
+		for _, name := range e.inheritedEnv(n) {
+			if v, ok := e.opts.LookupEnv(name); ok {
+				out = append(out, name+"="+v)
+			}
 		}
 	}
 	out = append(out,
@@ -222,6 +224,14 @@ func (e *Engine) shellEnv(n *node, env expr.Env, tag string) []string {
 		}
 	}
 	return out
+}
+
+// inheritedEnv names the daemon's variables a shell task of n receives.
+func (e *Engine) inheritedEnv(n *node) []string {
+	if n.task.Type != dag.TypeShell {
+		return nil
+	}
+	return slices.Concat(shelltmpl.Inherited, n.task.Env)
 }
 
 // runTag names one attempt's processes and SQL session, so that a restarted

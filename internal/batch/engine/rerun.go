@@ -142,7 +142,7 @@ func (e *Engine) dropIfEnded(bf *backfill) {
 // reopen writes instance changes and puts an ended backfill back to
 // running.
 func (e *Engine) reopen(ctx context.Context, bf *backfill, changes []store.BatchInstance) error {
-	if err := e.st.UpdateBatchInstances(ctx, changes); err != nil {
+	if err := e.writeInstances(ctx, changes, nil); err != nil {
 		return err
 	}
 	// Someone acts on it again: a stop still winding down is over.
@@ -184,7 +184,7 @@ func (e *Engine) RerunScheduled(ctx context.Context, id int64, by string) error 
 		n.nextTry = time.Time{}
 		c := record(n, store.InstanceWaiting, "re-run by "+by, e.now().UTC())
 		c.FinishedAt = nil
-		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{c}); err != nil {
+		if err := e.writeInstances(ctx, []store.BatchInstance{c}, nil); err != nil {
 			return err
 		}
 		n.state, n.reason, n.retryBase = store.InstanceWaiting, c.Reason, n.attempt
@@ -210,7 +210,7 @@ func (e *Engine) MarkScheduledSucceeded(ctx context.Context, id int64, by string
 			return fmt.Errorf("instance %d is %s; stop it first or leave it: %w", id, n.state, ErrConflict)
 		}
 		c := record(n, store.InstanceSucceeded, "marked succeeded by "+by, e.now().UTC())
-		if err := e.st.UpdateBatchInstances(ctx, []store.BatchInstance{c}); err != nil {
+		if err := e.writeInstances(ctx, []store.BatchInstance{c}, nil); err != nil {
 			return err
 		}
 		n.state, n.reason = store.InstanceSucceeded, c.Reason

@@ -56,6 +56,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	close(e.ready)
+	if e.opts.Dispatch {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go e.watchQueue(wctx)
+	}
 	e.log.Info("batch engine running", "tasks", len(e.graph.Tasks()), "open_backfills", len(e.s.bfs))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -72,6 +77,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			c.done <- c.fn(ctx)
 		case end := <-e.ends:
 			e.finish(ctx, e.drainEnds(end), false)
+		case out := <-e.remoteEnds:
+			if ends := e.remoteEnded(ctx, out); len(ends) > 0 {
+				e.finish(ctx, ends, false)
+			}
 		case <-timer.C:
 			e.checkAll(ctx) // ends a backfill whose end could not be written before
 		}
@@ -185,7 +194,8 @@ func (e *Engine) shutdown(ctx context.Context) error {
 	defer cancel()
 	n := 0
 	for _, nd := range e.s.nodes {
-		if nd.run != nil && nd.run.cancel != nil {
+		// A node's attempt runs on: the next leader takes it over.
+		if nd.run != nil && nd.run.cancel != nil && !nd.run.remote {
 			nd.run.cancel()
 			n++
 		}
@@ -207,53 +217,24 @@ func (e *Engine) shutdown(ctx context.Context) error {
 
 // recover ends what a killed daemon left running — the recorded process
 // group of a shell task, the session of a SQL task — and puts those
-// instances back to waiting, before anything is dispatched.
+// instances back to waiting, before anything is dispatched. In a cluster,
+// attempts queued for the nodes are adopted instead: they run on.
 func (e *Engine) recover(ctx context.Context) error {
+	adopted, err := e.adoptRunning(ctx)
+	if err != nil {
+		return fmt.Errorf("read queued attempts: %w", err)
+	}
 	var changes []store.BatchInstance
 	now := e.now().UTC()
 	for _, n := range e.s.nodes {
-		if n.state != store.InstanceRunning {
+		if n.state != store.InstanceRunning || adopted[n.id] {
 			continue
 		}
-		msg := fmt.Sprintf("attempt %d was interrupted (the daemon stopped)", n.attempt)
-		elsewhere := n.run.host != "" && n.run.host != e.host
-		if elsewhere {
-			// Its pid means nothing here; its node ended it before its
-			// lease could expire (docs/cluster.md).
-			msg += fmt.Sprintf("; it ran on host %s, whose node ended it", n.run.host)
+		msg, elsewhere, err := e.endLeftovers(ctx, n)
+		if err != nil {
+			return err
 		}
-		if p := n.run.proc; p.PGID != 0 && !elsewhere {
-			ended, err := runner.EndProcessGroup(p)
-			if err != nil {
-				return fmt.Errorf("end the process group %d of instance %d: %w", p.PGID, n.id, err)
-			}
-			if ended {
-				msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
-			}
-		}
-		if n.tag != "" && n.task.Type == dag.TypeShell && !elsewhere {
-			// The group may not have been recorded: the daemon can die
-			// between starting a script and writing it down. The tag in
-			// the script's environment finds it and its children.
-			k, err := runner.EndTagged(n.tag)
-			if err != nil {
-				return fmt.Errorf("end the processes of instance %d: %w", n.id, err)
-			}
-			if k > 0 {
-				msg += fmt.Sprintf("; %d process group(s) of it were still running and were ended", k)
-			}
-		}
-		if n.tag != "" && n.task.Type == dag.TypeSQL {
-			if conn, found := e.opts.Connections[n.task.Connection]; found {
-				k, err := runner.CancelSQL(ctx, conn, n.tag)
-				if err != nil {
-					return fmt.Errorf("cancel the SQL of instance %d on %s: %w", n.id, conn.Name, err)
-				}
-				if k > 0 {
-					msg += "; its SQL session was still running and was terminated"
-				}
-			}
-		}
+		msg = fmt.Sprintf("attempt %d was interrupted (the daemon stopped)", n.attempt) + msg
 		e.log.Warn("re-running an interrupted instance", logkey.Instance(n.id), logkey.Task(n.task.ID), "detail", msg)
 		n.run = nil
 		n.state, n.reason = store.InstanceWaiting, msg+"; it runs again"
@@ -267,5 +248,49 @@ func (e *Engine) recover(ctx context.Context) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	return e.st.UpdateBatchInstances(ctx, changes)
+	return e.writeInstances(ctx, changes, nil)
+}
+
+// endLeftovers ends what an interrupted attempt of n may have left
+// running: its process groups when they ran on this host (elsewhere, their
+// pids mean nothing here: the node ended them before its lease could
+// expire, docs/cluster.md), and its SQL session. msg tells what was done.
+func (e *Engine) endLeftovers(ctx context.Context, n *node) (msg string, elsewhere bool, err error) {
+	elsewhere = n.run.host != "" && n.run.host != e.host
+	if elsewhere {
+		msg += fmt.Sprintf("; it ran on host %s, whose node ended it", n.run.host)
+	}
+	if p := n.run.proc; p.PGID != 0 && !elsewhere {
+		ended, err := runner.EndProcessGroup(p)
+		if err != nil {
+			return "", false, fmt.Errorf("end the process group %d of instance %d: %w", p.PGID, n.id, err)
+		}
+		if ended {
+			msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
+		}
+	}
+	if n.tag != "" && n.task.Type == dag.TypeShell && !elsewhere {
+		// The group may not have been recorded: the daemon can die
+		// between starting a script and writing it down. The tag in
+		// the script's environment finds it and its children.
+		k, err := runner.EndTagged(n.tag)
+		if err != nil {
+			return "", false, fmt.Errorf("end the processes of instance %d: %w", n.id, err)
+		}
+		if k > 0 {
+			msg += fmt.Sprintf("; %d process group(s) of it were still running and were ended", k)
+		}
+	}
+	if n.tag != "" && n.task.Type == dag.TypeSQL {
+		if conn, found := e.opts.Connections[n.task.Connection]; found {
+			k, err := runner.CancelSQL(ctx, conn, n.tag)
+			if err != nil {
+				return "", false, fmt.Errorf("cancel the SQL of instance %d on %s: %w", n.id, conn.Name, err)
+			}
+			if k > 0 {
+				msg += "; its SQL session was still running and was terminated"
+			}
+		}
+	}
+	return msg, elsewhere, nil
 }

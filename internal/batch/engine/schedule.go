@@ -185,7 +185,7 @@ func (sc *scheduler) ensure(ctx context.Context, t *dag.Task, biz time.Time) (in
 		})
 		if why := sc.e.upstreamHold(n, scheduledHold); why != "" && n.mode == plan.ModeRun {
 			n.reason = why
-			if err := sc.e.st.UpdateBatchInstances(ctx, []store.BatchInstance{record(n, store.InstanceWaiting, why, sc.e.now().UTC())}); err != nil {
+			if err := sc.e.writeInstances(ctx, []store.BatchInstance{record(n, store.InstanceWaiting, why, sc.e.now().UTC())}, nil); err != nil {
 				sc.e.log.Warn("record why a scheduled instance is held", logkey.Instance(id), logkey.Err(err))
 			}
 		}

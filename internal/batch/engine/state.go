@@ -56,6 +56,9 @@ type running struct {
 	proc       runner.Proc
 	host       string // where proc runs (Options.Host)
 	stopReason string // set when someone stopped it
+	// remote: a node of the cluster runs it (Options.Dispatch);
+	// delivered: its end was taken in from the queue.
+	remote, delivered bool
 }
 
 // end is the business time of the last cycle n covers: its own, except

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/remote"
+	"github.com/tidemark/tidemark/internal/batch/runner"
+	"github.com/tidemark/tidemark/internal/logkey"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// In a cluster (Options.Dispatch) the engine runs nothing itself but no-op
+// tasks: it queues each attempt it claims in the store, in the same
+// transaction as the claim, and the worker of any node with a free slot
+// runs it (internal/batch/remote). The engine still decides everything —
+// resource groups, concurrency groups and one run per task cycle hold
+// across nodes because one loop gates them — and learns of ends from the
+// queue: written results, or attempts whose node lost its worker lease.
+
+// errNodeLost marks an attempt whose node lost its worker lease before
+// writing how it ended.
+var errNodeLost = errors.New("its node stopped renewing its lease")
+
+// writeInstances writes instance records: with Dispatch, queueing the
+// attempts in queue and ending the queue entries of instances that left
+// "running", in the same transaction.
+func (e *Engine) writeInstances(ctx context.Context, changes []store.BatchInstance, queue []store.QueuedAttempt) error {
+	if e.opts.Dispatch {
+		return e.st.WriteBatchDispatch(ctx, changes, queue)
+	}
+	return e.st.UpdateBatchInstances(ctx, changes)
+}
+
+// queueEntry encodes a claimed attempt for the nodes.
+func (e *Engine) queueEntry(n *node, spec runner.Spec) (store.QueuedAttempt, error) {
+	data, err := remote.Encode(spec, e.inheritedEnv(n))
+	return store.QueuedAttempt{InstanceID: n.id, Attempt: n.attempt, Spec: data}, err
+}
+
+// startRemote marks n as running on some node: stopping it asks the
+// store.
+func (e *Engine) startRemote(ctx context.Context, n *node) {
+	id, attempt := n.id, n.attempt
+	n.run.remote = true
+	n.run.cancel = func() {
+		go e.stopRemote(context.WithoutCancel(ctx), id, attempt)
+	}
+}
+
+// stopRemote asks the node running an attempt to end it; an attempt no
+// node took yet ends at once, never having run.
+func (e *Engine) stopRemote(ctx context.Context, id int64, attempt int) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	unclaimed, err := e.st.StopBatchAttempt(ctx, id, attempt)
+	if err != nil {
+		e.log.Error("ask a node to stop an attempt; its node runs it to its end", logkey.Instance(id), logkey.Err(err))
+		return
+	}
+	if unclaimed {
+		a := store.DispatchedAttempt{InstanceID: id, Attempt: attempt, Result: `{"error":"stopped before a node took it","exit_code":-1}`}
+		select {
+		case e.remoteEnds <- []store.DispatchedAttempt{a}:
+		case <-e.exited:
+		}
+	}
+}
+
+// WakeDispatch makes the engine read the queue's ends now (a node wrote
+// one and notified).
+func (e *Engine) WakeDispatch() {
+	select {
+	case e.remoteWake <- struct{}{}:
+	default:
+	}
+}
+
+// watchQueue hands the loop the queue's ended and lost attempts, on each
+// notification and at least every second, until ctx ends.
+func (e *Engine) watchQueue(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		out, err := e.st.ListBatchDispatch(ctx, remote.WorkerLeasePrefix, true)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("read the ends of queued attempts", logkey.Err(err))
+		}
+		if len(out) > 0 {
+			select {
+			case e.remoteEnds <- out:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.remoteWake:
+		case <-tick.C:
+		}
+	}
+}
+
+// remoteEnded turns the queue's ends into the loop's: each once, for the
+// attempt in memory. An attempt lost with its node has its leftovers ended
+// when they ran on this host; elsewhere it runs again once its node's
+// grace period is over.
+func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt) []ending {
+	var ends []ending
+	now := e.now()
+	for _, a := range out {
+		n := e.s.nodes[a.InstanceID]
+		if n == nil || n.run == nil || !n.run.remote || n.run.delivered || n.attempt != a.Attempt {
+			continue // already taken in, or of an earlier attempt
+		}
+		n.run.host = a.Host
+		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = a.PID, a.PGID, a.ProcStart
+		end := ending{n: n, attempt: a.Attempt}
+		if a.Result != "" {
+			r, err := remote.DecodeResult(a.Result)
+			if err != nil {
+				r = remote.Result{Err: err.Error(), ExitCode: -1}
+			}
+			end.res, end.log = r.RunnerResult(), r.Log
+			if r.Interrupted {
+				n.nextTry = time.Time{}
+			}
+		} else {
+			msg, elsewhere, err := e.endLeftovers(ctx, n)
+			if err != nil {
+				e.log.Error("end a lost attempt's leftovers; trying again", logkey.Instance(n.id), logkey.Err(err))
+				continue
+			}
+			end.res = runner.Result{ExitCode: -1, Err: fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)}
+			n.nextTry = time.Time{}
+			if elsewhere {
+				n.nextTry = now.Add(runner.GracePeriod + time.Second)
+			}
+		}
+		n.run.delivered = true
+		ends = append(ends, end)
+	}
+	return ends
+}
+
+// adoptRunning takes the attempts a previous leader queued back into
+// memory as running: they run on, and their ends come from the queue.
+// The others (none in a cluster, or a lone daemon's) are recovered.
+func (e *Engine) adoptRunning(ctx context.Context) (map[int64]bool, error) {
+	adopted := map[int64]bool{}
+	if !e.opts.Dispatch {
+		return adopted, nil
+	}
+	queued, err := e.st.ListBatchDispatch(ctx, remote.WorkerLeasePrefix, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range queued {
+		n := e.s.nodes[a.InstanceID]
+		if n == nil || n.state != store.InstanceRunning || n.attempt != a.Attempt {
+			continue
+		}
+		e.startRemote(ctx, n)
+		e.occupy(n)
+		adopted[n.id] = true
+	}
+	return adopted, nil
+}
+
+// occupy takes n's slot and cycle for its running attempt.
+func (e *Engine) occupy(n *node) {
+	e.s.holding[n.task.ID] = append(e.s.holding[n.task.ID], n)
+	e.s.free[n.rg]--
+	if n.bf != nil {
+		n.bf.running++
+	}
+}

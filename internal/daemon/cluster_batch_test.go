@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/cluster"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// TestClusterBatchAcrossNodes: 300 shell instances (two tasks over 150
+// dates in three concurrency groups), each holding a lock on its task and
+// date while it runs, are run by the workers of three nodes. The node
+// running the most attempts is SIGKILLed twice during the run (and
+// restarted), while an attempt of it runs that would outlive its lease.
+// Every instance succeeds, more than one node ran them, no
+// task and date ran twice at once (a second run would find the lock taken
+// and fail: the tasks have no retries), and no concurrency group ran two
+// dates at once.
+func TestClusterBatchAcrossNodes(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "journal")
+	cmd := fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_TASK-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "$TIDEMARK_TASK $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
+		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
+		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.2; fi; `+
+		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
+	c := newCluster(t, "cluster_batch_nodes", fmt.Sprintf(`
+resource_groups: [{name: default, concurrency: 6}]
+tasks:
+  - {name: load, project: p, type: shell, schedule: daily, command: %[1]s}
+  - {name: report, project: p, type: shell, schedule: daily, depends_on: [load], command: %[1]s}
+`, strconv.Quote(cmd)))
+	c.startAll(cluster.BatchLease)
+	id := submitBatch(t, c.nodes["b"].addr, `{"task": "load", "dates": {"from": "2025-01-01", "to": "2025-05-30"}, "scope": {"mode": "list", "downstream": 1}, "groups": 3}`)
+	for kill := 1; kill <= 2; kill++ {
+		var victim string
+		c.waitFor(fmt.Sprintf("100 instances more to succeed and a node to run attempts before kill %d", kill), func() bool {
+			rec, err := c.st.GetBatchBackfill(c.ctx, id)
+			if err != nil || rec.States[store.InstanceSucceeded] < 100*kill-50 {
+				return false
+			}
+			victim = c.busiestWorker()
+			return victim != ""
+		})
+		// What the victim starts now outlives its lease: the new run must
+		// wait for the old one to be ended.
+		slow := filepath.Join(dir, "slow-"+victim)
+		if err := os.WriteFile(slow, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("an attempt outliving its node's lease", func() bool {
+			data, _ := os.ReadFile(journal)
+			return strings.Contains(string(data), "slow "+victim+"\n")
+		})
+		c.nodes[victim].kill()
+		if err := os.Remove(slow); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kill %d: node %s SIGKILLed while it ran attempts", kill, victim)
+		c.nodes[victim].start()
+	}
+	var rec store.BatchBackfill
+	c.waitFor("backfill to end", func() bool {
+		var err error
+		rec, err = c.st.GetBatchBackfill(c.ctx, id)
+		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
+	})
+	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 300 {
+		t.Fatalf("backfill = %s %v (%s), want 300 succeeded instances", rec.State, rec.States, rec.Error)
+	}
+	checkGroups(t, c.st, id, journal)
+}
+
+// busiestWorker is the node whose worker runs the most attempts now; ""
+// when none runs any.
+func (c *clusterEnv) busiestWorker() string {
+	conn, err := pgx.Connect(c.ctx, c.meta)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close(c.ctx)
+	var node string
+	err = conn.QueryRow(c.ctx, `SELECT "node" FROM "batch_dispatch" WHERE "node" IS NOT NULL AND "result" IS NULL
+		GROUP BY "node" ORDER BY count(*) DESC LIMIT 1`).Scan(&node)
+	if err == pgx.ErrNoRows {
+		return ""
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return node
+}
+
+// checkGroups reads the journal: every instance ran to its end, on more
+// than one node, and no concurrency group had two dates running at once.
+// An attempt killed with its node wrote no end: it is left out.
+func checkGroups(t *testing.T, st *store.Store, id int64, journal string) {
+	t.Helper()
+	insts, err := st.ListBatchInstances(context.Background(), store.BatchInstanceFilter{BackfillID: id, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := map[string]int{} // task date → group
+	for _, in := range insts {
+		group[in.Task+" "+in.BizTime.Format("20060102")] = in.Group
+	}
+	data, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	ended := map[string]bool{} // run → it wrote its end
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) == 5 && f[0] == "end" {
+			ended[f[3]] = true
+		}
+	}
+	running := map[int]map[string]int{} // group → date → runs
+	nodes := map[string]bool{}
+	done := map[string]bool{}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 5 || !ended[f[3]] {
+			continue
+		}
+		key := f[1] + " " + f[2]
+		g, found := group[key]
+		if !found {
+			t.Fatalf("journal line %q names no instance of the backfill", line)
+		}
+		if running[g] == nil {
+			running[g] = map[string]int{}
+		}
+		switch f[0] {
+		case "start":
+			for d, k := range running[g] {
+				if k > 0 && d != f[2] {
+					t.Errorf("group %d ran dates %s and %s at once", g, d, f[2])
+				}
+			}
+			running[g][f[2]]++
+			nodes[f[4]] = true
+		case "end":
+			running[g][f[2]]--
+			done[key] = true
+		}
+	}
+	if len(done) != 300 {
+		t.Errorf("%d task dates ran to their end, want 300", len(done))
+	}
+	if len(nodes) < 2 {
+		t.Errorf("attempts ran on nodes %v, want more than one", nodes)
+	}
+	t.Logf("attempts ran on nodes %v", nodes)
+}
