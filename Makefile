@@ -1,4 +1,4 @@
-.PHONY: demo test bench build soak
+.PHONY: demo test bench build soak soak-cluster
 
 build:
 	go build -o bin/tidemark ./cmd/tidemark
@@ -30,3 +30,10 @@ bench:
 soak:
 	./scripts/setup.sh
 	go test -tags soak -race -count=1 -run '^TestSoak$$' -timeout 60m -v ./internal/daemon
+
+# The soak's multi-node mode: three nodes, a stream under a writer and 240
+# locked shell instances; TIDEMARK_SOAK_KILLS (default 10) random SIGKILLs
+# and SIGSTOPs of random nodes, then convergence (see docs/soak.md).
+soak-cluster:
+	./scripts/setup.sh
+	go test -tags soak -race -count=1 -run '^TestSoakCluster$$' -timeout 60m -v ./internal/daemon

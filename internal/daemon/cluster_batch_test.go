@@ -27,10 +27,7 @@ import (
 func TestClusterBatchAcrossNodes(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "journal")
-	cmd := fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_TASK-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "$TIDEMARK_TASK $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
-		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
-		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.2; fi; `+
-		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
+	cmd := journaledCommand(dir, journal)
 	c := newCluster(t, "cluster_batch_nodes", fmt.Sprintf(`
 resource_groups: [{name: default, concurrency: 6}]
 tasks:
@@ -75,7 +72,7 @@ tasks:
 	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 300 {
 		t.Fatalf("backfill = %s %v (%s), want 300 succeeded instances", rec.State, rec.States, rec.Error)
 	}
-	checkGroups(t, c.st, id, journal)
+	checkGroups(t, c.st, id, journal, 300)
 }
 
 // busiestWorker is the node whose worker runs the most attempts now; ""
@@ -101,7 +98,7 @@ func (c *clusterEnv) busiestWorker() string {
 // checkGroups reads the journal: every instance ran to its end, on more
 // than one node, and no concurrency group had two dates running at once.
 // An attempt killed with its node wrote no end: it is left out.
-func checkGroups(t *testing.T, st *store.Store, id int64, journal string) {
+func checkGroups(t *testing.T, st *store.Store, id int64, journal string, want int) {
 	t.Helper()
 	insts, err := st.ListBatchInstances(context.Background(), store.BatchInstanceFilter{BackfillID: id, Limit: 1000})
 	if err != nil {
@@ -152,11 +149,22 @@ func checkGroups(t *testing.T, st *store.Store, id int64, journal string) {
 			done[key] = true
 		}
 	}
-	if len(done) != 300 {
-		t.Errorf("%d task dates ran to their end, want 300", len(done))
+	if len(done) != want {
+		t.Errorf("%d task dates ran to their end, want %d", len(done), want)
 	}
 	if len(nodes) < 2 {
 		t.Errorf("attempts ran on nodes %v, want more than one", nodes)
 	}
 	t.Logf("attempts ran on nodes %v", nodes)
+}
+
+// journaledCommand is a shell task that holds a lock on its task and date
+// (a second run at once fails, exit 99) and writes its start (with its
+// node) and end to journal; while dir holds slow-<node>, it outlives any
+// lease on that node.
+func journaledCommand(dir, journal string) string {
+	return fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_TASK-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "$TIDEMARK_TASK $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
+		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
+		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.2; fi; `+
+		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
 }

@@ -40,6 +40,11 @@ type clusterEnv struct {
 
 // newClusterEnv is three nodes of one stream of crashRows rows.
 func newClusterEnv(t testing.TB, name string) *clusterEnv {
+	return newClusterEnvWith(t, name, "")
+}
+
+// newClusterEnvWith is newClusterEnv with more configuration (tasks).
+func newClusterEnvWith(t testing.TB, name, more string) *clusterEnv {
 	ctx := context.Background()
 	src, _ := crashSource(t, ctx, name+"_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
@@ -56,7 +61,7 @@ streams:
     backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 500ms}
-`, src, name, dst))
+%s`, src, name, dst, more))
 	c.src, c.dst = src, dst
 	for _, n := range c.nodes {
 		n.srcDSN, n.dstDSN = src, dst
