@@ -165,6 +165,6 @@ func checkGroups(t *testing.T, st *store.Store, id int64, journal string, want i
 func journaledCommand(dir, journal string) string {
 	return fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_TASK-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "$TIDEMARK_TASK $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
 		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
-		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.2; fi; `+
+		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.05; fi; `+
 		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
 }
