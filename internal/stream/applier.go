@@ -55,6 +55,10 @@ func readerOf(snk sink.Sink) rangeReader {
 type pendingChunk struct {
 	table  *change.Table
 	regSeq uint64
+	// regCommit is the highest commit position of the transactions the
+	// applier processed before the chunk registered: a snapshot whose rule
+	// is a log position must see it (see raced).
+	regCommit change.LSN
 	// floor is the highest snapshot xmin known when the chunk registered:
 	// the chunk's own snapshot, taken later, sees every id below it.
 	floor      uint64
@@ -145,6 +149,11 @@ type applier struct {
 	pending  []*pendingChunk
 	batch    *outBatch
 	lastSent change.LSN
+
+	// lastCommit is the highest commit position of a transaction processed
+	// (replays excluded), for the position rule of raced.
+	lastCommit change.LSN
+
 	// outq holds the batches ready for the writer, oldest first (see
 	// handoff.go); inFlight is the merged chunk's batch until it is
 	// committed (its done closed), nil when none is.
@@ -327,6 +336,7 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		}
 		a.seq++
 		a.applied[txn.Xid] = appliedTxn{seq: a.seq, at: time.Now()}
+		a.lastCommit = max(a.lastCommit, txn.CommitLSN)
 		a.order = append(a.order, txn.Xid)
 		for _, p := range a.pending {
 			a.addToWindow(p, txn)
@@ -405,7 +415,7 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 		return nil
 	}
 	if pc := req.register; pc != nil {
-		pc.regSeq, pc.floor = a.seq, a.horizon
+		pc.regSeq, pc.floor, pc.regCommit = a.seq, a.horizon, a.lastCommit
 		a.pending = append(a.pending, pc)
 		close(req.ack)
 		return nil
@@ -430,11 +440,25 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 // example while it waited for a synchronous standby. Such a transaction may
 // be listed as in progress, or have an id at or past the snapshot's xmax.
 // The chunk would overwrite its rows with older ones, so it is read again.
+//
+// A snapshot whose rule is a log position (MySQL, MariaDB) has the same
+// race: with two-phase commit a transaction is written to the binlog, and
+// sent to replicas, before the engine commits it and before the position
+// of new consistent snapshots moves past it (MariaDB signals the binlog's
+// readers before it takes LOCK_commit_ordered). A transaction applied
+// before registration but committed after the snapshot's position is in
+// neither the rows nor the window, so the chunk is read again.
 func (a *applier) raced(pc *pendingChunk) string {
 	if pc.overflow {
 		return fmt.Sprintf("the table changed shape, or more than %d times, while the chunk was pending", a.cfg.WindowMaxChanges)
 	}
 	snap := pc.read.Snapshot
+	if p, ok := snap.(source.PositionSnapshot); ok {
+		if pc.regCommit != 0 && !p.SeesCommit(pc.regCommit) {
+			return fmt.Sprintf("a transaction committed at %d was applied before the chunk's snapshot (at %d) saw it", pc.regCommit, pc.read.Position)
+		}
+		return ""
+	}
 	defer a.prune(snap)
 	for i := len(a.order) - 1; i >= 0; i-- {
 		xid := a.order[i]

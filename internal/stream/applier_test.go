@@ -58,6 +58,38 @@ func TestAppliedButInvisibleForcesReread(t *testing.T) {
 	}
 }
 
+// TestAppliedBeforePositionSnapshotForcesReread: MariaDB sends a group
+// commit's events to the stream before the snapshot position moves past
+// them, so a transaction applied before a chunk registered can commit
+// after its snapshot's position; that chunk is read again. One whose
+// position covers every applied commit merges.
+func TestAppliedBeforePositionSnapshotForcesReread(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	txn := &change.Txn{Xid: 910, CommitLSN: 20, EndLSN: 20, Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
+	if err := a.handleEvent(ctx, change.Event{Txn: txn}); err != nil {
+		t.Fatal(err)
+	}
+	pc := &pendingChunk{table: modelTable, result: make(chan ChunkResult, 1)}
+	if err := a.handleRequest(ctx, applierRequest{register: pc, ack: make(chan struct{})}); err != nil {
+		t.Fatal(err)
+	}
+	pc.read = ChunkRead{Snapshot: positionSnapshot{at: 19}, Position: 19} // one commit behind
+	if err := a.handleRequest(ctx, applierRequest{submit: pc}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-pc.result; !r.Retry {
+		t.Fatalf("chunk merged over a transaction applied before its snapshot's position: %+v", r)
+	}
+	pc2 := &pendingChunk{table: modelTable, result: make(chan ChunkResult, 1)}
+	a.handleRequest(ctx, applierRequest{register: pc2, ack: make(chan struct{})})
+	pc2.read = ChunkRead{Snapshot: positionSnapshot{at: 20}, Position: 20, Rows: []change.Row{row(1, "a", "b")}}
+	a.handleRequest(ctx, applierRequest{submit: pc2})
+	if r := <-pc2.result; r.Retry || r.Rows != 1 {
+		t.Fatalf("chunk whose position covers every applied commit: %+v", r)
+	}
+}
+
 // A batch with changes is offered to the writer at once when nothing is
 // queued (group commit), not held for the flush timer; one that only moved
 // the position is not.

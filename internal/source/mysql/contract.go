@@ -253,9 +253,14 @@ func (s *streamSource) ReadGenerated(_ context.Context, _ *change.Table, cols []
 
 // binlogSnapshot is a consistent snapshot's rule: it reflects exactly the
 // transactions committed at or before its binlog position (see
-// docs/backfill.md, MySQL). Every transaction the stream applied before a
+// docs/backfill.md, MySQL). A transaction the stream applied before a
 // chunk registered was in the binlog before the chunk's snapshot was taken,
-// so at or before its position: visible.
+// but not necessarily at or before its position: MariaDB sends a group
+// commit's events to replicas before it takes LOCK_commit_ordered, commits
+// them in InnoDB and moves binlog_snapshot_position past them. So its id
+// tells nothing (VisibleXid answers true); the applier compares the commit
+// positions it applied before registration with the snapshot's position
+// instead (stream's applier.raced) and has such a chunk read again.
 type binlogSnapshot struct{ at change.LSN }
 
 func (b binlogSnapshot) VisibleXid(uint32) bool            { return true }
