@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +52,9 @@ type WorkerFence struct {
 // the same fenced transaction it queues the attempts of the instances it
 // claims and deletes the queue entries of instances that left "running".
 func (s *Store) WriteBatchDispatch(ctx context.Context, insts []BatchInstance, queue []QueuedAttempt) error {
+	if len(insts) == 0 && len(queue) == 0 {
+		return nil
+	}
 	if err := s.needPostgres(); err != nil {
 		return err
 	}
@@ -124,8 +129,9 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 	err := s.writeTx(ctx, "tx batch_claim", func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE "batch_dispatch" SET "node" = $1, "epoch" = $2, "claimed_at" = now()
-			WHERE "instance_id" IN (SELECT "instance_id" FROM "batch_dispatch" WHERE "node" IS NULL
-				ORDER BY "queued_at", "instance_id" LIMIT $3 FOR UPDATE SKIP LOCKED)
+			WHERE "instance_id" IN (SELECT d."instance_id" FROM "batch_dispatch" d WHERE d."node" IS NULL AND d."result" IS NULL
+				AND EXISTS (SELECT 1 FROM "batch_instances" b WHERE b."id" = d."instance_id" AND b."attempt" = d."attempt" AND b."state" = 'running')
+				ORDER BY d."queued_at", d."instance_id" LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
 			RETURNING "instance_id", "attempt", "spec"`, f.Node, f.Epoch, limit)
 		if err != nil {
 			return err
@@ -146,7 +152,7 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 	if err != nil {
 		return nil, fmt.Errorf("claim queued attempts: %w", err)
 	}
-	slices.SortFunc(out, func(a, b QueuedAttempt) int { return int(a.InstanceID - b.InstanceID) })
+	slices.SortFunc(out, func(a, b QueuedAttempt) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
 	return out, nil
 }
 
@@ -275,22 +281,22 @@ func (s *Store) StopRequests(ctx context.Context, f WorkerFence) (map[int64]int,
 }
 
 // StopBatchAttempt asks the node running an attempt to end it. An attempt
-// no node has taken yet is taken off the queue instead: unclaimed is then
-// true, and nothing of it ever runs.
-func (s *Store) StopBatchAttempt(ctx context.Context, id int64, attempt int) (unclaimed bool, err error) {
+// no node has taken yet ends at once, never to be taken: its end (result)
+// is written in the queue, where the leader reads it like any other, and
+// unclaimed is true.
+func (s *Store) StopBatchAttempt(ctx context.Context, id int64, attempt int, result string) (unclaimed bool, err error) {
 	if err := s.needPostgres(); err != nil {
 		return false, err
 	}
 	err = s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM "batch_dispatch" WHERE "instance_id" = $1 AND "attempt" = $2 AND "node" IS NULL`, id, attempt)
-		if oneRow(res, err, id) == nil {
-			unclaimed = true
-			return nil
+		unclaimed = false
+		err := tx.QueryRowContext(ctx, `UPDATE "batch_dispatch" SET "stop" = true,
+			"result" = CASE WHEN "node" IS NULL THEN $3 ELSE "result" END
+			WHERE "instance_id" = $1 AND "attempt" = $2 AND "result" IS NULL RETURNING "node" IS NULL`, id, attempt, result).Scan(&unclaimed)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // it has ended already
 		}
 		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE "batch_dispatch" SET "stop" = true WHERE "instance_id" = $1 AND "attempt" = $2`, id, attempt); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, 'stop')`, BatchDispatchChannel)
@@ -300,6 +306,23 @@ func (s *Store) StopBatchAttempt(ctx context.Context, id int64, attempt int) (un
 		return false, fmt.Errorf("stop instance %d attempt %d: %w", id, attempt, err)
 	}
 	return unclaimed, nil
+}
+
+// MarkAttemptLost writes result as the end of an attempt whose node lost
+// its worker lease, unless that node wrote one meanwhile (the row lock
+// orders the two writes): lost is false then, and the node's end stands.
+func (s *Store) MarkAttemptLost(ctx context.Context, a DispatchedAttempt, result string) (lost bool, err error) {
+	err = s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE "batch_dispatch" SET "result" = $1
+			WHERE "instance_id" = $2 AND "attempt" = $3 AND "node" = $4 AND "epoch" = $5 AND "result" IS NULL`,
+			result, a.InstanceID, a.Attempt, a.Node, a.Epoch)
+		lost = oneRow(res, err, a.InstanceID) == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark instance %d attempt %d lost: %w", a.InstanceID, a.Attempt, err)
+	}
+	return lost, nil
 }
 
 // ListBatchDispatch reads the queue: every entry, or (outOnly) those that

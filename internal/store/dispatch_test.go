@@ -130,7 +130,7 @@ func TestBatchDispatch(t *testing.T) {
 	}
 
 	// Node c is asked to stop one attempt.
-	if unclaimed, err := s.StopBatchAttempt(ctx, ofC[0], 1); err != nil || unclaimed {
+	if unclaimed, err := s.StopBatchAttempt(ctx, ofC[0], 1, `{"error":"stopped"}`); err != nil || unclaimed {
 		t.Errorf("stop a taken attempt: unclaimed %v, %v", unclaimed, err)
 	}
 	asked, err := s.StopRequests(ctx, fences["c"])
@@ -176,14 +176,29 @@ func TestBatchDispatch(t *testing.T) {
 	if err := s.UpdateBatchInstances(ctx, []store.BatchInstance{again}); err != nil {
 		t.Fatal(err)
 	}
-	if unclaimed, err := s.StopBatchAttempt(ctx, again.ID, 2); err != nil || !unclaimed {
+	if unclaimed, err := s.StopBatchAttempt(ctx, again.ID, 2, `{"error":"stopped before a node took it"}`); err != nil || !unclaimed {
 		t.Errorf("stop an attempt no node took: unclaimed %v, %v; want true", unclaimed, err)
+	}
+	if got, err := s.ClaimBatchAttempts(ctx, fences["c"], 10); err != nil || len(got) != 0 {
+		t.Errorf("claim after the stop: %v, %v; want nothing (it ended)", got, err)
 	}
 	left, err := s.ListBatchDispatch(ctx, "worker:", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := n - len(ofB) - 1; len(left) != want {
+	if want := n - len(ofB); len(left) != want {
 		t.Errorf("%d queue entries left, want %d", len(left), want)
+	}
+	// A lost attempt is marked once; an end its node wrote first stands.
+	for _, a := range left {
+		if a.Node == "a" {
+			if lost, err := s.MarkAttemptLost(ctx, a, `{"error":"lost"}`); err != nil || !lost {
+				t.Errorf("mark a's attempt lost: %v, %v", lost, err)
+			}
+			if lost, err := s.MarkAttemptLost(ctx, a, `{"error":"lost"}`); err != nil || lost {
+				t.Errorf("mark it lost again: %v, %v; want false", lost, err)
+			}
+			break
+		}
 	}
 }

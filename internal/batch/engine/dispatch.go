@@ -175,6 +175,9 @@ func (e *Engine) claim(ctx context.Context, n *node, now time.Time) runner.Spec 
 	spec, rendered, err := e.prepare(ctx, n)
 	n.attempt++
 	n.run = &running{host: e.host}
+	if e.opts.Dispatch {
+		n.run.host = "" // the node that takes it records its own
+	}
 	n.rendered, n.tag, n.errText, n.reason = rendered, spec.Tag, "", ""
 	n.startedAt = &now
 	if err != nil {

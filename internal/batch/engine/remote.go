@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,8 +14,9 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 )
 
-// In a cluster (Options.Dispatch) the engine runs nothing itself but no-op
-// tasks: it queues each attempt it claims in the store, in the same
+// In a cluster (Options.Dispatch) the engine runs nothing itself (an
+// attempt that cannot run fails in place): it queues each attempt it
+// claims in the store, in the same
 // transaction as the claim, and the worker of any node with a free slot
 // runs it (internal/batch/remote). The engine still decides everything —
 // resource groups, concurrency groups and one run per task cycle hold
@@ -51,21 +54,18 @@ func (e *Engine) startRemote(ctx context.Context, n *node) {
 }
 
 // stopRemote asks the node running an attempt to end it; an attempt no
-// node took yet ends at once, never having run.
+// node took yet ends at once, never having run, its end read from the
+// queue like any other.
 func (e *Engine) stopRemote(ctx context.Context, id int64, attempt int) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	unclaimed, err := e.st.StopBatchAttempt(ctx, id, attempt)
+	unclaimed, err := e.st.StopBatchAttempt(ctx, id, attempt, `{"error":"stopped before a node took it","exit_code":-1}`)
 	if err != nil {
 		e.log.Error("ask a node to stop an attempt; its node runs it to its end", logkey.Instance(id), logkey.Err(err))
 		return
 	}
 	if unclaimed {
-		a := store.DispatchedAttempt{InstanceID: id, Attempt: attempt, Result: `{"error":"stopped before a node took it","exit_code":-1}`}
-		select {
-		case e.remoteEnds <- []store.DispatchedAttempt{a}:
-		case <-e.exited:
-		}
+		e.WakeDispatch()
 	}
 }
 
@@ -116,7 +116,7 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 		if n == nil || n.run == nil || !n.run.remote || n.run.delivered || n.attempt != a.Attempt {
 			continue // already taken in, or of an earlier attempt
 		}
-		n.run.host = a.Host
+		n.run.host = cmp.Or(a.Host, unknownHost)
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = a.PID, a.PGID, a.ProcStart
 		end := ending{n: n, attempt: a.Attempt}
 		if a.Result != "" {
@@ -129,21 +129,57 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 				n.nextTry = time.Time{}
 			}
 		} else {
-			msg, elsewhere, err := e.endLeftovers(ctx, n)
+			res, ready, err := e.lost(ctx, n, a, now)
 			if err != nil {
-				e.log.Error("end a lost attempt's leftovers; trying again", logkey.Instance(n.id), logkey.Err(err))
+				e.log.Error("take in a lost attempt; trying again", logkey.Instance(n.id), logkey.Err(err))
 				continue
 			}
-			end.res = runner.Result{ExitCode: -1, Err: fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)}
-			n.nextTry = time.Time{}
-			if elsewhere {
-				n.nextTry = now.Add(runner.GracePeriod + time.Second)
+			if !ready {
+				continue
 			}
+			end.res = res
 		}
 		n.run.delivered = true
 		ends = append(ends, end)
 	}
 	return ends
+}
+
+// unknownHost is where an attempt ran when its node recorded no start
+// (a SQL task, or a node that died before it could): not this host.
+const unknownHost = "(not recorded)"
+
+// lost takes in an attempt whose node lost its worker lease. Its
+// processes are ended when they ran on this host; elsewhere they are its
+// node's to end (docs/cluster.md), so the attempt — and its task cycle —
+// is held until the runner's grace period has passed since the loss was
+// seen. ready is false until then, or when the node wrote an end after
+// all (the next read of the queue takes that in).
+func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, now time.Time) (res runner.Result, ready bool, err error) {
+	elsewhere := n.run.host != e.host
+	if elsewhere {
+		if n.run.lostAt.IsZero() {
+			n.run.lostAt = now
+		}
+		if now.Before(n.run.lostAt.Add(runner.GracePeriod + time.Second)) {
+			return res, false, nil
+		}
+	}
+	msg, _, err := e.endLeftovers(ctx, n)
+	if err != nil {
+		return res, false, err
+	}
+	err = fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)
+	data, jerr := json.Marshal(remote.Result{Err: err.Error(), ExitCode: -1, Node: a.Node})
+	if jerr != nil {
+		return res, false, jerr
+	}
+	marked, merr := e.st.MarkAttemptLost(ctx, a, string(data))
+	if merr != nil || !marked {
+		return res, false, merr
+	}
+	n.nextTry = time.Time{}
+	return runner.Result{ExitCode: -1, Err: err}, true, nil
 }
 
 // adoptRunning takes the attempts a previous leader queued back into
@@ -164,6 +200,9 @@ func (e *Engine) adoptRunning(ctx context.Context) (map[int64]bool, error) {
 			continue
 		}
 		e.startRemote(ctx, n)
+		if a.Stop {
+			n.run.stopReason = "stopped (asked of the previous batch leader)"
+		}
 		e.occupy(n)
 		adopted[n.id] = true
 	}

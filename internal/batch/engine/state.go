@@ -59,6 +59,7 @@ type running struct {
 	// remote: a node of the cluster runs it (Options.Dispatch);
 	// delivered: its end was taken in from the queue.
 	remote, delivered bool
+	lostAt            time.Time // when its node was first seen to have lost it
 }
 
 // end is the business time of the last cycle n covers: its own, except

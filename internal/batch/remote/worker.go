@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -91,12 +92,13 @@ func (w *Worker) Run(ctx context.Context, epoch int64) error {
 	f := store.WorkerFence{Lease: w.Lease(), Node: w.opts.Node, Epoch: epoch}
 	running := map[int64]*taken{}
 	results := make(chan finished, w.opts.Slots)
-	done := make(chan []int64, 1)
+	done := make(chan []store.QueuedAttempt, 1)
+	fatal := make(chan error, 1)
 	var attempts sync.WaitGroup
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		w.writeEnds(ctx, f, results, done)
+		w.writeEnds(ctx, f, results, done, fatal)
 	}()
 	defer func() {
 		for _, t := range running {
@@ -130,11 +132,17 @@ func (w *Worker) Run(ctx context.Context, epoch int64) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ids := <-done:
-			for _, id := range ids {
-				delete(running, id)
+		case ended := <-done:
+			for _, a := range ended {
+				if t := running[a.InstanceID]; t != nil && t.attempt == a.Attempt {
+					delete(running, a.InstanceID)
+				}
 			}
 			continue // slots are free: take more at once
+		case err := <-fatal:
+			// An end that could not be written leaves its attempt
+			// claimed: giving the lease up makes the leader find it lost.
+			return err
 		case <-w.wake:
 		case <-tick.C:
 		}
@@ -144,28 +152,37 @@ func (w *Worker) Run(ctx context.Context, epoch int64) error {
 
 // writeEnds writes the ends of attempts as they come, those already in
 // together in one transaction, and then frees their slots.
-func (w *Worker) writeEnds(ctx context.Context, f store.WorkerFence, results <-chan finished, done chan<- []int64) {
-	const most = 500
+func (w *Worker) writeEnds(ctx context.Context, f store.WorkerFence, results <-chan finished, done chan<- []store.QueuedAttempt, fatal chan<- error) {
+	// Bounds on one transaction: attempts, and their logs' bytes (each up
+	// to the log limit).
+	const most, mostBytes = 500, 16 << 20
 	for first := range results {
 		batch := []finished{first}
+		size := len(first.res.Log)
 	more:
-		for len(batch) < most {
+		for len(batch) < most && size < mostBytes {
 			select {
 			case r, ok := <-results:
 				if !ok {
 					break more
 				}
 				batch = append(batch, r)
+				size += len(r.res.Log)
 			default:
 				break more
 			}
 		}
-		w.end(ctx, f, batch)
-		ids := make([]int64, len(batch))
-		for i, r := range batch {
-			ids[i] = r.a.InstanceID
+		if err := w.end(ctx, f, batch); err != nil {
+			select {
+			case fatal <- err:
+			default:
+			}
 		}
-		done <- ids
+		ended := make([]store.QueuedAttempt, len(batch))
+		for i, r := range batch {
+			ended[i] = r.a
+		}
+		done <- ended
 	}
 }
 
@@ -229,19 +246,15 @@ func (w *Worker) run(ctx context.Context, f store.WorkerFence, a store.QueuedAtt
 
 // end writes how attempts ended, trying for a while: they are over
 // whatever the store says. A refusal for the fence, or of an attempt no
-// longer this node's, is final.
-func (w *Worker) end(ctx context.Context, f store.WorkerFence, batch []finished) {
+// longer this node's, is final; a store that keeps failing is an error.
+func (w *Worker) end(ctx context.Context, f store.WorkerFence, batch []finished) error {
 	ends := make([]store.AttemptEnd, 0, len(batch))
 	for _, r := range batch {
 		data, err := json.Marshal(r.res)
 		if err != nil {
-			w.log.Error("encode an attempt's end", logkey.Instance(r.a.InstanceID), logkey.Err(err))
-			continue
+			return fmt.Errorf("encode the end of instance %d: %w", r.a.InstanceID, err)
 		}
 		ends = append(ends, store.AttemptEnd{InstanceID: r.a.InstanceID, Attempt: r.a.Attempt, Result: string(data)})
-	}
-	if len(ends) == 0 {
-		return
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -249,18 +262,18 @@ func (w *Worker) end(ctx context.Context, f store.WorkerFence, batch []finished)
 		refused, err := w.opts.Store.EndBatchAttempts(wctx, f, ends)
 		if errors.Is(err, store.ErrFenced) {
 			w.log.Warn("the ends of attempts were not recorded: this node's worker lease is gone; the leader runs them again", "attempts", len(ends), logkey.Err(err))
-			return
+			return nil
 		}
 		if err == nil {
 			for _, id := range refused {
 				w.log.Warn("an attempt's end was not recorded: it is no longer this node's", logkey.Instance(id))
 			}
-			return
+			return nil
 		}
 		w.log.Warn("record the ends of attempts; retrying", "attempts", len(ends), logkey.Err(err))
 		select {
 		case <-wctx.Done():
-			return
+			return fmt.Errorf("worker of node %s: the ends of %d attempt(s) could not be recorded for 30s: giving its lease up so that the leader runs them again: %w", f.Node, len(ends), err)
 		case <-time.After(time.Second):
 		}
 	}
