@@ -371,3 +371,51 @@ func streamFromNow(ctx context.Context, t *testing.T, src *Source, tbl *change.T
 	go func() { done <- src.Stream(ctx, start, func(change.TableID) *change.Table { return tbl }, out) }()
 	return out, done
 }
+
+// TestStreamTakenOverBySameServerID: a cluster's new owner of a stream
+// reads the binlog under the stream's server id, and the server ends the
+// former owner's binlog connection at once (a server keeps one replica
+// per id), rather than letting it read on until it times out: the former
+// reader fails well before its read timeout, and the new one reads on.
+func TestStreamTakenOverBySameServerID(t *testing.T) {
+	old, root := testDB(t, "CREATE TABLE s (id int PRIMARY KEY)")
+	old.cfg.Heartbeat = 10 * time.Second // read timeout 30s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := old.Describe(ctx, change.TableID{Schema: old.Database(), Name: "s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(change.TableID) *change.Table { return s }
+	start, err := old.CurrentPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOut, oldDone := make(chan change.Event, 100), make(chan error, 1)
+	go func() { oldDone <- old.Stream(ctx, start, lookup, oldOut) }()
+	exec(t, root, "INSERT INTO s VALUES (1)")
+	receiveTxns(t, oldOut, oldDone, 1)
+
+	next, err := Open(ctx, old.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	nextOut, nextDone := make(chan change.Event, 100), make(chan error, 1)
+	taken := time.Now()
+	go func() { nextDone <- next.Stream(ctx, start, lookup, nextOut) }()
+	select {
+	case err := <-oldDone:
+		t.Logf("the former reader ended %s after the takeover: %v", time.Since(taken).Round(time.Millisecond), err)
+		if err == nil {
+			t.Error("the former reader ended without an error")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the former reader still reads 15s after another registered under its server id")
+	}
+	exec(t, root, "INSERT INTO s VALUES (2)")
+	txns := receiveTxns(t, nextOut, nextDone, 2)
+	if got := describeChanges(txns[1].Changes); !slices.Equal(got, []string{"insert [2] <nil>"}) {
+		t.Errorf("the new reader's second transaction: %q", got)
+	}
+}
