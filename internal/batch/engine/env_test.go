@@ -50,6 +50,7 @@ type envOpts struct {
 	now      func() time.Time
 	storeURL string
 	host     string
+	dispatch bool // queue attempts for workers (a cluster's leader)
 }
 
 func newEnv(t *testing.T, tasks []dag.Task, o envOpts) *env {
@@ -73,7 +74,7 @@ func newEnv(t *testing.T, tasks []dag.Task, o envOpts) *env {
 		groups = map[string]int{"default": 4}
 	}
 	e, err := engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: groups, Connections: o.conns,
-		Schedule: o.schedule, Now: o.now, WorkDir: dir, Logger: slog.New(slog.DiscardHandler), Host: o.host})
+		Schedule: o.schedule, Now: o.now, WorkDir: dir, Logger: slog.New(slog.DiscardHandler), Host: o.host, Dispatch: o.dispatch})
 	if err != nil {
 		t.Fatal(err)
 	}

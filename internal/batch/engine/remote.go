@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +115,7 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 		if n == nil || n.run == nil || !n.run.remote || n.run.delivered || n.attempt != a.Attempt {
 			continue // already taken in, or of an earlier attempt
 		}
-		n.run.host = cmp.Or(a.Host, unknownHost)
+		n.run.host = a.Host
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = a.PID, a.PGID, a.ProcStart
 		end := ending{n: n, attempt: a.Attempt}
 		if a.Result != "" {
@@ -145,10 +144,6 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 	return ends
 }
 
-// unknownHost is where an attempt ran when its node recorded no start
-// (a SQL task, or a node that died before it could): not this host.
-const unknownHost = "(not recorded)"
-
 // lost takes in an attempt whose node lost its worker lease. Its
 // processes are ended when they ran on this host; elsewhere they are its
 // node's to end (docs/cluster.md), so the attempt — and its task cycle —
@@ -156,8 +151,7 @@ const unknownHost = "(not recorded)"
 // seen. ready is false until then, or when the node wrote an end after
 // all (the next read of the queue takes that in).
 func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, now time.Time) (res runner.Result, ready bool, err error) {
-	elsewhere := n.run.host != e.host
-	if elsewhere {
+	if elsewhere := n.run.host != e.host; elsewhere { // "" too: it may have run anywhere
 		if n.run.lostAt.IsZero() {
 			n.run.lostAt = now
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,12 @@ func NewWorker(opts Options) *Worker {
 	}
 	if opts.Slots <= 0 {
 		opts.Slots = 1
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	return &Worker{opts: opts, log: opts.Logger.With("component", "worker"), wake: make(chan struct{}, 1)}
 }

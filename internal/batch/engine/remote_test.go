@@ -1,0 +1,103 @@
+package engine_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/remote"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// startWorker runs a node's worker on the store at url until the test
+// ends.
+func startWorker(t *testing.T, url, node string) {
+	t.Helper()
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := remote.NewWorker(remote.Options{Store: st, Node: node, Host: "h-" + node, Slots: 4, Logger: slog.New(slog.DiscardHandler), Poll: 50 * time.Millisecond})
+	epoch, ok, err := st.AcquireLease(t.Context(), w.Lease(), node, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("worker lease: %v %v", ok, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(ctx, epoch) })
+	t.Cleanup(func() { cancel(); wg.Wait(); st.Close() })
+}
+
+// TestDispatchStopBeforeTaken: with no node to take it, a queued attempt
+// stopped ends stopped at once and is never taken afterwards.
+func TestDispatchStopBeforeTaken(t *testing.T) {
+	url, err := server.CreateDatabase(t.Context(), "dispatch_stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeShell, "echo ran")}, envOpts{storeURL: url, dispatch: true})
+	bf := v.submit(rangeReq("p.a", "2025-01-01", "2025-01-01"))
+	var id int64
+	v.until("the attempt queued", func() bool {
+		ins := v.instances(bf.ID)
+		if len(ins) == 1 && ins[0].State == store.InstanceRunning {
+			id = ins[0].ID
+			return true
+		}
+		return false
+	})
+	if err := v.e.StopInstance(t.Context(), id, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.wait(bf.ID); got.State != store.BatchStopped {
+		t.Fatalf("backfill %s (%s), want stopped", got.State, got.Error)
+	}
+	epoch, ok, err := v.st.AcquireLease(t.Context(), remote.WorkerLeasePrefix+"late", "late", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("worker lease: %v %v", ok, err)
+	}
+	f := store.WorkerFence{Lease: remote.WorkerLeasePrefix + "late", Node: "late", Epoch: epoch}
+	if got, err := v.st.ClaimBatchAttempts(t.Context(), f, 10); err != nil || len(got) != 0 {
+		t.Errorf("a node asking after the stop took %v (%v), want nothing", got, err)
+	}
+	if ins := v.instances(bf.ID); ins[0].State != store.InstanceStopped || ins[0].Host != "" {
+		t.Errorf("instance: %s on host %q, want stopped, never run", ins[0].State, ins[0].Host)
+	}
+}
+
+// TestDispatchAdoptedByNextLeader: attempts run on a node's worker; the
+// leader's engine stops while one runs and another starts on the store:
+// it adopts it as running, and each instance succeeds in its first
+// attempt, with the host of the node that ran it.
+func TestDispatchAdoptedByNextLeader(t *testing.T) {
+	url, err := server.CreateDatabase(t.Context(), "dispatch_adopt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, url, "w")
+	tasks := []dag.Task{task(t, "a", dag.TypeShell, "sleep 1; echo done")}
+	first := newEnv(t, tasks, envOpts{storeURL: url, dispatch: true})
+	bf := first.submit(rangeReq("p.a", "2025-01-01", "2025-01-03"))
+	first.until("an attempt started on the worker", func() bool {
+		n := 0
+		for _, in := range first.instances(bf.ID) {
+			if in.State == store.InstanceRunning && in.PGID != 0 {
+				n++
+			}
+		}
+		return n == 1
+	})
+	first.stop()
+	next := newEnv(t, tasks, envOpts{storeURL: url, dispatch: true})
+	if got := next.wait(bf.ID); got.State != store.BatchSucceeded {
+		t.Fatalf("backfill %s (%s), want succeeded", got.State, got.Error)
+	}
+	for _, in := range next.instances(bf.ID) {
+		if in.Attempt != 1 || in.Host != "h-w" {
+			t.Errorf("instance %d: attempt %d on host %q, want attempt 1 on h-w (adopted, not run again)", in.ID, in.Attempt, in.Host)
+		}
+	}
+}
