@@ -23,7 +23,7 @@ const (
 
 // fencedDestinations are the destination types that refuse a commit from a
 // stream's former owner (docs/cluster.md): any node may run such a stream.
-var fencedDestinations = map[string]bool{TypePostgres: true}
+var fencedDestinations = map[string]bool{TypePostgres: true, "kafka": true} // kafka: internal/sink/kafka, which imports this package
 
 // cluster checks the cluster section and the streams' pins.
 func (v *Checker) cluster(c *Config) {

@@ -68,8 +68,10 @@ func TestClusterSection(t *testing.T) {
 			wantProblems(t, err, tc.want...)
 		})
 	}
-	// A pinned local destination is fine.
+	// A pinned local destination is fine, and Kafka fences a former owner
+	// itself: any node may run its stream.
 	mustParse(t, clusterYAML(1, "cluster: {node: a}", "sqlite", "path: replica.db", "    node: b"), nil)
+	mustParse(t, clusterYAML(1, "cluster: {node: a}", "kafka", `brokers: ["127.0.0.1:9092"]`, ""), nil)
 }
 
 // TestFingerprint: nodes of one cluster compare fingerprints; what differs

@@ -288,3 +288,42 @@ func TestKafkaReadRange(t *testing.T) {
 		}
 	})
 }
+
+// TestKafkaFence: a cluster's new owner of a stream fences the old one
+// through Kafka's producer epoch of the stream's transactional id: the
+// old owner's next batch commits nothing and says ErrFenced, it starts no
+// producer that would fence the new owner in turn, and the new owner goes
+// on from the checkpoint.
+func TestKafkaFence(t *testing.T) {
+	ctx := t.Context()
+	d := destination("fence")
+	old := open(t, d)
+	if err := old.Fence(ctx, "fence", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Apply(ctx, &sink.Batch{Stream: "fence", Position: 100, Ops: inserts(0, 100, "one")}); err != nil {
+		t.Fatal(err)
+	}
+	next := open(t, d)
+	if err := next.Fence(ctx, "fence", 2); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := next.Checkpoint(ctx, "fence"); err != nil || c.Position != 100 {
+		t.Fatalf("the new owner's checkpoint: %+v %v, want position 100", c, err)
+	}
+	for i := range 2 {
+		err := old.Apply(ctx, &sink.Batch{Stream: "fence", Position: 150, Ops: inserts(100, 200, "stale")})
+		if !errors.Is(err, sink.ErrFenced) {
+			t.Fatalf("the old owner's batch %d after the takeover: %v, want ErrFenced", i+1, err)
+		}
+	}
+	if err := next.Apply(ctx, &sink.Batch{Stream: "fence", Position: 150, Ops: inserts(100, 150, "new")}); err != nil {
+		t.Fatalf("the new owner, after the old one tried again: %v", err)
+	}
+	if committed, pending := records(t, d, "fence"); committed != 150 || pending != 0 {
+		t.Errorf("%d committed records, %d pending; want the old owner's first 100 and the new owner's 50", committed, pending)
+	}
+	if err := old.Fence(ctx, "fence", 3); err != nil {
+		t.Errorf("fenced again (a later term on the old node): %v", err)
+	}
+}

@@ -11,7 +11,10 @@ import (
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
-var _ sink.ReplayReader = (*Sink)(nil)
+var (
+	_ sink.ReplayReader = (*Sink)(nil)
+	_ sink.Fencer       = (*Sink)(nil)
+)
 
 // catchUp brings a table's replay up to the topic's last stable offsets
 // (reads of the embedded sink.Replays: ReadRange and ReadKeys apply,

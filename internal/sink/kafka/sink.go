@@ -56,6 +56,11 @@ type Sink struct {
 	beforeCommit func() error
 	// Replays reads tables back by replaying their topics (reader.go).
 	sink.Replays[map[int32]int64]
+	// fenced holds the streams this sink was made the producer of by
+	// Fence (a cluster node's term); true once another producer of the
+	// stream fenced it off, after which it starts no producer of its own
+	// (that would fence the new owner in turn) until Fence is called again.
+	fenced map[string]bool
 }
 
 type streamState struct {
@@ -175,6 +180,9 @@ func (s *Sink) state(ctx context.Context, stream string) (*streamState, error) {
 	if st, ok := s.streams[stream]; ok {
 		return st, nil
 	}
+	if s.fenced[stream] {
+		return nil, fmt.Errorf("kafka destination: stream %s: %w", stream, sink.ErrFenced)
+	}
 	opts := append(append([]kgo.Opt{}, s.conn...),
 		kgo.TransactionalID(s.cfg.CheckpointTopic+"."+stream),
 		kgo.TransactionTimeout(time.Minute),
@@ -197,6 +205,32 @@ func (s *Sink) state(ctx context.Context, stream string) (*streamState, error) {
 	st := &streamState{cl: cl, ckpt: c}
 	s.streams[stream] = st
 	return st, nil
+}
+
+// Fence makes this sink the stream's producer for a cluster node's term
+// (docs/cluster.md). Starting a transactional producer under the
+// stream's transactional id bumps the id's producer epoch: Kafka aborts a
+// former owner's open transaction and refuses its later commits
+// (ProducerFenced), and the checkpoint is read after that. epoch is the
+// node's lease epoch; Kafka's own producer epoch does the fencing.
+func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drop(stream)
+	if s.fenced == nil {
+		s.fenced = map[string]bool{}
+	}
+	s.fenced[stream] = false
+	if _, err := s.state(ctx, stream); err != nil {
+		return fmt.Errorf("fence stream %s at epoch %d: %w", stream, epoch, err)
+	}
+	return nil
+}
+
+// producerFenced reports whether err says a newer producer of the same
+// transactional id took over.
+func producerFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 }
 
 // drop forgets a stream's producer after a failed transaction: the next
@@ -243,6 +277,10 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 	recs = append(recs, ck)
 	if err := s.transact(ctx, st, recs); err != nil {
 		s.drop(b.Stream)
+		if _, term := s.fenced[b.Stream]; term && producerFenced(err) {
+			s.fenced[b.Stream] = true
+			return fmt.Errorf("kafka destination: stream %s: another producer of the stream took over (%w): %w", b.Stream, err, sink.ErrFenced)
+		}
 		return err
 	}
 	st.ckpt = next
