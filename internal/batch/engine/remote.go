@@ -164,7 +164,9 @@ func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, n
 		return res, false, err
 	}
 	err = fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)
-	data, jerr := json.Marshal(remote.Result{Err: err.Error(), ExitCode: -1, Node: a.Node})
+	// Interrupted, so that a next leader reading it (this one may die
+	// before it records the end) runs it again too.
+	data, jerr := json.Marshal(remote.Result{Err: err.Error(), ExitCode: -1, Node: a.Node, Interrupted: true})
 	if jerr != nil {
 		return res, false, jerr
 	}
