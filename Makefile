@@ -14,8 +14,9 @@ test:
 # backfill into each destination type (postgres, files, NATS, Kafka against
 # kfake); the batch engine's planning and dispatch of 730,000 instances; the
 # console's Objects tab with 1,000 objects in Chromium (the browser harness is
-# the API tests', so that benchmark lives in internal/api); a cluster's
-# failover time over 10 SIGKILLs (docs/cluster.md).
+# the API tests', so that benchmark lives in internal/api); no-op dispatch
+# through a cluster's queue with one and three nodes against a lone engine;
+# a cluster's failover time over 10 SIGKILLs (docs/cluster.md).
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
