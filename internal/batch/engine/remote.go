@@ -15,9 +15,8 @@ import (
 
 // In a cluster (Options.Dispatch) the engine runs nothing itself (an
 // attempt that cannot run fails in place): it queues each attempt it
-// claims in the store, in the same
-// transaction as the claim, and the worker of any node with a free slot
-// runs it (internal/batch/remote). The engine still decides everything —
+// claims in the store, in the same transaction as the claim, and the
+// worker of any node with a free slot runs it (internal/batch/remote). The engine still decides everything —
 // resource groups, concurrency groups and one run per task cycle hold
 // across nodes because one loop gates them — and learns of ends from the
 // queue: written results, or attempts whose node lost its worker lease.
