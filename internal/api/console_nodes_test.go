@@ -11,8 +11,9 @@ import (
 )
 
 // TestConsoleNodes: in a cluster the console's Nodes page lists every node
-// with its state and what it runs — the stream and the batch engine here,
-// linked to their pages — beside a second live node and one gone.
+// with its state and what it runs — the stream, the batch engine and its
+// task worker here, linked to their pages — beside a second live node and
+// one gone.
 func TestConsoleNodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{cluster: "n1", setup: `CREATE TABLE t (id int PRIMARY KEY)`,
@@ -35,6 +36,7 @@ func TestConsoleNodes(t *testing.T) {
 	b.waitJS(`!document.querySelector('[data-nav="nodes"]').hidden`)
 	b.waitJS(`!!document.querySelector('tr[data-node="n1"][data-live="true"] a[data-lease="stream:` + e.name + `"][href="#/streams/` + e.name + `"]')`)
 	b.waitJS(`!!document.querySelector('tr[data-node="n1"] a[data-lease="batch"][href="#/batch"]')`)
+	b.waitJS(`document.querySelector('tr[data-node="n1"] a[data-lease="worker:n1"]')?.textContent === "task worker"`)
 	b.waitJS(`!!document.querySelector('tr[data-node="n2"][data-live="true"]') && !!document.querySelector('tr[data-node="n3"][data-live="false"] [data-status="gone"]')`)
 	if got := textOf(b, `tr[data-node="n1"] td`); got != "n1 (this)" {
 		t.Errorf("first cell of n1 = %q, want %q", got, "n1 (this)")

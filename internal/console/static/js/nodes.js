@@ -1,5 +1,5 @@
 // The nodes of a cluster (docs/cluster.md): each node's host, heartbeat and
-// what it runs — streams and the batch engine's lead — with each lease's
+// what it runs — streams, the batch engine's lead, its task worker — with each lease's
 // epoch. The page looks again every 2 s: heartbeats have no events.
 import { api } from "./api.js";
 import { ago, badge, errorBox, h, page, replace, table } from "./ui.js";
@@ -11,9 +11,14 @@ export async function nodesPage(main, _params, ctx) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   content.append(body);
 
-  const work = (l) => l.name === "batch"
-    ? h("a", { href: "#/batch", title: `epoch ${l.epoch} since ${l.acquired_at}`, dataset: { lease: l.name } }, "batch engine")
-    : h("a", { href: "#/streams/" + enc(l.name.replace(/^stream:/, "")), title: `epoch ${l.epoch} since ${l.acquired_at}`, dataset: { lease: l.name } }, l.name.replace(/^stream:/, ""));
+  // A lease is the batch engine's lead, a node's task worker ("worker:"
+  // and its name: it runs the attempts the leader queues) or a stream.
+  const work = (l) => {
+    const attrs = (href) => ({ href, title: `epoch ${l.epoch} since ${l.acquired_at}`, dataset: { lease: l.name } });
+    if (l.name === "batch") return h("a", attrs("#/batch"), "batch engine");
+    if (l.name.startsWith("worker:")) return h("a", attrs("#/batch"), "task worker");
+    return h("a", attrs("#/streams/" + enc(l.name.replace(/^stream:/, ""))), l.name.replace(/^stream:/, ""));
+  };
 
   let runs = {};
   let self = "";
