@@ -309,20 +309,50 @@ func (s *Store) StopBatchAttempt(ctx context.Context, id int64, attempt int, res
 }
 
 // MarkAttemptLost writes result as the end of an attempt whose node lost
-// its worker lease, unless that node wrote one meanwhile (the row lock
-// orders the two writes): lost is false then, and the node's end stands.
-func (s *Store) MarkAttemptLost(ctx context.Context, a DispatchedAttempt, result string) (lost bool, err error) {
+// the worker lease workerLease, in one transaction that first revokes the
+// lease's epoch if it is still past its expiry by the server's clock: a
+// heartbeat that began before the expiry can otherwise still renew it,
+// and the node would run on under that epoch. lost is false when the
+// lease was renewed in time, or when the node wrote an end meanwhile (the
+// row lock orders the two writes): the node's end then stands. at is
+// where the attempt's processes run, as recorded by then.
+func (s *Store) MarkAttemptLost(ctx context.Context, a DispatchedAttempt, workerLease, result string) (lost bool, at DispatchedAttempt, err error) {
 	err = s.batchWriteTx(ctx, false, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE "batch_dispatch" SET "result" = $1
+		lost, at = false, a
+		res, err := tx.ExecContext(ctx, `UPDATE "leases" SET "epoch" = "epoch" + 1, "expires_at" = LEAST("expires_at", clock_timestamp())
+			WHERE "name" = $1 AND "node" = $2 AND "epoch" = $3 AND "expires_at" <= clock_timestamp()`, workerLease, a.Node, a.Epoch)
+		if oneRow(res, err, a.InstanceID) != nil {
+			if err != nil {
+				return err
+			}
+			var renewed bool
+			err := tx.QueryRowContext(ctx, `SELECT "node" = $2 AND "epoch" = $3 AND "expires_at" > clock_timestamp() FROM "leases" WHERE "name" = $1`,
+				workerLease, a.Node, a.Epoch).Scan(&renewed)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if renewed {
+				return nil // the node holds it still: not lost
+			}
+		}
+		res, err = tx.ExecContext(ctx, `UPDATE "batch_dispatch" SET "result" = $1
 			WHERE "instance_id" = $2 AND "attempt" = $3 AND "node" = $4 AND "epoch" = $5 AND "result" IS NULL`,
 			result, a.InstanceID, a.Attempt, a.Node, a.Epoch)
-		lost = oneRow(res, err, a.InstanceID) == nil
-		return err
+		if oneRow(res, err, a.InstanceID) != nil {
+			return err
+		}
+		var ps int64
+		if err := tx.QueryRowContext(ctx, `SELECT "host", "pid", "pgid", "proc_start" FROM "batch_instances" WHERE "id" = $1`, a.InstanceID).
+			Scan(&at.Host, &at.PID, &at.PGID, &ps); err != nil {
+			return err
+		}
+		at.ProcStart, lost = uint64(ps), true
+		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark instance %d attempt %d lost: %w", a.InstanceID, a.Attempt, err)
+		return false, a, fmt.Errorf("mark instance %d attempt %d lost: %w", a.InstanceID, a.Attempt, err)
 	}
-	return lost, nil
+	return lost, at, nil
 }
 
 // ListBatchDispatch reads the queue: every entry, or (outOnly) those that

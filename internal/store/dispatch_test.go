@@ -189,16 +189,21 @@ func TestBatchDispatch(t *testing.T) {
 	if want := n - len(ofB); len(left) != want {
 		t.Errorf("%d queue entries left, want %d", len(left), want)
 	}
-	// A lost attempt is marked once; an end its node wrote first stands.
+	// A lost attempt is marked once; an attempt of a node whose lease is
+	// live is not lost.
 	for _, a := range left {
-		if a.Node == "a" {
-			if lost, err := s.MarkAttemptLost(ctx, a, `{"error":"lost"}`); err != nil || !lost {
+		switch a.Node {
+		case "a":
+			if lost, _, err := s.MarkAttemptLost(ctx, a, "worker:a", `{"error":"lost"}`); err != nil || !lost {
 				t.Errorf("mark a's attempt lost: %v, %v", lost, err)
 			}
-			if lost, err := s.MarkAttemptLost(ctx, a, `{"error":"lost"}`); err != nil || lost {
+			if lost, _, err := s.MarkAttemptLost(ctx, a, "worker:a", `{"error":"lost"}`); err != nil || lost {
 				t.Errorf("mark it lost again: %v, %v; want false", lost, err)
 			}
-			break
+		case "c":
+			if lost, _, err := s.MarkAttemptLost(ctx, a, "worker:c", `{"error":"lost"}`); err != nil || lost {
+				t.Errorf("mark an attempt of a node holding its lease lost: %v, %v; want false", lost, err)
+			}
 		}
 	}
 }

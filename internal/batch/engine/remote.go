@@ -114,10 +114,12 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 		if n == nil || n.run == nil || !n.run.remote || n.run.delivered || n.attempt != a.Attempt {
 			continue // already taken in, or of an earlier attempt
 		}
-		n.run.host = a.Host
-		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = a.PID, a.PGID, a.ProcStart
+		if !n.run.lostMarked {
+			n.run.host = a.Host
+			n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = a.PID, a.PGID, a.ProcStart
+		}
 		end := ending{n: n, attempt: a.Attempt}
-		if a.Result != "" {
+		if a.Result != "" && !n.run.lostMarked {
 			r, err := remote.DecodeResult(a.Result)
 			if err != nil {
 				r = remote.Result{Err: err.Error(), ExitCode: -1}
@@ -143,38 +145,44 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 	return ends
 }
 
-// lost takes in an attempt whose node lost its worker lease. Its
-// processes are ended when they ran on this host; elsewhere they are its
-// node's to end (docs/cluster.md), so the attempt — and its task cycle —
+// lost takes in an attempt whose node lost its worker lease. It is marked
+// lost first (which also revokes the lease's epoch, so that the node can
+// neither start nor end it any more), then what it left running is ended:
+// its processes when they ran on this host — elsewhere they are its
+// node's to end (docs/cluster.md), so the attempt, and its task cycle,
 // is held until the runner's grace period has passed since the loss was
-// seen. ready is false until then, or when the node wrote an end after
-// all (the next read of the queue takes that in).
+// seen. ready is false until then, or when the node wrote an end or
+// renewed its lease after all (the next read of the queue takes that in).
 func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, now time.Time) (res runner.Result, ready bool, err error) {
-	if elsewhere := n.run.host != e.host; elsewhere { // "" too: it may have run anywhere
-		if n.run.lostAt.IsZero() {
-			n.run.lostAt = now
+	if !n.run.lostMarked {
+		if elsewhere := n.run.host != e.host; elsewhere { // "" too: it may have run anywhere
+			if n.run.lostAt.IsZero() {
+				n.run.lostAt = now
+			}
+			if now.Before(n.run.lostAt.Add(runner.GracePeriod + time.Second)) {
+				return res, false, nil
+			}
 		}
-		if now.Before(n.run.lostAt.Add(runner.GracePeriod + time.Second)) {
-			return res, false, nil
+		// Interrupted, so that a next leader reading the mark (this one may
+		// die before it records the end) runs it again too.
+		data, err := json.Marshal(remote.Result{Err: errNodeLost.Error(), ExitCode: -1, Node: a.Node, Interrupted: true})
+		if err != nil {
+			return res, false, err
 		}
+		marked, at, err := e.st.MarkAttemptLost(ctx, a, remote.WorkerLeasePrefix+a.Node, string(data))
+		if err != nil || !marked {
+			return res, false, err
+		}
+		n.run.lostMarked = true
+		n.run.host = at.Host
+		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = at.PID, at.PGID, at.ProcStart
 	}
 	msg, _, err := e.endLeftovers(ctx, n)
 	if err != nil {
 		return res, false, err
 	}
-	err = fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)
-	// Interrupted, so that a next leader reading it (this one may die
-	// before it records the end) runs it again too.
-	data, jerr := json.Marshal(remote.Result{Err: err.Error(), ExitCode: -1, Node: a.Node, Interrupted: true})
-	if jerr != nil {
-		return res, false, jerr
-	}
-	marked, merr := e.st.MarkAttemptLost(ctx, a, string(data))
-	if merr != nil || !marked {
-		return res, false, merr
-	}
 	n.nextTry = time.Time{}
-	return runner.Result{ExitCode: -1, Err: err}, true, nil
+	return runner.Result{ExitCode: -1, Err: fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)}, true, nil
 }
 
 // adoptRunning takes the attempts a previous leader queued back into

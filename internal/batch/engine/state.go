@@ -60,6 +60,7 @@ type running struct {
 	// delivered: its end was taken in from the queue.
 	remote, delivered bool
 	lostAt            time.Time // when its node was first seen to have lost it
+	lostMarked        bool      // marked lost in the queue; its leftovers are ended next
 }
 
 // end is the business time of the last cycle n covers: its own, except
