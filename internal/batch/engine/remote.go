@@ -156,9 +156,12 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, now time.Time) (res runner.Result, ready bool, err error) {
 	if !n.run.lostMarked {
 		if elsewhere := n.run.host != e.host; elsewhere { // "" too: it may have run anywhere
-			if n.run.lostAt.IsZero() {
+			// The queue is read every second: a gap means the node held
+			// its lease again meanwhile, and the wait starts over.
+			if n.run.lostSeen.IsZero() || now.Sub(n.run.lostSeen) > 3*time.Second {
 				n.run.lostAt = now
 			}
+			n.run.lostSeen = now
 			if now.Before(n.run.lostAt.Add(runner.GracePeriod + time.Second)) {
 				return res, false, nil
 			}

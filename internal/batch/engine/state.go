@@ -59,7 +59,7 @@ type running struct {
 	// remote: a node of the cluster runs it (Options.Dispatch);
 	// delivered: its end was taken in from the queue.
 	remote, delivered bool
-	lostAt            time.Time // when its node was first seen to have lost it
+	lostAt, lostSeen  time.Time // when its node was first, and last, seen to have lost it
 	lostMarked        bool      // marked lost in the queue; its leftovers are ended next
 }
 
