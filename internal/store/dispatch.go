@@ -157,12 +157,15 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 }
 
 // StartBatchAttempt records where a taken attempt's processes run, before
-// anything else happens, so that whoever recovers it can end them.
+// anything else happens, so that whoever recovers it can end them. An
+// attempt already ended in the queue (stopped, or marked lost) is refused:
+// its processes are then ended at once.
 func (s *Store) StartBatchAttempt(ctx context.Context, f WorkerFence, id int64, attempt int, host string, pid, pgid int, procStart uint64) error {
 	err := s.workerTx(ctx, f, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE "batch_instances" SET "host" = $1, "pid" = $2, "pgid" = $3, "proc_start" = $4
 			WHERE "id" = $5 AND "attempt" = $6 AND "state" = 'running'
-			AND EXISTS (SELECT 1 FROM "batch_dispatch" WHERE "instance_id" = $5 AND "attempt" = $6 AND "node" = $7 AND "epoch" = $8)`,
+			AND EXISTS (SELECT 1 FROM "batch_dispatch" WHERE "instance_id" = $5 AND "attempt" = $6 AND "node" = $7 AND "epoch" = $8
+				AND "result" IS NULL)`,
 			host, pid, pgid, int64(procStart), id, attempt, f.Node, f.Epoch)
 		return oneRow(res, err, id)
 	})
