@@ -33,7 +33,6 @@ func TestMySQLBackfillWhileWriting(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	for i, dest := range []string{"sqlite", "postgres"} {
 		t.Run(dest, func(t *testing.T) {
-			t.Parallel() // the two destinations share the MariaDB server, not a database
 			db := fmt.Sprintf("shop%d", i)
 			dsn, err := srv.CreateDatabase(ctx, db)
 			if err != nil {

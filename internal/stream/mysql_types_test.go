@@ -31,7 +31,6 @@ func TestMySQLTypesEndToEnd(t *testing.T) {
 	genRows := []string{"INSERT INTO gen (id, a) VALUES (1, 2147483647), (2, -5), (3, NULL)"}
 	for i, dest := range []string{"postgres", "sqlite"} {
 		t.Run(dest, func(t *testing.T) {
-			t.Parallel() // the two destinations share the MariaDB server, not a database
 			db := fmt.Sprintf("types%d", i)
 			dsn, err := srv.CreateDatabase(ctx, db)
 			if err != nil {
