@@ -298,7 +298,11 @@ func TestMySQLFailingChangesStreaming(t *testing.T) {
 			exec("CREATE TABLE fresh (id INT PRIMARY KEY, v VARCHAR(10))",
 				"INSERT INTO fresh SELECT seq, CONCAT('v', seq) FROM seq_1_to_50")
 			for _, n := range []string{"new_t", "fresh"} {
-				e.waitFor(n+" found", func() bool { return e.s.lookup(id(n)) != nil })
+				// Known to the stream, and recorded: the record follows the lookup.
+				e.waitFor(n+" found", func() bool {
+					_, err := e.st.GetObject(e.ctx, e.cfg.Name, db, n)
+					return e.s.lookup(id(n)) != nil && err == nil
+				})
 				e.waitLoadedID(id(n))
 			}
 			exec("UPDATE new_t SET v = 'later' WHERE id = 1", "DELETE FROM new_t WHERE id = 2",
