@@ -235,7 +235,11 @@ func TestMySQLFailingChangesDuringBackfill(t *testing.T) {
 					e.assertConvergedMySQL(tID)
 				case "rename table":
 					t2 := change.TableID{Schema: db, Name: "t2"}
-					e.waitFor("t2 found", func() bool { return e.s.lookup(t2) != nil })
+					// Known to the stream, and recorded: the record follows the lookup.
+					e.waitFor("t2 found", func() bool {
+						_, err := e.st.GetObject(e.ctx, e.cfg.Name, db, "t2")
+						return e.s.lookup(t2) != nil && err == nil
+					})
 					e.initiateLoaded(t2)
 					exec("UPDATE t2 SET keep = -1 WHERE id = 2", "DELETE FROM t2 WHERE id = 3")
 					e.assertConvergedMySQL(t2)
