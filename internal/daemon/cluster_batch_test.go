@@ -63,12 +63,7 @@ tasks:
 		t.Logf("kill %d: node %s SIGKILLed while it ran attempts", kill, victim)
 		c.nodes[victim].start()
 	}
-	var rec store.BatchBackfill
-	c.waitFor("backfill to end", func() bool {
-		var err error
-		rec, err = c.st.GetBatchBackfill(c.ctx, id)
-		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
-	})
+	rec := c.batchEnded(id)
 	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 300 {
 		t.Fatalf("backfill = %s %v (%s), want 300 succeeded instances", rec.State, rec.States, rec.Error)
 	}
@@ -167,4 +162,16 @@ func journaledCommand(dir, journal string) string {
 		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
 		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.05; fi; `+
 		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
+}
+
+// batchEnded waits until batch backfill id has ended and returns it.
+func (c *clusterEnv) batchEnded(id int64) store.BatchBackfill {
+	c.t.Helper()
+	var rec store.BatchBackfill
+	c.waitFor("the batch backfill to end", func() bool {
+		var err error
+		rec, err = c.st.GetBatchBackfill(c.ctx, id)
+		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
+	})
+	return rec
 }

@@ -381,12 +381,7 @@ tasks:
 		c.nodes[leader].start() // back as a follower
 		leader = next
 	}
-	var rec store.BatchBackfill
-	c.waitFor("backfill to end", func() bool {
-		var err error
-		rec, err = c.st.GetBatchBackfill(c.ctx, id)
-		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
-	})
+	rec := c.batchEnded(id)
 	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 60 {
 		t.Fatalf("backfill = %s %v (%s), want 60 succeeded instances", rec.State, rec.States, rec.Error)
 	}

@@ -68,12 +68,7 @@ tasks:
 	}
 	c.revive()
 	c.finish(writes)
-	var rec store.BatchBackfill
-	c.waitFor("batch backfill to end", func() bool {
-		var err error
-		rec, err = c.st.GetBatchBackfill(c.ctx, id)
-		return err == nil && rec.State != store.BatchRunning && rec.State != store.BatchWaiting
-	})
+	rec := c.batchEnded(id)
 	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 240 {
 		t.Fatalf("batch backfill = %s %v (%s), want 240 succeeded instances", rec.State, rec.States, rec.Error)
 	}
