@@ -23,7 +23,9 @@ const (
 
 // fencedDestinations are the destination types that refuse a commit from a
 // stream's former owner (docs/cluster.md): any node may run such a stream.
-var fencedDestinations = map[string]bool{TypePostgres: true, "kafka": true} // kafka: internal/sink/kafka, which imports this package
+// The others write to one machine's disk (SQLite, files). Kafka and NATS
+// are named, not imported: their packages import this one.
+var fencedDestinations = map[string]bool{TypePostgres: true, "kafka": true, "nats": true}
 
 // cluster checks the cluster section and the streams' pins.
 func (v *Checker) cluster(c *Config) {
@@ -59,7 +61,7 @@ func (v *Checker) cluster(c *Config) {
 		case s.Node != "" && !nodeNameRE.MatchString(s.Node):
 			v.add(p, "%q is not a valid node name: use 1 to 48 lower-case letters, digits, '-' and '_', starting with a letter", shown(s.Node))
 		case s.Node == "" && !fencedDestinations[s.Destination.Type]:
-			v.add(p, "missing: a %s destination cannot yet refuse the writes of a node that lost the stream, so the stream must stay on one node: pin it with node: <name> (docs/cluster.md)", shown(s.Destination.Type))
+			v.add(p, "missing: a %s destination is on one machine's disk, so the stream must stay on the node that has it: pin it with node: <name> (docs/cluster.md)", shown(s.Destination.Type))
 		}
 	}
 }

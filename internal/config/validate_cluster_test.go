@@ -57,7 +57,7 @@ func TestClusterSection(t *testing.T) {
 		{"advertise an unspecified address", clusterYAML(1, `cluster: {node: a, advertise: "http://0.0.0.0:7420"}`, "postgres", pg, ""),
 			[]Problem{{"cluster.advertise", `"http://0.0.0.0:7420" names no host other nodes can reach (api.listen listens on every address, which is not one to dial): set cluster.advertise to this node's address, e.g. http://10.0.0.5:7420`}}},
 		{"local destination unpinned", clusterYAML(1, "cluster: {node: a}", "sqlite", "path: replica.db", ""),
-			[]Problem{{"streams[0].node", `missing: a sqlite destination cannot yet refuse the writes of a node that lost the stream, so the stream must stay on one node: pin it with node: <name> (docs/cluster.md)`}}},
+			[]Problem{{"streams[0].node", `missing: a sqlite destination is on one machine's disk, so the stream must stay on the node that has it: pin it with node: <name> (docs/cluster.md)`}}},
 		{"pin without a cluster", clusterYAML(1, "", "sqlite", "path: replica.db", "    node: a"),
 			[]Problem{{"streams[0].node", `pins the stream to node "a", but there is no cluster section: remove it, or add cluster: {node: …} to run several nodes`}}},
 		{"bad pin", clusterYAML(1, "cluster: {node: a}", "sqlite", "path: replica.db", "    node: A!"),
@@ -68,10 +68,11 @@ func TestClusterSection(t *testing.T) {
 			wantProblems(t, err, tc.want...)
 		})
 	}
-	// A pinned local destination is fine, and Kafka fences a former owner
-	// itself: any node may run its stream.
+	// A pinned local destination is fine, and Kafka and NATS fence a former
+	// owner themselves: any node may run their streams.
 	mustParse(t, clusterYAML(1, "cluster: {node: a}", "sqlite", "path: replica.db", "    node: b"), nil)
 	mustParse(t, clusterYAML(1, "cluster: {node: a}", "kafka", `brokers: ["127.0.0.1:9092"]`, ""), nil)
+	mustParse(t, clusterYAML(1, "cluster: {node: a}", "nats", `url: "nats://127.0.0.1:4222"`, ""), nil)
 }
 
 // TestFingerprint: nodes of one cluster compare fingerprints; what differs

@@ -18,8 +18,10 @@ import (
 // checkpoint is a stream's value in the checkpoint bucket: the source
 // position and cursors of the last batch the server acknowledged, and the
 // stream sequence of its last message. Messages of the stream's subjects
-// after that sequence belong to a batch that did not finish (tail).
+// after that sequence belong to a batch that did not finish (tail). Epoch
+// is the term of the cluster node that fenced the stream last (fence.go).
 type checkpoint struct {
+	Epoch     int64               `json:"epoch,omitempty"`
 	Position  uint64              `json:"position"`
 	Resume    string              `json:"resume,omitempty"`
 	StreamSeq uint64              `json:"stream_seq"`
@@ -31,10 +33,11 @@ func (c checkpoint) sink() (sink.Checkpoint, error) {
 	return out, out.AddCursorRecords(c.Cursors)
 }
 
-// fromSink is the checkpoint holding cp, its last message at seq.
-func fromSink(cp sink.Checkpoint, seq uint64) (checkpoint, error) {
+// fromSink is the checkpoint holding cp, its last message at seq, of the
+// term at epoch.
+func fromSink(cp sink.Checkpoint, seq uint64, epoch int64) (checkpoint, error) {
 	cursors, err := cp.CursorRecords()
-	return checkpoint{Position: uint64(cp.Position), Resume: cp.Resume, StreamSeq: seq, Cursors: cursors}, err
+	return checkpoint{Epoch: epoch, Position: uint64(cp.Position), Resume: cp.Resume, StreamSeq: seq, Cursors: cursors}, err
 }
 
 // readCheckpoint reads a stream's checkpoint and its revision; found is

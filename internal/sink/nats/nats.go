@@ -49,6 +49,9 @@ type Sink struct {
 	// crash would. beforeCheckpoint runs once a batch is acknowledged.
 	afterPublish     func(n int) error
 	beforeCheckpoint func() error
+	// epochs are the terms the streams were fenced at (fence.go); a
+	// stream not in it is not fenced.
+	epochs map[string]int64
 	// Replays reads tables back by replaying their subjects (reader.go).
 	sink.Replays[uint64]
 }
@@ -59,6 +62,25 @@ type streamState struct {
 	ckpt checkpoint
 	rev  uint64
 	tail *tail
+	// last is the JetStream stream's last sequence as this sink knows it:
+	// a fenced sink's next message expects it.
+	last uint64
+	// When fenced, the sink's messages also expect the stream's last
+	// message to be the one before them by message id (lastID at first),
+	// and their ids hold the term's epoch: a message of a former owner
+	// then never follows one of the new owner's.
+	fenced bool
+	epoch  int64
+	lastID string
+}
+
+// msgID is the message id of an event of the stream (msgID), of the term
+// when fenced.
+func (st *streamState) msgID(subject, kind string, key []byte, nums ...uint64) string {
+	if st.fenced {
+		nums = append(nums, uint64(st.epoch))
+	}
+	return msgID(subject, kind, key, nums...)
 }
 
 // Open connects to the destination's server.
@@ -182,16 +204,22 @@ func (s *Sink) state(ctx context.Context, stream string) (*streamState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The last sequence is read before the checkpoint: a fence message
+	// published after it comes after an epoch recorded after it, which
+	// the checkpoint read then shows (fence.go).
+	info, err := str.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("nats destination: stream %s: %w", n.stream, err)
+	}
 	c, rev, found, err := readCheckpoint(ctx, kv, n.key)
 	if err != nil {
 		return nil, fmt.Errorf("nats destination: %w", err)
 	}
+	if err := s.checkEpoch(stream, c); err != nil {
+		return nil, err
+	}
 	if !found {
 		// Messages already there are not this stream's to resume from.
-		info, err := str.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("nats destination: stream %s: %w", n.stream, err)
-		}
 		c = checkpoint{StreamSeq: info.State.LastSeq}
 		b, _ := json.Marshal(c)
 		if rev, err = kv.Create(ctx, n.key, b); err != nil {
@@ -202,7 +230,17 @@ func (s *Sink) state(ctx context.Context, stream string) (*streamState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats destination: %w", err)
 	}
-	st := &streamState{names: n, str: str, ckpt: c, rev: rev, tail: t}
+	st := &streamState{names: n, str: str, ckpt: c, rev: rev, tail: t, last: info.State.LastSeq}
+	st.epoch, st.fenced = s.epochs[stream]
+	if st.fenced && st.last > 0 {
+		m, err := str.GetMsg(ctx, st.last)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, fmt.Errorf("nats destination: stream %s: read message %d: %w", n.stream, st.last, err)
+		}
+		if err == nil {
+			st.lastID = m.Header.Get(natsio.MsgIdHdr)
+		}
+	}
 	s.streams[stream] = st
 	return st, nil
 }
@@ -274,7 +312,7 @@ func (s *Sink) apply(ctx context.Context, st *streamState, b *sink.Batch) error 
 	}
 	seq, err := s.publish(ctx, st, msgs)
 	if err != nil {
-		return err
+		return s.refused(ctx, st, b.Stream, err)
 	}
 	if s.beforeCheckpoint != nil {
 		if err := s.beforeCheckpoint(); err != nil {
@@ -285,7 +323,7 @@ func (s *Sink) apply(ctx context.Context, st *streamState, b *sink.Batch) error 
 	if err != nil {
 		return err
 	}
-	next, err := fromSink(prev.Advanced(b), max(seq, st.ckpt.StreamSeq))
+	next, err := fromSink(prev.Advanced(b), max(seq, st.ckpt.StreamSeq), st.ckpt.Epoch)
 	if err != nil {
 		return err
 	}
@@ -295,14 +333,18 @@ func (s *Sink) apply(ctx context.Context, st *streamState, b *sink.Batch) error 
 	}
 	rev, err := s.kv.Update(ctx, st.key, v, st.rev)
 	if err != nil {
-		return fmt.Errorf("nats destination: write checkpoint %s (another process may write this stream): %w", st.key, err)
+		return s.refused(ctx, st, b.Stream, fmt.Errorf("nats destination: write checkpoint %s (another process may write this stream): %w", st.key, err))
 	}
 	st.ckpt, st.rev, st.tail = next, rev, nil
+	if len(msgs) > 0 {
+		st.last, st.lastID = seq, msgs[len(msgs)-1].Header.Get(natsio.MsgIdHdr)
+	}
 	return nil
 }
 
 // publish sends the messages in order, at most publishWindow awaiting
-// acknowledgement, and returns the stream sequence of the last.
+// acknowledgement, and returns the stream sequence of the last. A fenced
+// sink's messages each expect the one before to be the stream's last.
 func (s *Sink) publish(ctx context.Context, st *streamState, msgs []*natsio.Msg) (uint64, error) {
 	var last uint64
 	pending := make([]jetstream.PubAckFuture, 0, publishWindow)
@@ -321,7 +363,15 @@ func (s *Sink) publish(ctx context.Context, st *streamState, msgs []*natsio.Msg)
 		return nil
 	}
 	for i, m := range msgs {
-		f, err := s.js.PublishMsgAsync(m, jetstream.WithExpectStream(st.stream))
+		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(st.stream)}
+		if st.fenced {
+			prev := st.lastID
+			if i > 0 {
+				prev = msgs[i-1].Header.Get(natsio.MsgIdHdr)
+			}
+			opts = append(opts, jetstream.WithExpectLastSequence(st.last+uint64(i)), jetstream.WithExpectLastMsgID(prev))
+		}
+		f, err := s.js.PublishMsgAsync(m, opts...)
 		if err != nil {
 			return 0, errors.Join(fmt.Errorf("nats destination: publish to %s: %w", m.Subject, err), wait())
 		}
@@ -392,7 +442,7 @@ func (s *Sink) messages(st *streamState, b *sink.Batch) ([]*natsio.Msg, error) {
 				}
 				subj := st.subject(m.Table)
 				h := natsio.Header{hdrPosition: {num(pos)}, hdrIndex: {num(index)}}
-				msg, err := s.message(subj, m, h, msgID(subj, "change", m.Key, pos, index))
+				msg, err := s.message(subj, m, h, st.msgID(subj, "change", m.Key, pos, index))
 				if err != nil {
 					return nil, err
 				}
@@ -440,7 +490,7 @@ func (s *Sink) chunk(st *streamState, b *sink.Batch, c *sink.Chunk, at time.Time
 		}
 		h := headers()
 		h.Set(hdrRow, strconv.Itoa(i))
-		msg, err := s.message(subj, m, h, msgID(subj, "row", m.Key, uint64(c.BackfillID), uint64(start)))
+		msg, err := s.message(subj, m, h, st.msgID(subj, "row", m.Key, uint64(c.BackfillID), uint64(start)))
 		if err != nil {
 			return nil, err
 		}
@@ -456,7 +506,7 @@ func (s *Sink) chunk(st *streamState, b *sink.Batch, c *sink.Chunk, at time.Time
 	}
 	h := headers()
 	h.Set(hdrMark, "true")
-	msg, err := s.message(subj, mark, h, msgID(subj, "mark", nil, uint64(c.BackfillID), uint64(start)))
+	msg, err := s.message(subj, mark, h, st.msgID(subj, "mark", nil, uint64(c.BackfillID), uint64(start)))
 	if err != nil {
 		return nil, err
 	}

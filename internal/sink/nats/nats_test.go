@@ -376,3 +376,100 @@ func TestNatsReadRange(t *testing.T) {
 		}
 	})
 }
+
+// TestNatsFence: a new owner fences the stream; the old one's next
+// batches are refused (sink.ErrFenced), before and after it reads the
+// stream again; a takeover in the middle of a batch in flight lets none of
+// the batch's messages after the fence message in; an older epoch cannot
+// fence; a JetStream stream shared with other subjects cannot be fenced.
+func TestNatsFence(t *testing.T) {
+	ctx := context.Background()
+	d := dest()
+	const stream = "fence"
+	subj := namesOf(d, stream).subject(table.ID)
+	old := open(t, d, 0)
+	if err := old.Fence(ctx, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Apply(ctx, &sink.Batch{Stream: stream, Position: 1099, Ops: txns(0, 100, "one")}); err != nil {
+		t.Fatal(err)
+	}
+	next := open(t, d, 0)
+	if err := next.Fence(ctx, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := next.Checkpoint(ctx, stream); err != nil || c.Position != 1099 {
+		t.Fatalf("the new owner's checkpoint: %+v %v, want position 1099", c, err)
+	}
+	for i := range 2 {
+		err := old.Apply(ctx, &sink.Batch{Stream: stream, Position: 1199, Ops: txns(100, 200, "stale")})
+		if !errors.Is(err, sink.ErrFenced) {
+			t.Fatalf("the old owner's batch %d after the takeover: %v, want ErrFenced", i+1, err)
+		}
+	}
+	if err := next.Apply(ctx, &sink.Batch{Stream: stream, Position: 1149, Ops: txns(100, 150, "new")}); err != nil {
+		t.Fatalf("the new owner, after the old one tried again: %v", err)
+	}
+	if n := subjectCounts(t, next, stream)[subj]; n != 165 {
+		t.Errorf("%d messages on %s, want 165: the first owner's 110 and the new owner's 55", n, subj)
+	}
+
+	// A third owner takes over while next has a batch in flight.
+	third := open(t, d, 0)
+	next.afterPublish = func(n int) error {
+		if n == 30 {
+			return third.Fence(ctx, stream, 3)
+		}
+		return nil
+	}
+	err := next.Apply(ctx, &sink.Batch{Stream: stream, Position: 1199, Ops: txns(150, 200, "late")})
+	if !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("a batch in flight at a takeover: %v, want ErrFenced", err)
+	}
+	fenceSeq, late := uint64(0), 0
+	str, err := next.js.Stream(ctx, namesOf(d, stream).stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := str.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+		m, err := str.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m.Header.Get(hdrEpoch) == "3":
+			fenceSeq = seq
+		case fenceSeq != 0 && strings.Contains(string(m.Data), "late"):
+			late++
+		}
+	}
+	if fenceSeq == 0 || late != 0 {
+		t.Errorf("fence message at %d; %d messages of the batch in flight after it, want none", fenceSeq, late)
+	}
+	if err := third.Apply(ctx, &sink.Batch{Stream: stream, Position: 1199, Ops: txns(150, 200, "third")}); err != nil {
+		t.Fatalf("the third owner: %v", err)
+	}
+	if c, err := open(t, d, 0).Checkpoint(ctx, stream); err != nil || c.Position != 1199 {
+		t.Errorf("checkpoint after the third owner's batch: %+v %v", c, err)
+	}
+	if err := next.Fence(ctx, stream, 2); !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("fencing at an older epoch: %v, want ErrFenced", err)
+	}
+	if err := next.Fence(ctx, stream, 4); err != nil {
+		t.Errorf("fenced again (a later term on the same node): %v", err)
+	}
+
+	shared := d
+	shared.NATSStream = "shared"
+	if _, err := next.js.CreateStream(ctx, jetstream.StreamConfig{Name: "shared", Subjects: []string{"tidemark.fence2.>", "other.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	err = open(t, shared, 0).Fence(ctx, "fence2", 1)
+	if err == nil || !strings.Contains(err.Error(), "other.>") || !strings.Contains(err.Error(), "streams[].node") {
+		t.Errorf("fencing a JetStream stream shared with other subjects: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	natsio "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// A NATS destination refuses a former owner's writes (docs/cluster.md,
+// "Fencing").
+var _ sink.Fencer = (*Sink)(nil)
+
+// fenceSubject is the subject, under the stream's prefix, of the message
+// a new owner publishes when it takes the stream over. It has one token
+// after the prefix, so it is no table's.
+const fenceSubject = "_fence"
+
+// hdrEpoch is the fence message's header: the new owner's epoch.
+const hdrEpoch = "Tidemark-Epoch"
+
+// Fence makes this sink the stream's writer for a cluster node's term at
+// epoch. The epoch goes into the checkpoint by compare-and-set on the
+// key's revision, so a former owner's next checkpoint is refused; then a
+// fence message is appended to the JetStream stream. Once fenced, every
+// message this sink publishes expects the stream's last sequence to be its
+// own previous message's, so a former owner's messages in flight, which
+// expect the sequence before the fence message, are refused by the server
+// (Nats-Expected-Last-Sequence). That needs a JetStream stream only this
+// stream's subjects go to.
+func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
+	delete(s.streams, stream)
+	n := namesOf(s.d, stream)
+	str, err := s.ensureStream(ctx, n)
+	if err != nil {
+		return err
+	}
+	if err := exclusive(str, n); err != nil {
+		return err
+	}
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	if err := recordEpoch(ctx, kv, str, n, epoch); err != nil {
+		return fmt.Errorf("nats destination: fence stream %s at epoch %d: %w", stream, epoch, err)
+	}
+	if err := s.publishFence(ctx, str, n, epoch); err != nil {
+		return fmt.Errorf("nats destination: fence stream %s at epoch %d: %w", stream, epoch, err)
+	}
+	if s.epochs == nil {
+		s.epochs = map[string]int64{}
+	}
+	s.epochs[stream] = epoch
+	return nil
+}
+
+// exclusive checks that only the stream's subjects go to its JetStream
+// stream: a publisher of other subjects would move the stream's last
+// sequence under a fenced owner at every message.
+func exclusive(str jetstream.Stream, n names) error {
+	for _, subj := range str.CachedInfo().Config.Subjects {
+		if !covers(n.prefix+".>", subj) {
+			return fmt.Errorf("nats destination: JetStream stream %s also takes subjects %s, outside %s.>; a stream that may move between cluster nodes needs a JetStream stream of its own: set the destination's stream key to a new name, or pin the stream to one node (streams[].node)",
+				n.stream, subj, n.prefix)
+		}
+	}
+	return nil
+}
+
+// recordEpoch writes epoch into the stream's checkpoint, by compare-and-set
+// on its revision, unless a newer epoch is there (sink.ErrFenced).
+func recordEpoch(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, n names, epoch int64) error {
+	for {
+		c, rev, found, err := readCheckpoint(ctx, kv, n.key)
+		if err != nil {
+			return err
+		}
+		if c.Epoch > epoch {
+			return fmt.Errorf("the checkpoint holds epoch %d: %w", c.Epoch, sink.ErrFenced)
+		}
+		if !found {
+			// Messages already there are not this stream's to resume from.
+			info, err := str.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", n.stream, err)
+			}
+			c.StreamSeq = info.State.LastSeq
+		}
+		c.Epoch = epoch
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if found {
+			_, err = kv.Update(ctx, n.key, b, rev)
+		} else {
+			_, err = kv.Create(ctx, n.key, b)
+		}
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue // written meanwhile: read it again
+		}
+		if err != nil {
+			return fmt.Errorf("write checkpoint %s: %w", n.key, err)
+		}
+		return nil
+	}
+}
+
+// publishFence appends the fence message right after the stream's last
+// message as read, reading again when another message got in between.
+func (s *Sink) publishFence(ctx context.Context, str jetstream.Stream, n names, epoch int64) error {
+	for {
+		info, err := str.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", n.stream, err)
+		}
+		m := &natsio.Msg{Subject: n.prefix + "." + fenceSubject, Header: natsio.Header{hdrEpoch: {strconv.FormatInt(epoch, 10)}},
+			Data: []byte(`{"fence":` + strconv.FormatInt(epoch, 10) + `}`)}
+		id := fmt.Sprintf("tidemark-fence-%d-%d", epoch, time.Now().UnixNano())
+		_, err = s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(n.stream),
+			jetstream.WithExpectLastSequence(info.State.LastSeq))
+		if wrongLastSequence(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publish the fence message: %w", err)
+		}
+		return nil
+	}
+}
+
+// wrongLastSequence reports whether the server refused a message because
+// the stream's last sequence was not the one it expected.
+func wrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// checkEpoch fails with sink.ErrFenced when the stream's checkpoint holds
+// an epoch newer than this sink's term; it explains a refused write of a
+// fenced sink.
+func (s *Sink) checkEpoch(stream string, c checkpoint) error {
+	if mine, ok := s.epochs[stream]; ok && c.Epoch > mine {
+		return fmt.Errorf("nats destination: stream %s: the checkpoint holds epoch %d, this node's term is %d: %w", stream, c.Epoch, mine, sink.ErrFenced)
+	}
+	return nil
+}
+
+// refused explains a write of a fenced sink that the server refused: a
+// newer owner took the stream over (sink.ErrFenced), or something else
+// wrote to the stream meanwhile, and the batch is sent again after the
+// stream is read again.
+func (s *Sink) refused(ctx context.Context, st *streamState, stream string, err error) error {
+	if _, fenced := s.epochs[stream]; !fenced {
+		return err
+	}
+	c, _, _, rerr := readCheckpoint(ctx, s.kv, st.key)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if ferr := s.checkEpoch(stream, c); ferr != nil {
+		return fmt.Errorf("%w (%w)", ferr, err)
+	}
+	return err
+}
