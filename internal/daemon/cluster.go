@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/remote"
+	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/cluster"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -31,6 +32,12 @@ func (d *Daemon) join(ctx context.Context) error {
 	}
 	d.batchEnded = make(chan error, 1)
 	if d.batch != nil {
+		// A shell task ends when its node can no longer believe it holds
+		// its lease, even killed or frozen: before another node can run
+		// the attempt again.
+		if !runner.WatchTasks(c.Lease - c.Lease/4) {
+			d.log.Warn("shell tasks run without a watchdog: a killed node's tasks may outlive it (this executable cannot be one)")
+		}
 		d.worker = d.newWorker()
 		work = append(work, cluster.Work{Lease: cluster.BatchLease, Run: d.leadBatch},
 			cluster.Work{Lease: d.worker.Lease(), Pin: c.Node, Run: d.worker.Run})

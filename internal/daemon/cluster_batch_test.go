@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/cluster"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -19,8 +21,9 @@ import (
 // dates in three concurrency groups), each holding a lock on its task and
 // date while it runs, are run by the workers of three nodes. The node
 // running the most attempts is SIGKILLed twice during the run (and
-// restarted), while an attempt of it runs that would outlive its lease.
-// Every instance succeeds, more than one node ran them, no
+// restarted), while an attempt of it runs that would outlive its lease:
+// its watchdog ends that attempt's processes with the node, while the
+// node's worker lease still holds. Every instance succeeds, more than one node ran them, no
 // task and date ran twice at once (a second run would find the lock taken
 // and fail: the tasks have no retries), and no concurrency group ran two
 // dates at once.
@@ -52,15 +55,29 @@ tasks:
 		if err := os.WriteFile(slow, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		var sleeper int // the slow attempt's child process
 		c.waitFor("an attempt outliving its node's lease", func() bool {
 			data, _ := os.ReadFile(journal)
-			return strings.Contains(string(data), "slow "+victim+"\n")
+			for _, line := range strings.Split(string(data), "\n") {
+				if f := strings.Fields(line); len(f) == 3 && f[0] == "slow" && f[1] == victim {
+					sleeper, _ = strconv.Atoi(f[2])
+				}
+			}
+			return sleeper != 0
 		})
 		c.nodes[victim].kill()
+		// The task's watchdog ends its whole process group as the node
+		// dies: while the node's worker lease still holds, so before any
+		// other node may run the attempt again.
+		c.waitFor("the killed node's task to end", func() bool { return syscall.Kill(sleeper, 0) != nil || zombie(sleeper) })
+		if !c.leaseHolds(remote.WorkerLeasePrefix + victim) {
+			leases, _ := c.st.Leases(c.ctx)
+			t.Errorf("kill %d: node %s's task %d outlived its worker lease: %+v", kill, victim, sleeper, leases)
+		}
 		if err := os.Remove(slow); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("kill %d: node %s SIGKILLed while it ran attempts", kill, victim)
+		t.Logf("kill %d: node %s SIGKILLed while it ran attempts; its tasks ended with it", kill, victim)
 		c.nodes[victim].start()
 	}
 	rec := c.batchEnded(id)
@@ -155,13 +172,40 @@ func checkGroups(t *testing.T, st *store.Store, id int64, journal string, want i
 
 // journaledCommand is a shell task that holds a lock on its task and date
 // (a second run at once fails, exit 99) and writes its start (with its
-// node) and end to journal; while dir holds slow-<node>, it outlives any
-// lease on that node.
+// node) and end to journal; while dir holds slow-<node>, it starts a
+// child that would outlive any lease on that node, journaling its PID.
 func journaledCommand(dir, journal string) string {
 	return fmt.Sprintf(`exec 9>"%[1]s/lock-$TIDEMARK_TASK-$TIDEMARK_BIZDATE"; flock -n 9 || { echo "$TIDEMARK_TASK $TIDEMARK_BIZDATE is locked: an earlier run still lives" >&2; exit 99; }; `+
 		`echo "start $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"; `+
-		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then echo "slow $TIDEMARK_NODE" >> "%[2]s"; sleep 60; else sleep 0.05; fi; `+
+		`if [ -e "%[1]s/slow-$TIDEMARK_NODE" ]; then sleep 60 & echo "slow $TIDEMARK_NODE $!" >> "%[2]s"; wait $!; else sleep 0.05; fi; `+
 		`echo "end $TIDEMARK_TASK $TIDEMARK_BIZDATE $TIDEMARK_INSTANCE-$TIDEMARK_ATTEMPT $TIDEMARK_NODE" >> "%[2]s"`, dir, journal)
+}
+
+// zombie reports whether pid has exited but is not reaped yet.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+// leaseHolds reports whether lease has not expired yet, by the metadata
+// server's clock.
+func (c *clusterEnv) leaseHolds(lease string) bool {
+	c.t.Helper()
+	conn, err := pgx.Connect(c.ctx, c.meta)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close(c.ctx)
+	var holds bool
+	if err := conn.QueryRow(c.ctx, `SELECT "expires_at" > now() FROM "leases" WHERE "name" = $1`, lease).Scan(&holds); err != nil {
+		c.t.Fatal(err)
+	}
+	return holds
 }
 
 // batchEnded waits until batch backfill id has ended and returns it.

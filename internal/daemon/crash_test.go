@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/pgserver"
@@ -32,6 +33,8 @@ const childEnv = "TIDEMARK_TEST_DAEMON_CONFIG"
 var server *pgserver.Server
 
 func TestMain(m *testing.M) {
+	// A child daemon's shell tasks run under this binary as watchdog.
+	runner.ServeWatchdog()
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(runChild(path))
 	}

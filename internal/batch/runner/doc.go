@@ -23,7 +23,10 @@
 //     signal), but its children survive in the process group. The daemon
 //     records the Proc that Run reports through its started callback before
 //     the script can do anything that matters, and on restart calls
-//     EndProcessGroup with it.
+//     EndProcessGroup with it. On a cluster node (WatchTasks) the group's
+//     leader is a watchdog instead, which ends the whole group when the
+//     daemon dies or stays silent (watchdog.go): another node may run the
+//     attempt again, and it could not end processes on this host.
 //   - A SQL script's session is never committed (COMMIT is sent only after
 //     the script has finished), but the server may keep running it until it
 //     next talks to the client. Every session carries Spec.Tag as its

@@ -16,6 +16,11 @@ import (
 var server *pgserver.Server
 
 func TestMain(m *testing.M) {
+	// The test binary is the watchdog of the tests that start one.
+	ServeWatchdog()
+	if script := os.Getenv(daemonScriptEnv); script != "" {
+		os.Exit(runAsDaemon(script))
+	}
 	// Shortened before any test runs, so no test races on it.
 	GracePeriod = 300 * time.Millisecond
 	code := pgserver.RunTests(m, &server)

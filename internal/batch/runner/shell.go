@@ -48,6 +48,16 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	defer cancel()
 
 	cmd := exec.Command("/bin/sh", "-c", spec.Script)
+	// Under a watchdog, it leads the group and starts the shell.
+	w := currentWatchdog()
+	var beat *os.File
+	if w.Exe != "" {
+		var closeRead func()
+		if cmd, beat, closeRead, err = watchedCommand(w, cmd.Args); err != nil {
+			return failed(err)
+		}
+		defer closeRead()
+	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(slices.Clip(spec.Env), OutputEnv+"="+outputsPath)
 	// One writer for both: exec gives the script a single pipe, so stdout
@@ -56,11 +66,22 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	// Its own process group, so that the script and everything it starts
 	// can be signalled at once; SIGKILL if the daemon dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if beat != nil {
+		// Not the watchdog: killed, it could not end the group. It ends
+		// the group itself when the daemon dies.
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 	cmd.WaitDelay = pipeDelay
 	if err := cmd.Start(); err != nil {
-		return failed(fmt.Errorf("start /bin/sh: %w", err))
+		if beat != nil {
+			beat.Close()
+		}
+		return failed(fmt.Errorf("start %s: %w", cmd.Path, err))
 	}
 	g := watchGroup(cmd.Process.Pid)
+	if beat != nil {
+		go beatUntil(beat, w.Quiet, g.exited)
+	}
 
 	var stopErr error
 	if st, err := readStat(g.pgid); err != nil {

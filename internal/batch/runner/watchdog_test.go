@@ -1,0 +1,136 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestShellUnderWatchdog: a shell task under the watchdog runs as without
+// one: outputs, exit status, the signal that killed it, and a timeout
+// ending everything it started; the watchdog leads the script's group.
+// (Not parallel: the watchdog is the package's setting.)
+func TestShellUnderWatchdog(t *testing.T) {
+	if !WatchTasks(5 * time.Second) {
+		t.Fatal("the test binary cannot be a watchdog")
+	}
+	defer WatchTasks(0)
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	res, log, proc := shell(t, ctx, Spec{Script: `echo hello; echo "n=$N" >> "$TIDEMARK_OUTPUT"; echo $$ > sh; ps -o pgid= -p $$ > pgid`, Env: []string{"N=4"}, Dir: dir})
+	if res.Err != nil || res.Outputs["n"] != "4" || log != "hello\n" {
+		t.Errorf("result %+v, log %q", res, log)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "pgid")); strings.TrimSpace(string(b)) != strconv.Itoa(proc.PGID) {
+		t.Errorf("the script ran in group %q, want the watchdog's %d", b, proc.PGID)
+	}
+	if sh := readPID(t, filepath.Join(dir, "sh")); sh == proc.PGID {
+		t.Errorf("the shell %d leads the group: no watchdog", sh)
+	}
+	if st, err := readStat(proc.PGID); err == nil && st.alive() {
+		t.Errorf("the watchdog %d outlived its task", proc.PGID)
+	}
+	if res, log, _ := shell(t, ctx, Spec{Script: "echo failing >&2; exit 3"}); res.ExitCode != 3 || res.Err == nil || log != "failing\n" {
+		t.Errorf("exit 3: %+v, log %q", res, log)
+	}
+	if res, _, _ := shell(t, ctx, Spec{Script: "kill -TERM $$"}); res.Err == nil || !strings.Contains(res.Err.Error(), "killed by signal 15") {
+		t.Errorf("a script killed by SIGTERM: %+v", res)
+	}
+	pidFile := filepath.Join(dir, "child")
+	res, _, proc = shell(t, ctx, Spec{Script: "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait", Timeout: 300 * time.Millisecond})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "killed by timeout") {
+		t.Errorf("a script past its timeout: %+v", res)
+	}
+	if pid := readPID(t, pidFile); running(pid, proc.PGID) {
+		t.Errorf("the script's child %d outlived its timeout", pid)
+	}
+}
+
+// TestWatchdogEndsGroup: the watchdog ends the task's whole process group
+// when the daemon's heartbeat pipe closes (the daemon died) and when it
+// stays silent past the quiet time (the daemon is frozen).
+func TestWatchdogEndsGroup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		frozen bool
+		want   string
+	}{{"daemon died", false, "its daemon stopped"}, {"daemon frozen", true, "its daemon was silent"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "child")
+			w := Watchdog{Exe: os.Args[0], Quiet: 400 * time.Millisecond}
+			cmd, beat, closeRead, err := watchedCommand(w, []string{"/bin/sh", "-c", "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			closeRead()
+			done := make(chan struct{})
+			if tc.frozen {
+				defer beat.Close() // open, silent, until the group has ended
+			} else {
+				go beatUntil(beat, w.Quiet, done)
+			}
+			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
+			pid := readPID(t, pidFile)
+			if !tc.frozen {
+				close(done) // the pipe closes, as when the daemon dies
+			}
+			waitFor(t, "the group to end", func() bool { return !running(pid, cmd.Process.Pid) })
+			err = cmd.Wait()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("the watchdog ended with %v, stderr %q; want SIGKILL and %q", err, stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// daemonScriptEnv makes the test binary a daemon running one shell task
+// under a watchdog (runAsDaemon).
+const daemonScriptEnv = "TIDEMARK_TEST_DAEMON_SCRIPT"
+
+func runAsDaemon(script string) int {
+	WatchTasks(time.Hour) // only the daemon's death can end the task
+	res := Run(context.Background(), Spec{Type: TypeShell, Script: script}, NewLog(0), nil)
+	if res.Err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestWatchdogOutlivesNoKilledDaemon: a daemon SIGKILLed while its shell
+// task runs takes the task's whole process group with it.
+func TestWatchdogOutlivesNoKilledDaemon(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "child")
+	daemon := exec.Command(os.Args[0])
+	daemon.Env = append(os.Environ(), daemonScriptEnv+"=sleep 300 & echo $! > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; wait")
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
+	pid := readPID(t, pidFile)
+	st, err := readStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = daemon.Wait()
+	waitFor(t, "the task to end with its daemon", func() bool { return !running(pid, st.pgrp) })
+}
