@@ -44,6 +44,8 @@ type Member struct {
 	mu    sync.Mutex
 	terms map[string]*term // by lease
 	wg    sync.WaitGroup
+	// renewed is when the last heartbeat that renewed the leases was sent.
+	renewed time.Time
 }
 
 type term struct {
@@ -115,6 +117,23 @@ func (m *Member) hasTerm(lease string) bool {
 func (m *Member) tick() time.Duration   { return max(m.ttl/4, 250*time.Millisecond) }
 func (m *Member) margin() time.Duration { return max(m.ttl/4, 500*time.Millisecond) }
 
+// KillBy is when what this node's work started must have ended, even if
+// the node cannot act (frozen): past it the node's leases may expire on
+// the server. It is half a margin after the work is told to stop, which
+// leaves a stopping task some grace. Shell tasks' watchdogs enforce it
+// (runner.WatchTasks).
+func (m *Member) KillBy() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.renewed.Add(m.ttl - m.margin()/2)
+}
+
+func (m *Member) setRenewed(sent time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.renewed = sent
+}
+
 // Run heartbeats and assigns work until ctx ends, then stops every piece
 // of work and leaves the cluster. It returns an error when the node's own
 // record was taken over (another process joined under its name after it
@@ -123,7 +142,9 @@ func (m *Member) Run(ctx context.Context) error {
 	defer m.leave()
 	// Leases taken before a renewal that was sent at sent stay ours until
 	// sent+ttl on the server's clock at the earliest.
-	deadline := time.Now().Add(m.ttl - m.margin())
+	start := time.Now()
+	m.setRenewed(start)
+	deadline := start.Add(m.ttl - m.margin())
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -158,6 +179,7 @@ func (m *Member) Run(ctx context.Context) error {
 			}
 		default:
 			deadline = sent.Add(m.ttl - m.margin())
+			m.setRenewed(sent)
 			m.dropLost(held)
 			actx, cancel := context.WithDeadline(ctx, deadline)
 			m.assign(actx, deadline)

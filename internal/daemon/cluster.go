@@ -32,12 +32,6 @@ func (d *Daemon) join(ctx context.Context) error {
 	}
 	d.batchEnded = make(chan error, 1)
 	if d.batch != nil {
-		// A shell task ends when its node can no longer believe it holds
-		// its lease, even killed or frozen: before another node can run
-		// the attempt again.
-		if !runner.WatchTasks(c.Lease - c.Lease/4) {
-			d.log.Warn("shell tasks run without a watchdog: a killed node's tasks may outlive it (this executable cannot be one)")
-		}
 		d.worker = d.newWorker()
 		work = append(work, cluster.Work{Lease: cluster.BatchLease, Run: d.leadBatch},
 			cluster.Work{Lease: d.worker.Lease(), Pin: c.Node, Run: d.worker.Run})
@@ -48,6 +42,14 @@ func (d *Daemon) join(ctx context.Context) error {
 		return errors.Join(err, hold.Release())
 	}
 	d.member = m
+	if d.worker != nil {
+		// A shell task ends before its node's leases can expire, even
+		// when the node is killed or frozen: before another node may run
+		// the attempt again.
+		if !runner.WatchTasks(m.KillBy) {
+			d.log.Warn("shell tasks run without a watchdog: a killed node's tasks may outlive it (this executable cannot be one)")
+		}
+	}
 	return nil
 }
 

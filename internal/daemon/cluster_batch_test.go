@@ -49,22 +49,7 @@ tasks:
 			victim = c.busiestWorker()
 			return victim != ""
 		})
-		// What the victim starts now outlives its lease: the new run must
-		// wait for the old one to be ended.
-		slow := filepath.Join(dir, "slow-"+victim)
-		if err := os.WriteFile(slow, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var sleeper int // the slow attempt's child process
-		c.waitFor("an attempt outliving its node's lease", func() bool {
-			data, _ := os.ReadFile(journal)
-			for _, line := range strings.Split(string(data), "\n") {
-				if f := strings.Fields(line); len(f) == 3 && f[0] == "slow" && f[1] == victim {
-					sleeper, _ = strconv.Atoi(f[2])
-				}
-			}
-			return sleeper != 0
-		})
+		slow, sleeper := c.slowAttempt(dir, journal, victim)
 		c.nodes[victim].kill()
 		// The task's watchdog ends its whole process group as the node
 		// dies: while the node's worker lease still holds, so before any
@@ -85,6 +70,73 @@ tasks:
 		t.Fatalf("backfill = %s %v (%s), want 300 succeeded instances", rec.State, rec.States, rec.Error)
 	}
 	checkGroups(t, c.st, id, journal, 300)
+}
+
+// slowAttempt makes node victim's next attempt start a child that would
+// outlive any lease (journaledCommand), waits for it, and returns the
+// marker file to remove and the child's PID.
+func (c *clusterEnv) slowAttempt(dir, journal, victim string) (string, int) {
+	c.t.Helper()
+	before, _ := os.ReadFile(journal)
+	slow := filepath.Join(dir, "slow-"+victim)
+	if err := os.WriteFile(slow, nil, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	var sleeper int
+	c.waitFor("an attempt outliving its node's lease", func() bool {
+		data, _ := os.ReadFile(journal)
+		for _, line := range strings.Split(string(data[len(before):]), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "slow" && f[1] == victim {
+				sleeper, _ = strconv.Atoi(f[2])
+			}
+		}
+		return sleeper != 0
+	})
+	return slow, sleeper
+}
+
+// TestClusterFrozenNodeEndsItsTasks: a node frozen (SIGSTOP) while one of
+// its shell attempts would outlive its lease has that attempt's processes
+// ended by the attempt's watchdog while the node's worker lease still
+// holds; resumed, the node finds its leases lost, and the attempt runs
+// again (the first run would hold its lock otherwise): every instance
+// succeeds.
+func TestClusterFrozenNodeEndsItsTasks(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "journal")
+	c := newCluster(t, "cluster_frozen_tasks", fmt.Sprintf(`
+resource_groups: [{name: default, concurrency: 3}]
+tasks:
+  - {name: load, project: p, type: shell, schedule: daily, command: %s}
+`, strconv.Quote(journaledCommand(dir, journal))))
+	c.startAll(cluster.BatchLease)
+	id := submitBatch(t, c.nodes["a"].addr, `{"task": "load", "dates": {"from": "2025-01-01", "to": "2025-05-30"}, "scope": {"mode": "list"}}`)
+	var victim string
+	c.waitFor("a node other than the leader to run attempts", func() bool {
+		leader, _, _ := c.st.LeaseHolder(c.ctx, cluster.BatchLease)
+		victim = c.busiestWorker()
+		return victim != "" && victim != leader.Name
+	})
+	slow, sleeper := c.slowAttempt(dir, journal, victim)
+	frozen := c.nodes[victim].cmd.Process
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the frozen node's task to end", func() bool { return syscall.Kill(sleeper, 0) != nil || zombie(sleeper) })
+	if !c.leaseHolds(remote.WorkerLeasePrefix + victim) {
+		t.Errorf("node %s's task outlived its worker lease while the node was frozen", victim)
+	}
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	rec := c.batchEnded(id)
+	if rec.State != store.BatchSucceeded || rec.States[store.InstanceSucceeded] != 150 {
+		t.Fatalf("backfill = %s %v (%s), want 150 succeeded instances", rec.State, rec.States, rec.Error)
+	}
+	checkGroups(t, c.st, id, journal, 150)
 }
 
 // busiestWorker is the node whose worker runs the most attempts now; ""

@@ -80,7 +80,7 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	}
 	g := watchGroup(cmd.Process.Pid)
 	if beat != nil {
-		go beatUntil(beat, w.Quiet, g.exited)
+		go beatUntil(beat, w.KillBy, g.exited)
 	}
 
 	var stopErr error

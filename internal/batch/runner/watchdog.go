@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,11 +16,14 @@ import (
 // A shell task of a cluster node runs under a watchdog: a small process,
 // the daemon's own executable started with WatchdogArg, that leads the
 // task's process group, starts the script in it, and ends the whole group
-// when the daemon stops beating on a pipe: at once when the daemon dies
-// (SIGKILL, a crash: the pipe closes), after Quiet when it is frozen
-// (SIGSTOP, a VM pause). Without it the script's children would outlive a
-// killed node, and another node recovering the attempt would run it twice
-// at once (docs/cluster.md, "Batch").
+// by the time the daemon gives it. The daemon sends that time on a pipe
+// several times a second (its node's lease renewed pushes it on); the
+// watchdog ends the group when the time comes without a later one (the
+// daemon is frozen: SIGSTOP, a VM pause; or cut off from the store), or at
+// once when the pipe closes (the daemon died). Without it the script's
+// children would outlive a killed or frozen node, and another node
+// recovering the attempt would run it twice at once (docs/cluster.md,
+// "Batch").
 
 // WatchdogArg is the first argument that makes the daemon's executable a
 // watchdog (ServeWatchdog).
@@ -29,8 +34,9 @@ const WatchdogArg = "__tidemark-task-watchdog"
 type Watchdog struct {
 	// Exe is the executable started with WatchdogArg.
 	Exe string
-	// Quiet is how long the daemon may fall silent before its tasks end.
-	Quiet time.Duration
+	// KillBy is when the daemon's tasks must have ended unless it says
+	// otherwise before then.
+	KillBy func() time.Time
 }
 
 var (
@@ -54,19 +60,19 @@ func ServeWatchdog() {
 }
 
 // WatchTasks makes every later shell task run under a watchdog that ends
-// it quiet after the daemon falls silent (0: no watchdog). It reports
-// false when this executable cannot be a watchdog (no ServeWatchdog).
-func WatchTasks(quiet time.Duration) bool {
+// it by killBy's time as read last (nil: no watchdog). It reports false
+// when this executable cannot be a watchdog (no ServeWatchdog).
+func WatchTasks(killBy func() time.Time) bool {
 	watchdogMu.Lock()
 	defer watchdogMu.Unlock()
-	watchdog.Quiet = quiet
+	watchdog.KillBy = killBy
 	return watchdog.Exe != ""
 }
 
 func currentWatchdog() Watchdog {
 	watchdogMu.Lock()
 	defer watchdogMu.Unlock()
-	if watchdog.Quiet <= 0 {
+	if watchdog.KillBy == nil {
 		return Watchdog{}
 	}
 	return watchdog
@@ -76,53 +82,59 @@ func currentWatchdog() Watchdog {
 // first of exec.Cmd.ExtraFiles).
 const heartbeatFD = 3
 
+// beatEvery is how often the daemon sends the time.
+const beatEvery = 100 * time.Millisecond
+
 // watchedCommand is the command that runs argv under w, and the pipe end
-// the daemon beats on: beat it every w.Quiet/6 until the task ends, then
-// close it.
+// the daemon beats on (beatUntil).
 func watchedCommand(w Watchdog, argv []string) (*exec.Cmd, *os.File, func(), error) {
 	r, beat, err := os.Pipe() // close-on-exec: no other child holds it
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("heartbeat pipe: %w", err)
 	}
-	args := append([]string{WatchdogArg, strconv.FormatInt(w.Quiet.Milliseconds(), 10)}, argv...)
+	left := time.Until(w.KillBy()).Milliseconds()
+	args := append([]string{WatchdogArg, strconv.FormatInt(left, 10)}, argv...)
 	cmd := exec.Command(w.Exe, args...)
 	cmd.ExtraFiles = []*os.File{r}
 	closeRead := func() { r.Close() }
 	return cmd, beat, closeRead, nil
 }
 
-// beatUntil writes a byte to beat every quiet/6 until done is closed, then
-// closes it.
-func beatUntil(beat *os.File, quiet time.Duration, done <-chan struct{}) {
+// beatUntil sends the time left until killBy's every beatEvery (an 8-byte
+// big-endian count of milliseconds) until done is closed, then closes
+// beat.
+func beatUntil(beat *os.File, killBy func() time.Time, done <-chan struct{}) {
 	defer beat.Close()
-	t := time.NewTicker(max(quiet/6, 10*time.Millisecond))
+	t := time.NewTicker(beatEvery)
 	defer t.Stop()
+	var rec [8]byte
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
-			if _, err := beat.Write([]byte{0}); err != nil {
+			binary.BigEndian.PutUint64(rec[:], uint64(time.Until(killBy()).Milliseconds()))
+			if _, err := beat.Write(rec[:]); err != nil {
 				return // the watchdog is gone: the task has ended
 			}
 		}
 	}
 }
 
-// RunWatchdog is the watchdog's main (args after WatchdogArg: the quiet
-// time in milliseconds, then the command); it returns the exit code, or
-// ends the process with the signal that ended the command.
+// RunWatchdog is the watchdog's main (args after WatchdogArg: the
+// milliseconds left, then the command); it returns the exit code, or ends
+// the process with the signal that ended the command.
 func RunWatchdog(args []string) int {
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "tidemark: "+WatchdogArg+" is started by the daemon for a shell task, not by hand")
 		return 2
 	}
 	ms, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || ms <= 0 {
-		fmt.Fprintf(os.Stderr, "tidemark watchdog: quiet time %q: want milliseconds\n", args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tidemark watchdog: time left %q: want milliseconds\n", args[0])
 		return 2
 	}
-	quiet := time.Duration(ms) * time.Millisecond
+	killAt := time.Now().Add(time.Duration(ms) * time.Millisecond)
 	// SIGTERM and SIGINT to the group reach the command too; the watchdog
 	// outlives them to report how the command ended. SIGPIPE would end it
 	// at its last words to a dead daemon, before it ends the group.
@@ -141,7 +153,7 @@ func RunWatchdog(args []string) int {
 		fmt.Fprintf(os.Stderr, "tidemark watchdog: start %s: %v\n", args[1], err)
 		return 127
 	}
-	go watchHeartbeat(heartbeat, quiet)
+	go watchHeartbeat(heartbeat, killAt)
 	_ = cmd.Wait()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
@@ -152,22 +164,24 @@ func RunWatchdog(args []string) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-// watchHeartbeat ends the process group, the watchdog with it, once the
-// pipe closes or stays silent for quiet.
-func watchHeartbeat(heartbeat *os.File, quiet time.Duration) {
-	buf := make([]byte, 64)
-	for {
-		if err := heartbeat.SetReadDeadline(time.Now().Add(quiet)); err != nil {
+// watchHeartbeat ends the process group, the watchdog with it, at killAt
+// as the daemon last moved it, or when the pipe closes.
+func watchHeartbeat(heartbeat *os.File, killAt time.Time) {
+	var rec [8]byte
+	why := "its node's lease was about to expire: the daemon is frozen or cut off from the metadata store"
+	for time.Now().Before(killAt) {
+		if err := heartbeat.SetReadDeadline(killAt); err != nil {
+			why = err.Error()
 			break
 		}
-		if _, err := heartbeat.Read(buf); err != nil {
-			why := "its daemon stopped"
-			if os.IsTimeout(err) {
-				why = fmt.Sprintf("its daemon was silent for %s (frozen?)", quiet)
+		if _, err := io.ReadFull(heartbeat, rec[:]); err != nil {
+			if !os.IsTimeout(err) {
+				why = "its daemon stopped"
 			}
-			fmt.Fprintf(os.Stderr, "\n[tidemark: the task was ended: %s]\n", why)
 			break
 		}
+		killAt = time.Now().Add(time.Duration(int64(binary.BigEndian.Uint64(rec[:]))) * time.Millisecond)
 	}
+	fmt.Fprintf(os.Stderr, "\n[tidemark: the task was ended: %s]\n", why)
 	_ = syscall.Kill(0, syscall.SIGKILL)
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,10 @@ import (
 // ending everything it started; the watchdog leads the script's group.
 // (Not parallel: the watchdog is the package's setting.)
 func TestShellUnderWatchdog(t *testing.T) {
-	if !WatchTasks(5 * time.Second) {
+	if !WatchTasks(func() time.Time { return time.Now().Add(time.Hour) }) {
 		t.Fatal("the test binary cannot be a watchdog")
 	}
-	defer WatchTasks(0)
+	defer WatchTasks(nil)
 	ctx := context.Background()
 	dir := t.TempDir()
 
@@ -55,18 +56,25 @@ func TestShellUnderWatchdog(t *testing.T) {
 }
 
 // TestWatchdogEndsGroup: the watchdog ends the task's whole process group
-// when the daemon's heartbeat pipe closes (the daemon died) and when it
-// stays silent past the quiet time (the daemon is frozen).
+// when the daemon's heartbeat pipe closes (the daemon died), when the
+// time it was given passes without a later one (the daemon froze after
+// beating for longer than that time), and when the time the daemon sends
+// stops moving on (its node cannot renew its lease).
 func TestWatchdogEndsGroup(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		frozen bool
-		want   string
-	}{{"daemon died", false, "its daemon stopped"}, {"daemon frozen", true, "its daemon was silent"}} {
+		name string
+		want string
+	}{{"daemon died", "its daemon stopped"}, {"daemon frozen", "about to expire"}, {"lease not renewed", "about to expire"}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			pidFile := filepath.Join(t.TempDir(), "child")
-			w := Watchdog{Exe: os.Args[0], Quiet: 400 * time.Millisecond}
+			killBy := func() time.Time { return time.Now().Add(time.Second) }
+			if tc.name == "lease not renewed" {
+				at := time.Now().Add(time.Second)
+				killBy = func() time.Time { return at }
+			}
+			w := Watchdog{Exe: os.Args[0], KillBy: killBy}
 			cmd, beat, closeRead, err := watchedCommand(w, []string{"/bin/sh", "-c", "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait"})
 			if err != nil {
 				t.Fatal(err)
@@ -79,21 +87,42 @@ func TestWatchdogEndsGroup(t *testing.T) {
 			}
 			closeRead()
 			done := make(chan struct{})
-			if tc.frozen {
-				defer beat.Close() // open, silent, until the group has ended
+			if tc.name == "daemon frozen" {
+				// Beats for two seconds, then falls silent with the pipe open.
+				defer beat.Close()
+				go func() {
+					for range 20 {
+						var rec [8]byte
+						binary.BigEndian.PutUint64(rec[:], uint64(time.Until(killBy()).Milliseconds()))
+						if _, err := beat.Write(rec[:]); err != nil {
+							return
+						}
+						time.Sleep(beatEvery)
+					}
+					close(done)
+				}()
 			} else {
-				go beatUntil(beat, w.Quiet, done)
+				go beatUntil(beat, killBy, done)
 			}
 			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
 			pid := readPID(t, pidFile)
-			if !tc.frozen {
-				close(done) // the pipe closes, as when the daemon dies
+			switch tc.name {
+			case "daemon died":
+				close(done) // the pipe closes
+			case "daemon frozen":
+				<-done
+				if !running(pid, cmd.Process.Pid) {
+					t.Errorf("the group ended while the daemon was still beating")
+				}
 			}
 			waitFor(t, "the group to end", func() bool { return !running(pid, cmd.Process.Pid) })
 			err = cmd.Wait()
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("the watchdog ended with %v, stderr %q; want SIGKILL and %q", err, stderr.String(), tc.want)
+			}
+			if tc.name == "lease not renewed" {
+				close(done)
 			}
 		})
 	}
@@ -104,7 +133,8 @@ func TestWatchdogEndsGroup(t *testing.T) {
 const daemonScriptEnv = "TIDEMARK_TEST_DAEMON_SCRIPT"
 
 func runAsDaemon(script string) int {
-	WatchTasks(time.Hour) // only the daemon's death can end the task
+	// Only the daemon's death can end the task.
+	WatchTasks(func() time.Time { return time.Now().Add(time.Hour) })
 	res := Run(context.Background(), Spec{Type: TypeShell, Script: script}, NewLog(0), nil)
 	if res.Err != nil {
 		return 1
