@@ -296,7 +296,9 @@ func (m *Member) assign(ctx context.Context, deadline time.Time) {
 
 // start runs w under a new term.
 func (m *Member) start(ctx context.Context, w Work, epoch int64) {
-	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The work's writes to the store check the lease is still this
+	// node's at epoch (store.WithWriteFence).
+	tctx, cancel := context.WithCancel(store.WithWriteFence(context.WithoutCancel(ctx), w.Lease, m.self.Name, epoch))
 	t := &term{work: w, epoch: epoch, cancel: cancel}
 	m.mu.Lock()
 	m.terms[w.Lease] = t

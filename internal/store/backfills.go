@@ -125,14 +125,13 @@ func (s *Store) CreateBackfill(ctx context.Context, b *Backfill) error {
 		return fmt.Errorf("create backfill: %w", err)
 	}
 	created := now()
-	var id int64
-	err = s.queryRow(ctx, `INSERT INTO "backfills" (`+backfillInsertCols+`)
+	id, err := s.insertID(ctx, `INSERT INTO "backfills" (`+backfillInsertCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`,
 		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
 		s.d.timeArg(created), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
 		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
 		b.RunID, verify,
-	).Scan(&id)
+	)
 	if err != nil {
 		return fmt.Errorf("create backfill for %s/%s.%s: %w", b.Stream, b.Schema, b.Table, err)
 	}

@@ -313,8 +313,8 @@ func (s *Store) Leases(ctx context.Context) ([]Lease, error) {
 	return out, rows.Err()
 }
 
-// batchFence is the lease every batch write must still hold.
-type batchFence struct {
+// leaseFence is the lease every batch write must still hold.
+type leaseFence struct {
 	lease, node string
 	epoch       int64
 }
@@ -329,7 +329,40 @@ func (s *Store) FenceBatchWrites(lease, node string, epoch int64) {
 		s.fence.Store(nil)
 		return
 	}
-	s.fence.Store(&batchFence{lease: lease, node: node, epoch: epoch})
+	s.fence.Store(&leaseFence{lease: lease, node: node, epoch: epoch})
+}
+
+type writeFenceKey struct{}
+
+// WithWriteFence makes every write of the store under ctx (a stream's
+// records, its backfills and counters) check, in its own transaction, that
+// node still holds lease at epoch, and fail with ErrFenced if not: a
+// cluster node woken from a freeze cannot write for work another node has
+// taken over. The check takes a share lock on the lease row, so a takeover
+// waits for a write in progress and no write commits after it.
+func WithWriteFence(ctx context.Context, lease, node string, epoch int64) context.Context {
+	return context.WithValue(ctx, writeFenceKey{}, &leaseFence{lease: lease, node: node, epoch: epoch})
+}
+
+func writeFenceOf(ctx context.Context) *leaseFence {
+	f, _ := ctx.Value(writeFenceKey{}).(*leaseFence)
+	return f
+}
+
+// fencedTx runs fn in a transaction that first checks fence f.
+func (s *Store) fencedTx(ctx context.Context, f *leaseFence, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := s.checkFence(ctx, tx, f); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // checkFenceTx runs the FenceBatchWrites check, if a fence is set, in tx.
@@ -341,7 +374,7 @@ func (s *Store) checkFenceTx(ctx context.Context, tx *sql.Tx) error {
 }
 
 // checkFence runs the FenceBatchWrites check in tx.
-func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *batchFence) error {
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *leaseFence) error {
 	var one int
 	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM "leases" WHERE "name" = ? AND "node" = ? AND "epoch" = ? AND "expires_at" > now() FOR SHARE`),
 		f.lease, f.node, f.epoch).Scan(&one)

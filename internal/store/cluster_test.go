@@ -85,6 +85,19 @@ func TestLeases(t *testing.T) {
 	if err := write(); err != nil {
 		t.Fatalf("a fenced write while a holds the lease: %v", err)
 	}
+	// A stream's writes are fenced through their context.
+	es, ok, err := s.AcquireLease(ctx, "stream:s", "a", ttl)
+	if err != nil || !ok {
+		t.Fatalf("a takes stream:s: %v, %v", ok, err)
+	}
+	sctx := store.WithWriteFence(ctx, "stream:s", "a", es)
+	obj := store.Object{Stream: "s", Schema: "public", Table: "t", Status: store.StatusActive}
+	if err := s.PutObject(sctx, obj); err != nil {
+		t.Fatalf("a stream's fenced write while its node holds the lease: %v", err)
+	}
+	if err := s.CreateBackfill(sctx, &store.Backfill{Stream: "s", Schema: "public", Table: "t", StartedBy: "test"}); err != nil {
+		t.Fatalf("a stream's fenced insert while its node holds the lease: %v", err)
+	}
 	time.Sleep(ttl + 100*time.Millisecond) // a stops renewing
 	e2, ok, err := s.AcquireLease(ctx, "batch", "b", ttl)
 	if err != nil || !ok || e2 != 2 {
@@ -92,6 +105,19 @@ func TestLeases(t *testing.T) {
 	}
 	if err := write(); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("a's write after b took the lease: %v, want ErrFenced", err)
+	}
+	if _, ok, err := s.AcquireLease(ctx, "stream:s", "b", ttl); err != nil || !ok {
+		t.Fatalf("b takes stream:s: %v, %v", ok, err)
+	}
+	obj.Status = store.StatusCompleted
+	if err := s.PutObject(sctx, obj); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("a stream's write after another node took it: %v, want ErrFenced", err)
+	}
+	if o, err := s.GetObject(ctx, "s", "public", "t"); err != nil || o.Status != store.StatusActive {
+		t.Errorf("object after the refused write: %+v %v, want it active still", o, err)
+	}
+	if err := s.CreateBackfill(sctx, &store.Backfill{Stream: "s", Schema: "public", Table: "t", StartedBy: "test"}); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("a stream's insert after another node took it: %v, want ErrFenced", err)
 	}
 	held, err = s.Heartbeat(ctx, "a", a.StartedAt, ttl)
 	if err != nil || len(held) != 0 {

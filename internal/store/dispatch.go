@@ -147,7 +147,7 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return s.checkFence(ctx, tx, &batchFence{lease: f.Lease, node: f.Node, epoch: f.Epoch})
+		return s.checkFence(ctx, tx, &leaseFence{lease: f.Lease, node: f.Node, epoch: f.Epoch})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim queued attempts: %w", err)
@@ -241,7 +241,7 @@ func (s *Store) workerTx(ctx context.Context, f WorkerFence, fn func(*sql.Tx) er
 		if err := fn(tx); err != nil {
 			return err
 		}
-		return s.checkFence(ctx, tx, &batchFence{lease: f.Lease, node: f.Node, epoch: f.Epoch})
+		return s.checkFence(ctx, tx, &leaseFence{lease: f.Lease, node: f.Node, epoch: f.Epoch})
 	})
 }
 

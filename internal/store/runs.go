@@ -24,12 +24,12 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 		return errors.New("create run: stream and started_by are required")
 	}
 	created := now()
-	err := s.queryRow(ctx, `INSERT INTO "backfill_runs" ("stream", "started_by", "created_at") VALUES (?, ?, ?) RETURNING "id"`,
-		r.Stream, r.StartedBy, s.d.timeArg(created)).Scan(&r.ID)
+	id, err := s.insertID(ctx, `INSERT INTO "backfill_runs" ("stream", "started_by", "created_at") VALUES (?, ?, ?) RETURNING "id"`,
+		r.Stream, r.StartedBy, s.d.timeArg(created))
 	if err != nil {
 		return fmt.Errorf("create run of %s: %w", r.Stream, err)
 	}
-	r.CreatedAt = created
+	r.ID, r.CreatedAt = id, created
 	return nil
 }
 

@@ -65,7 +65,7 @@ type Store struct {
 	d   *dialect
 	obs atomic.Pointer[Observer]
 	// fence, when set, is checked by every batch write (cluster.go).
-	fence atomic.Pointer[batchFence]
+	fence atomic.Pointer[leaseFence]
 	// url is what Open was given and dsn the driver's form of it; file is
 	// the SQLite database file ("" for PostgreSQL). Claim uses them.
 	url, dsn, file string
@@ -245,7 +245,29 @@ func redact(url string) string {
 
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	defer s.timedQuery(q, time.Now())
+	if f := writeFenceOf(ctx); f != nil {
+		var res sql.Result
+		err := s.fencedTx(ctx, f, func(tx *sql.Tx) (err error) {
+			res, err = tx.ExecContext(ctx, s.d.rebind(q), args...)
+			return err
+		})
+		return res, err
+	}
 	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
+}
+
+// insertID runs an INSERT … RETURNING "id" and returns the id.
+func (s *Store) insertID(ctx context.Context, q string, args ...any) (int64, error) {
+	defer s.timedQuery(q, time.Now())
+	var id int64
+	if f := writeFenceOf(ctx); f != nil {
+		err := s.fencedTx(ctx, f, func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&id)
+		})
+		return id, err
+	}
+	err := s.db.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&id)
+	return id, err
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {

@@ -39,8 +39,9 @@ func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.Alt
 	if err := s.alterTable(ctx, t, steps); err != nil {
 		// Only an outage is retried: a change the destination table cannot
 		// take (a column missing, renamed by hand, a key it cannot order)
-		// would be retried forever and stall the stream.
-		if rejected(err) || !outage(err) {
+		// would be retried forever and stall the stream. A fenced owner's
+		// change is the new owner's to make: no fault of the table.
+		if !errors.Is(err, sink.ErrFenced) && (rejected(err) || !outage(err)) {
 			return fmt.Errorf("alter table %s: %w: %w", t.ID, sink.ErrRejected, err)
 		}
 		return fmt.Errorf("alter table %s: %w", t.ID, err)
@@ -58,6 +59,9 @@ func (s *Sink) alterTable(ctx context.Context, t *change.Table, steps []sink.Alt
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
+	if err := s.checkFence(ctx); err != nil {
+		return err
+	}
 	for _, st := range steps {
 		cols, err := s.destColumns(ctx, ts.name)
 		if err != nil {

@@ -80,6 +80,22 @@ func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
 	return nil
 }
 
+// checkFence runs the fence check in the transaction open on the
+// connection, locking the fence row until it ends.
+func (s *Sink) checkFence(ctx context.Context) error {
+	if s.fence.epoch == 0 {
+		return nil
+	}
+	tag, err := s.conn.Exec(ctx, checkFenceSQL, s.fence.stream, s.fence.epoch)
+	if err != nil {
+		return fmt.Errorf("check the stream's fence: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("stream %q, epoch %d: %w", s.fence.stream, s.fence.epoch, sink.ErrFenced)
+	}
+	return nil
+}
+
 // queueFenceCheck queues the fence check first in a batch's transaction;
 // the returned func reports, once the pipeline is flushed, whether it held.
 func (s *Sink) queueFenceCheck(ctx context.Context, p *pipeline) (func() error, error) {

@@ -51,6 +51,20 @@ func TestFence(t *testing.T) {
 	if err := old.Fence(ctx, "s", 1); !errors.Is(err, sink.ErrFenced) {
 		t.Errorf("fencing again at the old epoch: %v, want ErrFenced", err)
 	}
+	// Nor does it change the table's shape.
+	wider := *tbl
+	wider.Columns = append(append([]change.Column{}, tbl.Columns...), change.Column{Name: "w", Type: "text", TypeOID: 25, BaseOID: 25, Collation: "C"})
+	err := old.AlterTable(ctx, &wider, []sink.AlterStep{{Kind: sink.AddColumn, Column: wider.Columns[2]}})
+	if !errors.Is(err, sink.ErrFenced) || errors.Is(err, sink.ErrRejected) {
+		t.Errorf("the former owner's ALTER TABLE: %v, want ErrFenced (not a rejection)", err)
+	}
+	ts, err := neu.table(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols, err := neu.destColumns(ctx, ts.name); err != nil || len(cols) != 2 {
+		t.Errorf("destination columns after the former owner's ALTER TABLE: %v %v, want 2", cols, err)
+	}
 	if err := insert(neu, "3", 30); err != nil {
 		t.Fatalf("the new owner's write: %v", err)
 	}
