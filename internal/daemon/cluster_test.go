@@ -103,12 +103,19 @@ func newCluster(t testing.TB, name, body string) *clusterEnv {
 // returns it.
 func (c *clusterEnv) owner(not string) string {
 	c.t.Helper()
+	return c.ownerIn(store.StateRunning, not)
+}
+
+// ownerIn waits until a live node other than not runs the stream in state
+// (running, paused), and returns it.
+func (c *clusterEnv) ownerIn(state, not string) string {
+	c.t.Helper()
 	return c.holder(cluster.StreamLease("crash"), not, func() bool {
-		// Running as recorded since the lease was taken: the record of
-		// a killed owner says running too.
+		// In state as recorded since the lease was taken: the record of
+		// a killed owner says so too.
 		s, err := c.st.GetStream(c.ctx, "crash")
 		leases, lerr := c.st.Leases(c.ctx)
-		if err != nil || lerr != nil || s.State != store.StateRunning {
+		if err != nil || lerr != nil || s.State != state {
 			return false
 		}
 		for _, l := range leases {
@@ -238,6 +245,57 @@ func TestClusterFailover(t *testing.T) {
 	c.nodes[next].kill()
 	c.nodes[next].start()
 	c.nodes[next].waitAPI()
+}
+
+// TestClusterPauseFollowsTheStream: a stream paused through a node that
+// does not run it (forwarded) stays paused when its node is SIGKILLed and
+// another takes it over; resumed, it streams again from the new node.
+func TestClusterPauseFollowsTheStream(t *testing.T) {
+	c := newClusterEnv(t, "cluster_pause")
+	c.startAll(cluster.StreamLease("crash"))
+	owner := c.owner("")
+	other := "b"
+	if owner == "b" {
+		other = "c"
+	}
+	c.postVia(other, "/api/v1/streams/crash/pause")
+	c.ownerIn(store.StatePaused, "")
+	c.nodes[owner].kill()
+	next := c.ownerIn(store.StatePaused, owner)
+	t.Logf("node %s SIGKILLed; node %s took the stream over, paused", owner, next)
+	c.postVia(other, "/api/v1/streams/crash/resume")
+	c.owner(owner)
+	conn, err := pgx.Connect(c.ctx, c.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(c.ctx)
+	if _, err := conn.Exec(c.ctx, `INSERT INTO t VALUES (-1, -1, 'after the resume')`); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the row written after the resume in the destination", func() bool {
+		dst, err := pgx.Connect(c.ctx, c.dst)
+		if err != nil {
+			return false
+		}
+		defer dst.Close(c.ctx)
+		var note string
+		return dst.QueryRow(c.ctx, `SELECT note FROM public.t WHERE id = -1`).Scan(&note) == nil && note == "after the resume"
+	})
+}
+
+// postVia posts to path on node n's API, wanting 202 Accepted.
+func (c *clusterEnv) postVia(n, path string) {
+	c.t.Helper()
+	resp, err := http.Post("http://"+c.nodes[n].addr+path, "application/json", nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		msg, _ := io.ReadAll(resp.Body)
+		c.t.Fatalf("POST %s through node %s: HTTP %d: %s", path, n, resp.StatusCode, msg)
+	}
 }
 
 // watchCompleted follows node n's event stream of the stream crash; the

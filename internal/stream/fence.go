@@ -2,10 +2,12 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // RunAs runs the stream as a cluster node's term of its lease at epoch
@@ -16,6 +18,15 @@ import (
 func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 	s.epoch.Store(epoch)
 	s.bf.forget()
+	// A pause follows the stream from node to node: the record says
+	// whether its last owner had it paused.
+	rec, err := s.st.GetStream(ctx, s.cfg.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read the stream's record: %w", err)
+	}
+	s.mu.Lock()
+	s.paused = err == nil && rec.State == store.StatePaused
+	s.mu.Unlock()
 	return s.Run(ctx)
 }
 
