@@ -132,10 +132,18 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	case shuttingDown:
 		n.nextTry = time.Time{}
 		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"
+	case errors.Is(end.res.Err, errNodeLost) && n.lostRuns+1 >= maxLostRuns:
+		n.lostRuns = 0
+		return store.InstanceFailed, fmt.Sprintf("attempt %d was lost with its node (%v), %d attempts in a row were: the task may be what stops its nodes; it is not run again (rerun it by hand once that is ruled out)",
+			n.attempt, end.res.Err, maxLostRuns)
 	case errors.Is(end.res.Err, remote.ErrInterrupted), errors.Is(end.res.Err, errNodeLost):
+		if errors.Is(end.res.Err, errNodeLost) {
+			n.lostRuns++
+		}
 		// remoteEnded set when it runs again.
 		return store.InstanceWaiting, fmt.Sprintf("attempt %d was interrupted (%v); it runs again", n.attempt, end.res.Err)
 	}
+	n.lostRuns = 0
 	used := n.attempt - n.retryBase
 	if used <= n.task.Retries && !errors.Is(end.res.Err, errNotRunnable) {
 		delay := max(n.task.RetryBackoff, 0) << min(used-1, 20) // 0: retry at once
@@ -145,6 +153,12 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	}
 	return store.InstanceFailed, ""
 }
+
+// maxLostRuns is how many attempts in a row an instance may lose with
+// their nodes (killed, frozen, cut off) before it fails: a node's loss is
+// not the task's fault and uses no retry, but a task that kills every node
+// it runs on must not go round the cluster for ever.
+const maxLostRuns = 3
 
 // errNotRunnable marks failures that a retry cannot fix (the code does not
 // render, the task or its connection is gone from the configuration).

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,5 +101,50 @@ func TestDispatchAdoptedByNextLeader(t *testing.T) {
 		if in.Attempt != 1 || in.Host != "h-w" {
 			t.Errorf("instance %d: attempt %d on host %q, want attempt 1 on h-w (adopted, not run again)", in.ID, in.Attempt, in.Host)
 		}
+	}
+}
+
+// TestDispatchLostThriceFails: an attempt lost with its node runs again
+// without using a retry, but the third lost in a row fails the instance
+// (a task that kills every node it runs on must not go round the cluster
+// for ever), saying why.
+func TestDispatchLostThriceFails(t *testing.T) {
+	url, err := server.CreateDatabase(t.Context(), "dispatch_lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeShell, "echo never")}, envOpts{storeURL: url, dispatch: true, host: "h"})
+	bf := v.submit(rangeReq("p.a", "2025-01-01", "2025-01-01"))
+	for lost := 1; lost <= 3; lost++ {
+		// A node takes the attempt, records it started on this host, and
+		// dies.
+		node := fmt.Sprintf("doomed%d", lost)
+		lease := remote.WorkerLeasePrefix + node
+		epoch, ok, err := v.st.AcquireLease(t.Context(), lease, node, time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("worker lease: %v %v", ok, err)
+		}
+		f := store.WorkerFence{Lease: lease, Node: node, Epoch: epoch}
+		var got []store.QueuedAttempt
+		v.until(fmt.Sprintf("attempt %d queued", lost), func() bool {
+			got, err = v.st.ClaimBatchAttempts(t.Context(), f, 1)
+			return err == nil && len(got) == 1
+		})
+		if got[0].Attempt != lost {
+			t.Fatalf("took attempt %d, want %d", got[0].Attempt, lost)
+		}
+		if err := v.st.StartBatchAttempt(t.Context(), f, got[0].InstanceID, got[0].Attempt, "h", 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.st.ReleaseLease(t.Context(), lease, node, epoch); err != nil {
+			t.Fatal(err) // as good as its lease expiring
+		}
+	}
+	if got := v.wait(bf.ID); got.State != store.BatchFailed {
+		t.Fatalf("backfill %s (%s), want failed", got.State, got.Error)
+	}
+	ins := v.instances(bf.ID)
+	if len(ins) != 1 || ins[0].State != store.InstanceFailed || ins[0].Attempt != 3 || !strings.Contains(ins[0].Reason, "3 attempts in a row") {
+		t.Errorf("instance %+v, want failed after 3 attempts, saying they were lost", ins)
 	}
 }

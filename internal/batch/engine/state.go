@@ -29,6 +29,9 @@ type node struct {
 	reason    string
 	attempt   int
 	retryBase int // attempts before the last re-run; retries count from here
+	// lostRuns counts the attempts in a row lost with their node: past
+	// maxLostRuns the instance fails (the task may be what kills nodes).
+	lostRuns int
 	nextTry   time.Time
 	startedAt *time.Time
 
