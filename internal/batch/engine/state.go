@@ -31,7 +31,7 @@ type node struct {
 	retryBase int // attempts before the last re-run; retries count from here
 	// lostRuns counts the attempts in a row lost with their node: past
 	// maxLostRuns the instance fails (the task may be what kills nodes).
-	lostRuns int
+	lostRuns  int
 	nextTry   time.Time
 	startedAt *time.Time
 
