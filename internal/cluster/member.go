@@ -119,13 +119,14 @@ func (m *Member) margin() time.Duration { return max(m.ttl/4, 500*time.Milliseco
 
 // KillBy is when what this node's work started must have ended, even if
 // the node cannot act (frozen): past it the node's leases may expire on
-// the server. It is half a margin after the work is told to stop, which
-// leaves a stopping task some grace. Shell tasks' watchdogs enforce it
+// the server. It is a quarter of the margin after the work is told to
+// stop, which leaves a stopping task a little grace and three quarters of
+// the margin to spare. Shell tasks' watchdogs enforce it
 // (runner.WatchTasks).
 func (m *Member) KillBy() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.renewed.Add(m.ttl - m.margin()/2)
+	return m.renewed.Add(m.ttl - m.margin()*3/4)
 }
 
 func (m *Member) setRenewed(sent time.Time) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -44,5 +45,13 @@ func (s *Stream) fence(ctx context.Context, snk sink.Sink, epoch int64) error {
 		return &source.PermanentError{Err: fmt.Errorf("destination type %s cannot refuse a former owner's writes", s.cfg.Destination.Type),
 			Hint: "pin the stream to one node (streams[].node) and restart the nodes"}
 	}
-	return f.Fence(ctx, s.cfg.Name, epoch)
+	err := f.Fence(ctx, s.cfg.Name, epoch)
+	switch {
+	case errors.Is(err, sink.ErrCannotFence) && s.cfg.Node != "":
+		s.log.Info("the destination cannot be fenced; the stream is pinned to this node, so it runs without", logkey.Err(err))
+		return nil
+	case errors.Is(err, sink.ErrCannotFence):
+		return &source.PermanentError{Err: err, Hint: "pin the stream to one node (streams[].node), or give it a destination of its own, and restart the nodes"}
+	}
+	return err
 }

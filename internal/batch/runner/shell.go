@@ -51,12 +51,11 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	// Under a watchdog, it leads the group and starts the shell.
 	w := currentWatchdog()
 	var beat *os.File
+	var closeRead func()
 	if w.Exe != "" {
-		var closeRead func()
 		if cmd, beat, closeRead, err = watchedCommand(w, cmd.Args); err != nil {
 			return failed(err)
 		}
-		defer closeRead()
 	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(slices.Clip(spec.Env), OutputEnv+"="+outputsPath)
@@ -72,7 +71,11 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 		cmd.SysProcAttr.Pdeathsig = 0
 	}
 	cmd.WaitDelay = pipeDelay
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if closeRead != nil {
+		closeRead() // the watchdog's end: its exit then fails the beats
+	}
+	if err != nil {
 		if beat != nil {
 			beat.Close()
 		}

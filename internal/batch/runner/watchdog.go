@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // A shell task of a cluster node runs under a watchdog: a small process,
@@ -95,6 +97,7 @@ func watchedCommand(w Watchdog, argv []string) (*exec.Cmd, *os.File, func(), err
 	left := time.Until(w.KillBy()).Milliseconds()
 	args := append([]string{WatchdogArg, strconv.FormatInt(left, 10)}, argv...)
 	cmd := exec.Command(w.Exe, args...)
+	cmd.Args[0] = "tidemark" // as ps shows it
 	cmd.ExtraFiles = []*os.File{r}
 	closeRead := func() { r.Close() }
 	return cmd, beat, closeRead, nil
@@ -135,15 +138,23 @@ func RunWatchdog(args []string) int {
 		return 2
 	}
 	killAt := time.Now().Add(time.Duration(ms) * time.Millisecond)
+	if syscall.Getpgrp() != os.Getpid() {
+		// It ends its whole group: it must be a group of its own.
+		fmt.Fprintln(os.Stderr, "tidemark watchdog: not the leader of its process group")
+		return 2
+	}
 	// SIGTERM and SIGINT to the group reach the command too; the watchdog
 	// outlives them to report how the command ended. SIGPIPE would end it
 	// at its last words to a dead daemon, before it ends the group.
 	// (Caught, not ignored: the command would inherit an ignored signal.)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	stopping := make(chan os.Signal, 1)
+	signal.Notify(stopping, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := syscall.SetNonblock(heartbeatFD, true); err != nil {
 		fmt.Fprintf(os.Stderr, "tidemark watchdog: heartbeat pipe: %v\n", err)
 		return 2
 	}
+	syscall.CloseOnExec(heartbeatFD) // the daemon's, not the script's
 	heartbeat := os.NewFile(heartbeatFD, "heartbeat")
 	cmd := exec.Command(args[1], args[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -155,20 +166,74 @@ func RunWatchdog(args []string) int {
 	}
 	go watchHeartbeat(heartbeat, killAt)
 	_ = cmd.Wait()
+	select {
+	case <-stopping:
+		// A stop: the rest of the group has the runner's grace period,
+		// which ends it; the watchdog leads the group until then.
+		for othersInGroup(false) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	default:
+		// What the command left running ends with it, as without a
+		// watchdog: a frozen daemon could not end it.
+		for othersInGroup(true) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
-		signal.Reset(ws.Signal())
-		_ = syscall.Kill(os.Getpid(), ws.Signal())
-		time.Sleep(time.Second) // the signal ends the process
+		dieFromSignal(ws.Signal())
+		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// othersInGroup reports whether a live process other than the watchdog
+// is in its process group, sending each SIGKILL when kill is set.
+func othersInGroup(kill bool) bool {
+	self := os.Getpid()
+	names, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, e := range names {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.pgrp == self && st.alive() {
+			found = true
+			if kill {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return found
+}
+
+// dieFromSignal ends the watchdog with sig, as the command ended, so the
+// daemon reads the same wait status. The Go runtime handles some signals
+// itself (SIGSEGV, SIGPIPE…): the default action is set directly, the
+// signal unblocked on this thread and sent to it. No core file.
+func dieFromSignal(sig syscall.Signal) {
+	signal.Reset(sig)
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	runtime.LockOSThread()
+	var act [4]uint64 // the kernel's struct sigaction: handler SIG_DFL, no flags, empty mask
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	set := uint64(1) << (uint(sig) - 1)
+	const sigUnblock = 1
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigUnblock, uintptr(unsafe.Pointer(&set)), 0, 8, 0, 0)
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
+	time.Sleep(time.Second) // a signal whose default is to be ignored comes back
 }
 
 // watchHeartbeat ends the process group, the watchdog with it, at killAt
 // as the daemon last moved it, or when the pipe closes.
 func watchHeartbeat(heartbeat *os.File, killAt time.Time) {
 	var rec [8]byte
-	why := "its node's lease was about to expire: the daemon is frozen or cut off from the metadata store"
+	why := "its node's leases were about to expire: the daemon is frozen, cut off from the metadata store, or stopping"
 	for time.Now().Before(killAt) {
 		if err := heartbeat.SetReadDeadline(killAt); err != nil {
 			why = err.Error()
@@ -182,6 +247,16 @@ func watchHeartbeat(heartbeat *os.File, killAt time.Time) {
 		}
 		killAt = time.Now().Add(time.Duration(int64(binary.BigEndian.Uint64(rec[:]))) * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "\n[tidemark: the task was ended: %s]\n", why)
+	// Last words, if the log takes them at once: a frozen daemon reads
+	// nothing, and a full pipe must not hold the kill up.
+	said := make(chan struct{})
+	go func() {
+		fmt.Fprintf(os.Stderr, "\n[tidemark: the task was ended: %s]\n", why)
+		close(said)
+	}()
+	select {
+	case <-said:
+	case <-time.After(50 * time.Millisecond):
+	}
 	_ = syscall.Kill(0, syscall.SIGKILL)
 }

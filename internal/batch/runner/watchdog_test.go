@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,8 +43,13 @@ func TestShellUnderWatchdog(t *testing.T) {
 	if res, log, _ := shell(t, ctx, Spec{Script: "echo failing >&2; exit 3"}); res.ExitCode != 3 || res.Err == nil || log != "failing\n" {
 		t.Errorf("exit 3: %+v, log %q", res, log)
 	}
-	if res, _, _ := shell(t, ctx, Spec{Script: "kill -TERM $$"}); res.Err == nil || !strings.Contains(res.Err.Error(), "killed by signal 15") {
-		t.Errorf("a script killed by SIGTERM: %+v", res)
+	for sig, name := range map[string]string{"TERM": "15", "SEGV": "11", "USR1": "10"} {
+		if res, _, _ := shell(t, ctx, Spec{Script: "kill -" + sig + " $$"}); res.Err == nil || !strings.Contains(res.Err.Error(), "killed by signal "+name+" ") {
+			t.Errorf("a script killed by SIG%s: %+v", sig, res)
+		}
+	}
+	if _, log, _ := shell(t, ctx, Spec{Script: "[ -e /proc/$$/fd/3 ] && echo 'fd 3 open'; true"}); log != "" {
+		t.Errorf("the script inherited the watchdog's heartbeat pipe: %q", log)
 	}
 	pidFile := filepath.Join(dir, "child")
 	res, _, proc = shell(t, ctx, Spec{Script: "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait", Timeout: 300 * time.Millisecond})
@@ -163,4 +169,45 @@ func TestWatchdogOutlivesNoKilledDaemon(t *testing.T) {
 	}
 	_ = daemon.Wait()
 	waitFor(t, "the task to end with its daemon", func() bool { return !running(pid, st.pgrp) })
+}
+
+// TestWatchdogEndsLeftovers: with its daemon alive but doing nothing (as
+// when frozen), a watchdog whose script exited ends what the script left
+// running in the group, and one whose daemon stopped reading the task's
+// log still ends the group when its time comes.
+func TestWatchdogEndsLeftovers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, script string }{
+		{"script exited", "sleep 300 & echo $! > %[1]s.tmp; mv %[1]s.tmp %[1]s; exit 0"},
+		{"log unread", "sleep 300 & echo $! > %[1]s.tmp; mv %[1]s.tmp %[1]s; head -c 300000 /dev/zero >&2; wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pidFile := filepath.Join(t.TempDir(), "child")
+			w := Watchdog{Exe: os.Args[0], KillBy: func() time.Time { return time.Now().Add(time.Second) }}
+			cmd, beat, closeRead, err := watchedCommand(w, []string{"/bin/sh", "-c", fmt.Sprintf(tc.script, pidFile)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer beat.Close() // open and silent: the daemon is frozen
+			logR, logW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logR.Close() // never read
+			cmd.Stdout, cmd.Stderr = logW, logW
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			closeRead()
+			logW.Close()
+			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
+			pid := readPID(t, pidFile)
+			_ = cmd.Wait()
+			if running(pid, cmd.Process.Pid) {
+				t.Errorf("the script's child %d outlived its watchdog", pid)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
@@ -68,8 +69,8 @@ func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
 func exclusive(str jetstream.Stream, n names) error {
 	for _, subj := range str.CachedInfo().Config.Subjects {
 		if !covers(n.prefix+".>", subj) {
-			return fmt.Errorf("nats destination: JetStream stream %s also takes subjects %s, outside %s.>; a stream that may move between cluster nodes needs a JetStream stream of its own: set the destination's stream key to a new name, or pin the stream to one node (streams[].node)",
-				n.stream, subj, n.prefix)
+			return fmt.Errorf("nats destination: JetStream stream %s also takes subjects %s, outside %s.>: %w; a stream that may move between cluster nodes needs a JetStream stream of its own: set the destination's stream key to a new name, or pin the stream to one node (streams[].node)",
+				n.stream, subj, n.prefix, sink.ErrCannotFence)
 		}
 	}
 	return nil
@@ -171,4 +172,91 @@ func (s *Sink) refused(ctx context.Context, st *streamState, stream string, err 
 		return fmt.Errorf("%w (%w)", ferr, err)
 	}
 	return err
+}
+
+// VerifyFences reads the stream's messages in order and checks that each
+// message of its tables after a fence message was published in that
+// fence's term (a fenced term's message ids hold its epoch): no message of
+// a former owner follows a takeover. It returns how many fence messages
+// there are. It reads the whole JetStream stream; tests run it.
+func VerifyFences(ctx context.Context, d config.Destination, stream string) (int, error) {
+	nc, err := connect(d)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	n := namesOf(d, stream)
+	str, err := js.Stream(ctx, n.stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", n.stream, err)
+	}
+	info, err := str.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return 0, err
+	}
+	cons, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{n.prefix + ".>"}})
+	if err != nil {
+		return 0, fmt.Errorf("consumer on %s.>: %w", n.prefix, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	fences, epoch := 0, int64(0)
+	for {
+		m, err := nextMessage(ctx, it)
+		if err != nil {
+			return fences, err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fences, err
+		}
+		h := m.Headers()
+		switch {
+		case h.Get(hdrEpoch) != "":
+			if epoch, err = strconv.ParseInt(h.Get(hdrEpoch), 10, 64); err != nil {
+				return fences, fmt.Errorf("fence message %d: %w", meta.Sequence.Stream, err)
+			}
+			fences++
+		case epoch != 0 && h.Get(hdrPosition) != "":
+			want, err := termID(m.Subject(), h, epoch)
+			if err != nil {
+				return fences, fmt.Errorf("message %d: %w", meta.Sequence.Stream, err)
+			}
+			if h.Get(natsio.MsgIdHdr) != want {
+				return fences, fmt.Errorf("message %d on %s follows the fence of epoch %d but was not published in that term: a former owner's", meta.Sequence.Stream, m.Subject(), epoch)
+			}
+		}
+		if meta.Sequence.Stream >= info.State.LastSeq || meta.NumPending == 0 {
+			return fences, nil
+		}
+	}
+}
+
+// termID is the id a message with headers h on subject has when published
+// in the term at epoch.
+func termID(subject string, h natsio.Header, epoch int64) (string, error) {
+	st := &streamState{fenced: true, epoch: epoch}
+	key := []byte(h.Get(hdrKey))
+	nums := func(a, b string) (x, y uint64, err error) {
+		if x, err = strconv.ParseUint(h.Get(a), 10, 64); err == nil {
+			y, err = strconv.ParseUint(h.Get(b), 10, 64)
+		}
+		return x, y, err
+	}
+	if h.Get(hdrBackfill) == "" {
+		pos, index, err := nums(hdrPosition, hdrIndex)
+		return st.msgID(subject, "change", key, pos, index), err
+	}
+	bf, chunk, err := nums(hdrBackfill, hdrChunk)
+	if h.Get(hdrMark) != "" {
+		return st.msgID(subject, "mark", nil, bf, chunk), err
+	}
+	return st.msgID(subject, "row", key, bf, chunk), err
 }

@@ -65,13 +65,12 @@ type streamState struct {
 	// last is the JetStream stream's last sequence as this sink knows it:
 	// a fenced sink's next message expects it.
 	last uint64
-	// When fenced, the sink's messages also expect the stream's last
-	// message to be the one before them by message id (lastID at first),
-	// and their ids hold the term's epoch: a message of a former owner
-	// then never follows one of the new owner's.
+	// When fenced, each message of a batch but the first also expects the
+	// stream's last message to be the one before it by message id, and
+	// the ids hold the term's epoch: a message of a former owner then
+	// never follows one of the new owner's.
 	fenced bool
 	epoch  int64
-	lastID string
 }
 
 // msgID is the message id of an event of the stream (msgID), of the term
@@ -232,15 +231,6 @@ func (s *Sink) state(ctx context.Context, stream string) (*streamState, error) {
 	}
 	st := &streamState{names: n, str: str, ckpt: c, rev: rev, tail: t, last: info.State.LastSeq}
 	st.epoch, st.fenced = s.epochs[stream]
-	if st.fenced && st.last > 0 {
-		m, err := str.GetMsg(ctx, st.last)
-		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, fmt.Errorf("nats destination: stream %s: read message %d: %w", n.stream, st.last, err)
-		}
-		if err == nil {
-			st.lastID = m.Header.Get(natsio.MsgIdHdr)
-		}
-	}
 	s.streams[stream] = st
 	return st, nil
 }
@@ -337,7 +327,7 @@ func (s *Sink) apply(ctx context.Context, st *streamState, b *sink.Batch) error 
 	}
 	st.ckpt, st.rev, st.tail = next, rev, nil
 	if len(msgs) > 0 {
-		st.last, st.lastID = seq, msgs[len(msgs)-1].Header.Get(natsio.MsgIdHdr)
+		st.last = seq
 	}
 	return nil
 }
@@ -353,6 +343,11 @@ func (s *Sink) publish(ctx context.Context, st *streamState, msgs []*natsio.Msg)
 		for _, f := range pending {
 			select {
 			case ack := <-f.Ok():
+				if ack.Duplicate && st.fenced {
+					// Not stored, so the next message's expectations fail:
+					// the batch is sent again after the stream is read.
+					return fmt.Errorf("nats destination: publish to %s: the server took message %s for a duplicate of message %d", f.Msg().Subject, f.Msg().Header.Get(natsio.MsgIdHdr), ack.Sequence)
+				}
 				last = max(last, ack.Sequence)
 			case err := <-f.Err():
 				return fmt.Errorf("nats destination: publish to %s: %w", f.Msg().Subject, err)
@@ -365,11 +360,13 @@ func (s *Sink) publish(ctx context.Context, st *streamState, msgs []*natsio.Msg)
 	for i, m := range msgs {
 		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(st.stream)}
 		if st.fenced {
-			prev := st.lastID
+			opts = append(opts, jetstream.WithExpectLastSequence(st.last+uint64(i)))
 			if i > 0 {
-				prev = msgs[i-1].Header.Get(natsio.MsgIdHdr)
+				// Not the first: a restarted server knows the last id only
+				// within its duplicate window, and the first's sequence,
+				// read before the fence, is refused after it anyway.
+				opts = append(opts, jetstream.WithExpectLastMsgID(msgs[i-1].Header.Get(natsio.MsgIdHdr)))
 			}
-			opts = append(opts, jetstream.WithExpectLastSequence(st.last+uint64(i)), jetstream.WithExpectLastMsgID(prev))
 		}
 		f, err := s.js.PublishMsgAsync(m, opts...)
 		if err != nil {

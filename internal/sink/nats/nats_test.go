@@ -462,6 +462,18 @@ func TestNatsFence(t *testing.T) {
 	if err := next.Fence(ctx, stream, 4); err != nil {
 		t.Errorf("fenced again (a later term on the same node): %v", err)
 	}
+	if n, err := VerifyFences(ctx, d, stream); err != nil || n != 4 {
+		t.Errorf("VerifyFences: %d fences, %v; want 4 and every message of its term", n, err)
+	}
+	// A message of another term after the last fence is found out.
+	stale := &natsio.Msg{Subject: subj, Header: natsio.Header{hdrPosition: {"1199"}, hdrIndex: {"1"}}, Data: []byte("{}")}
+	stale.Header.Set(natsio.MsgIdHdr, (&streamState{fenced: true, epoch: 3}).msgID(subj, "change", nil, 1199, 1))
+	if _, err := next.js.PublishMsg(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyFences(ctx, d, stream); err == nil || !strings.Contains(err.Error(), "a former owner's") {
+		t.Errorf("VerifyFences with a message of epoch 3 after the fence of epoch 4: %v", err)
+	}
 
 	shared := d
 	shared.NATSStream = "shared"
@@ -469,7 +481,7 @@ func TestNatsFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = open(t, shared, 0).Fence(ctx, "fence2", 1)
-	if err == nil || !strings.Contains(err.Error(), "other.>") || !strings.Contains(err.Error(), "streams[].node") {
+	if !errors.Is(err, sink.ErrCannotFence) || !strings.Contains(err.Error(), "other.>") || !strings.Contains(err.Error(), "streams[].node") {
 		t.Errorf("fencing a JetStream stream shared with other subjects: %v", err)
 	}
 }

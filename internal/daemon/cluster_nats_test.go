@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/cluster"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/natsserver"
+	"github.com/tidemark/tidemark/internal/sink/nats"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// TestClusterFencingNATS is TestClusterFencing with a NATS JetStream
+// destination, which any node may run without a pin: the owner is frozen
+// with SIGSTOP mid-backfill under a writer, another node takes the stream
+// over, and the frozen node is resumed. Every message after each fence
+// message was published in that fence's term (nats.VerifyFences: nothing
+// the former owner sent after the takeover got in), and the events replay
+// to the source's rows.
+func TestClusterFencingNATS(t *testing.T) {
+	ctx := context.Background()
+	srv, err := natsserver.Start(ctx, natsserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	src, _ := crashSource(t, ctx, "cluster_nats_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
+		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
+	c := newCluster(t, "cluster_nats", fmt.Sprintf(`
+streams:
+  - name: crash
+    source: {type: postgres, dsn: "%s", slot: "cluster_nats"}
+    destination: {type: nats, url: "%s"}
+    include: ["public.t"]
+    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 500ms}
+`, src, srv.URL()))
+	c.src = src
+	c.startAll(cluster.StreamLease("crash"))
+	owner := c.owner("")
+	writes := startWriter(t, src)
+	c.initiateVia(owner)
+	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
+	frozen := c.nodes[owner].cmd.Process
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	next := c.owner(owner)
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the resumed node to stop its stream", func() bool {
+		log := c.logs[owner].String()
+		return strings.Contains(log, "lost a lease: stopping its work") || strings.Contains(log, "stopping all work: cut off from the metadata store")
+	})
+	t.Logf("node %s frozen and resumed; node %s runs the stream", owner, next)
+	c.waitFor("backfill completed and loaded", func() bool {
+		b := c.backfill()
+		return b.Status == store.StatusCompleted && b.LoadedAt != nil
+	})
+	t.Logf("%d concurrent writes", writes())
+	d := config.Destination{Type: "nats", URL: srv.URL()}
+	c.waitFor("the events to replay to the source's rows", func() bool { return natsConverged(t, ctx, src, d) })
+	fences, err := nats.VerifyFences(ctx, d, "crash")
+	if err != nil || fences < 2 {
+		t.Errorf("VerifyFences: %d fence messages, %v; want 2 or more, each term's messages its own", fences, err)
+	}
+}
+
+// natsConverged reports whether the stream crash's events on d replay to
+// the rows of table t at the source.
+func natsConverged(t *testing.T, ctx context.Context, src string, d config.Destination) bool {
+	t.Helper()
+	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Key: []int{0},
+		Columns: []change.Column{{Name: "id"}, {Name: "v"}, {Name: "note"}}}
+	r, err := nats.ReadTable(ctx, d, "crash", tbl)
+	if err != nil {
+		t.Logf("read the events: %v", err)
+		return false
+	}
+	got := map[string]string{}
+	for _, row := range r.Rows() {
+		got[string(row["id"])] = string(row["v"]) + " " + string(row["note"])
+	}
+	conn, err := pgx.Connect(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT id, v, note FROM t`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id int64
+		var v *int64
+		var note *string
+		if err := rows.Scan(&id, &v, &note); err != nil {
+			t.Fatal(err)
+		}
+		vj, _ := json.Marshal(v)
+		nj, _ := json.Marshal(note)
+		if got[fmt.Sprint(id)] != string(vj)+" "+string(nj) {
+			return false
+		}
+		n++
+	}
+	return rows.Err() == nil && n == len(got)
+}
