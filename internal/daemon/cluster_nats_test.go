@@ -34,16 +34,7 @@ func TestClusterFencingNATS(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	src, _ := crashSource(t, ctx, "cluster_nats_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
-	c := newCluster(t, "cluster_nats", fmt.Sprintf(`
-streams:
-  - name: crash
-    source: {type: postgres, dsn: "%s", slot: "cluster_nats"}
-    destination: {type: nats, url: "%s"}
-    include: ["public.t"]
-    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
-    batch: {max_delay: 20ms}
-    retry: {initial: 20ms, max: 500ms}
-`, src, srv.URL()))
+	c := newCluster(t, "cluster_nats", crashStreamYAML(src, "cluster_nats", fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())))
 	c.src = src
 	c.startAll(cluster.StreamLease("crash"))
 	owner := c.owner("")

@@ -52,21 +52,27 @@ func newClusterEnvWith(t testing.TB, name, more string) *clusterEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, name, fmt.Sprintf(`
-streams:
-  - name: crash
-    source: {type: postgres, dsn: "%s", slot: "%s"}
-    destination: {type: postgres, dsn: "%s"}
-    include: ["public.t"]
-    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
-    batch: {max_delay: 20ms}
-    retry: {initial: 20ms, max: 500ms}
-%s`, src, name, dst, more))
+	c := newCluster(t, name, crashStreamYAML(src, name, fmt.Sprintf(`{type: postgres, dsn: "%s"}`, dst))+more)
 	c.src, c.dst = src, dst
 	for _, n := range c.nodes {
 		n.srcDSN, n.dstDSN = src, dst
 	}
 	return c
+}
+
+// crashStreamYAML is the streams section of one stream, crash, of table t
+// at src through slot into destination (a YAML flow mapping).
+func crashStreamYAML(src, slot, destination string) string {
+	return fmt.Sprintf(`
+streams:
+  - name: crash
+    source: {type: postgres, dsn: "%s", slot: "%s"}
+    destination: %s
+    include: ["public.t"]
+    backfill: {mode: manual, chunk_size: 1000, rows_per_second: 10000}
+    batch: {max_delay: 20ms}
+    retry: {initial: 20ms, max: 500ms}
+`, src, slot, destination)
 }
 
 // newCluster is three nodes, a, b and c, of one configuration file (body
