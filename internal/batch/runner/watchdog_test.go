@@ -75,9 +75,9 @@ func TestWatchdogEndsGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pidFile := filepath.Join(t.TempDir(), "child")
-			killBy := func() time.Time { return time.Now().Add(time.Second) }
+			killBy := func() time.Time { return time.Now().Add(2 * time.Second) }
 			if tc.name == "lease not renewed" {
-				at := time.Now().Add(time.Second)
+				at := time.Now().Add(3 * time.Second)
 				killBy = func() time.Time { return at }
 			}
 			w := Watchdog{Exe: os.Args[0], KillBy: killBy}

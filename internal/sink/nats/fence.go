@@ -67,7 +67,12 @@ func (s *Sink) Fence(ctx context.Context, stream string, epoch int64) error {
 // stream: a publisher of other subjects would move the stream's last
 // sequence under a fenced owner at every message.
 func exclusive(str jetstream.Stream, n names) error {
-	for _, subj := range str.CachedInfo().Config.Subjects {
+	cfg := str.CachedInfo().Config
+	if cfg.Mirror != nil || len(cfg.Sources) > 0 {
+		return fmt.Errorf("nats destination: JetStream stream %s takes messages from other streams (a mirror or sources): %w; give the stream a JetStream stream of its own (the destination's stream key), or pin it to one node (streams[].node)",
+			n.stream, sink.ErrCannotFence)
+	}
+	for _, subj := range cfg.Subjects {
 		if !covers(n.prefix+".>", subj) {
 			return fmt.Errorf("nats destination: JetStream stream %s also takes subjects %s, outside %s.>: %w; a stream that may move between cluster nodes needs a JetStream stream of its own: set the destination's stream key to a new name, or pin the stream to one node (streams[].node)",
 				n.stream, subj, n.prefix, sink.ErrCannotFence)
