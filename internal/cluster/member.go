@@ -358,7 +358,29 @@ func (m *Member) leave() {
 		t.cancel()
 	}
 	m.mu.Unlock()
-	m.wg.Wait()
+	// The leases are the work's until it has stopped (a task's grace
+	// period, the interrupted ends it writes): keep renewing them.
+	stopped := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(stopped)
+	}()
+	tick := time.NewTicker(m.tick())
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-stopped:
+			waiting = false
+		case <-tick.C:
+			sent := time.Now()
+			hctx, cancel := context.WithTimeout(context.Background(), m.tick())
+			_, err := m.st.Heartbeat(hctx, m.self.Name, m.self.StartedAt, m.ttl)
+			cancel()
+			if err == nil {
+				m.setRenewed(sent)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.st.LeaveCluster(ctx, m.self.Name, m.self.StartedAt); err != nil {

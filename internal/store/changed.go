@@ -28,8 +28,12 @@ func (s *Store) RecordChangedDates(ctx context.Context, ds []ChangedDate) error 
 		return nil
 	}
 	at := s.d.timeArg(now())
-	// A stream's write, not the batch engine's: not fenced by its lease.
+	// A stream's write, not the batch engine's: fenced by the stream's
+	// lease (WithWriteFence), not the batch engine's.
 	err := s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
 		return s.batchBulkInsert(ctx, tx, `"changed_dates"`, `"stream", "backfill_id", "object", "column_name", "value", "at"`, 6, changedDatesPerInsert, len(ds),
 			func(args []any, i int) []any {
 				d := ds[i]
@@ -78,8 +82,12 @@ func (s *Store) RecordLateDates(ctx context.Context, ds []ChangedDate) error {
 		return nil
 	}
 	at := s.d.timeArg(now())
-	// A stream's write, not the batch engine's: not fenced by its lease.
+	// A stream's write, not the batch engine's: fenced by the stream's
+	// lease (WithWriteFence), not the batch engine's.
 	err := s.writeTx(ctx, "tx batch_write", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
 		return s.batchBulkInsert(ctx, tx, `"late_dates"`, `"stream", "object", "column_name", "value", "at"`, 5, changedDatesPerInsert, len(ds),
 			func(args []any, i int) []any {
 				d := ds[i]

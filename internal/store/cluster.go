@@ -344,9 +344,29 @@ func WithWriteFence(ctx context.Context, lease, node string, epoch int64) contex
 	return context.WithValue(ctx, writeFenceKey{}, &leaseFence{lease: lease, node: node, epoch: epoch})
 }
 
-func writeFenceOf(ctx context.Context) *leaseFence {
+// WithoutWriteFence is ctx without its write fence: for counters, which
+// add up (a frozen node may add those of a batch the destination then
+// refused) and are written often, one statement each.
+func WithoutWriteFence(ctx context.Context) context.Context {
+	return context.WithValue(ctx, writeFenceKey{}, (*leaseFence)(nil))
+}
+
+// writeFenceOf is ctx's write fence; nil without one, and on SQLite,
+// which serves no cluster.
+func (s *Store) writeFenceOf(ctx context.Context) *leaseFence {
+	if s.d.name != dialectPostgres {
+		return nil
+	}
 	f, _ := ctx.Value(writeFenceKey{}).(*leaseFence)
 	return f
+}
+
+// checkWriteFence runs ctx's write fence check, if any, in tx.
+func (s *Store) checkWriteFence(ctx context.Context, tx *sql.Tx) error {
+	if f := s.writeFenceOf(ctx); f != nil {
+		return s.checkFence(ctx, tx, f)
+	}
+	return nil
 }
 
 // fencedTx runs fn in a transaction that first checks fence f.

@@ -99,6 +99,18 @@ type backfills struct {
 	wakeAt time.Time
 	// hook holds chunks for tests (failpoint.go); nil outside them.
 	hook atomic.Pointer[chunkHook]
+	// term is the context of the cluster term the stream runs in (RunAs),
+	// kept for the writes made outside any caller's context, so that they
+	// carry its fence (store.WithWriteFence); none outside a cluster.
+	term atomic.Pointer[context.Context]
+}
+
+// writeCtx is the context of writes made outside any caller's context.
+func (m *backfills) writeCtx() context.Context {
+	if c := m.term.Load(); c != nil {
+		return *c
+	}
+	return context.Background()
 }
 
 func newBackfills(stream string, st *store.Store, log *slog.Logger, cfg BackfillConfig, notify func(store.Backfill)) *backfills {

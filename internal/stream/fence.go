@@ -18,6 +18,8 @@ import (
 // another node may have changed it since this node last ran the stream.
 func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 	s.epoch.Store(epoch)
+	term := context.WithoutCancel(ctx)
+	s.bf.term.Store(&term)
 	s.bf.forget()
 	// A pause follows the stream from node to node: the record says
 	// whether its last owner had it paused.

@@ -500,7 +500,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 
 // destinationHealth shows a destination outage on the stream's state.
 func (s *Stream) destinationHealth(err error) {
-	ctx := context.Background()
+	ctx := s.bf.writeCtx()
 	if err != nil {
 		s.setState(ctx, store.StateRetrying, err.Error())
 		return
@@ -526,7 +526,7 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 	}
 	day := time.Now().UTC()
 	for id, c := range b.counters {
-		err := s.st.AddCounters(context.WithoutCancel(ctx), s.cfg.Name, id.Schema, id.Name, day,
+		err := s.st.AddCounters(store.WithoutWriteFence(context.WithoutCancel(ctx)), s.cfg.Name, id.Schema, id.Name, day,
 			store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes})
 		if err != nil {
 			s.log.Error("record object counters", logkey.Object(id.String()), logkey.Err(err))

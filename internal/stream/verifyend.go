@@ -87,7 +87,7 @@ func (m *backfills) endInterruptedVerifies(ctx context.Context, recs []store.Bac
 func (m *backfills) setReason(r *run, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ctx := context.Background()
+	ctx := m.writeCtx()
 	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
 	if err == nil && o.BackfillID == r.rec.ID {
 		o.Reason = reason

@@ -343,7 +343,7 @@ func (m *backfills) fail(r *run, err error) {
 	}
 	delete(m.active, id)
 	delete(m.byID, r.rec.ID)
-	if e := m.finishLocked(context.Background(), r, StatusFailed, err.Error()); e != nil {
+	if e := m.finishLocked(m.writeCtx(), r, StatusFailed, err.Error()); e != nil {
 		m.log.Error("record failed backfill", logkey.Backfill(r.rec.ID), logkey.Err(e))
 	}
 	m.scheduleLocked()
@@ -357,7 +357,7 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 	r.mu.Lock()
 	f(&r.rec)
 	rec := r.rec
-	err := m.st.UpdateBackfill(context.Background(), rec)
+	err := m.st.UpdateBackfill(m.writeCtx(), rec)
 	r.mu.Unlock()
 	if err != nil {
 		m.log.Error("record backfill progress", logkey.Backfill(rec.ID), logkey.Err(err))
@@ -368,7 +368,7 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 
 // setObjectStatus records a run's status on its object; m.mu is held.
 func (m *backfills) setObjectStatus(r *run, status string) {
-	ctx := context.Background()
+	ctx := m.writeCtx()
 	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
 	if err == nil && o.BackfillID == r.rec.ID {
 		o.Status, o.Reason = status, ""

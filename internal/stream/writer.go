@@ -88,6 +88,11 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, sink.ErrFenced) {
+			// Another node runs the stream now: no outage to show, and no
+			// point in trying again.
+			return err
+		}
 		if errors.Is(err, sink.ErrRejected) {
 			if err := w.reject(ctx, b, err); err != nil {
 				return err

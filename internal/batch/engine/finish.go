@@ -140,6 +140,7 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 		if errors.Is(end.res.Err, errNodeLost) {
 			n.lostRuns++
 		}
+		n.retryBase++ // not the task's failure: no retry used
 		// remoteEnded set when it runs again.
 		return store.InstanceWaiting, fmt.Sprintf("attempt %d was interrupted (%v); it runs again", n.attempt, end.res.Err)
 	}

@@ -52,7 +52,7 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 			return err
 		}
 		for _, n := range picked {
-			n.state, n.reason, n.retryBase = store.InstanceWaiting, reason, n.attempt
+			n.state, n.reason, n.retryBase, n.lostRuns = store.InstanceWaiting, reason, n.attempt, 0
 			n.nextTry = time.Time{}
 			e.publishInstance(n)
 		}
@@ -187,7 +187,7 @@ func (e *Engine) RerunScheduled(ctx context.Context, id int64, by string) error 
 		if err := e.writeInstances(ctx, []store.BatchInstance{c}, nil); err != nil {
 			return err
 		}
-		n.state, n.reason, n.retryBase = store.InstanceWaiting, c.Reason, n.attempt
+		n.state, n.reason, n.retryBase, n.lostRuns = store.InstanceWaiting, c.Reason, n.attempt, 0
 		if n.mode == plan.ModeBlocked {
 			n.mode = plan.ModeRun // blocked by a pause: run it as asked
 		}

@@ -168,17 +168,19 @@ func RunWatchdog(args []string) int {
 	_ = cmd.Wait()
 	select {
 	case <-stopping:
-		// A stop: the rest of the group has the runner's grace period,
-		// which ends it; the watchdog leads the group until then.
-		for othersInGroup(false) {
+		// A stop (or a signal to the group): the rest of the group has
+		// the runner's grace period to end by itself.
+		for end := time.Now().Add(GracePeriod); time.Now().Before(end) && othersInGroup(false); {
 			time.Sleep(10 * time.Millisecond)
 		}
 	default:
-		// What the command left running ends with it, as without a
-		// watchdog: a frozen daemon could not end it.
-		for othersInGroup(true) {
-			time.Sleep(time.Millisecond)
-		}
+	}
+	// What the command left running ends with it, as without a watchdog:
+	// a frozen daemon could not end it. A process that does not die (stuck
+	// in the kernel) is left to the daemon after reapTimeout.
+	pause := time.Millisecond
+	for end := time.Now().Add(reapTimeout); time.Now().Before(end) && othersInGroup(true); pause = min(2*pause, maxPoll) {
+		time.Sleep(pause)
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
@@ -219,6 +221,8 @@ func othersInGroup(kill bool) bool {
 func dieFromSignal(sig syscall.Signal) {
 	signal.Reset(sig)
 	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	const prSetDumpable = 4 // nor a core handed to a core_pattern pipe
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
 	runtime.LockOSThread()
 	var act [4]uint64 // the kernel's struct sigaction: handler SIG_DFL, no flags, empty mask
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
@@ -233,7 +237,7 @@ func dieFromSignal(sig syscall.Signal) {
 // as the daemon last moved it, or when the pipe closes.
 func watchHeartbeat(heartbeat *os.File, killAt time.Time) {
 	var rec [8]byte
-	why := "its node's leases were about to expire: the daemon is frozen, cut off from the metadata store, or stopping"
+	why := "its node's leases were about to expire: the daemon is frozen or cut off from the metadata store"
 	for time.Now().Before(killAt) {
 		if err := heartbeat.SetReadDeadline(killAt); err != nil {
 			why = err.Error()
