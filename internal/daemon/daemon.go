@@ -77,7 +77,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts stream.
 	if err := checkListen(cfg.API); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, cfg.Metadata)
+	var storeOpts []store.Option
+	if cfg.Cluster != nil {
+		storeOpts = append(storeOpts, store.IdleTransactionLimit(cfg.Cluster.Lease))
+	}
+	st, err := store.Open(ctx, cfg.Metadata, storeOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("open metadata store: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -139,6 +140,51 @@ func TestLeases(t *testing.T) {
 }
 
 // TestClusterNeedsPostgres: a SQLite store refuses cluster operations.
+// TestFrozenWriterLetsLeaseGo: a node frozen inside a fenced write holds the
+// lease row's share lock; with IdleTransactionLimit the server ends its
+// session, so another node takes the lease once it expires instead of
+// waiting for the frozen one to wake. Without the limit the takeover
+// blocks for as long as the transaction stays open.
+func TestFrozenWriterLetsLeaseGo(t *testing.T) {
+	ctx := t.Context()
+	url := postgresURL(t)
+	ttl := 2 * time.Second
+	frozen, err := store.Open(ctx, url, store.IdleTransactionLimit(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	other := openURL(t, url)
+	epoch, ok, err := frozen.AcquireLease(ctx, "batch", "a", ttl)
+	if err != nil || !ok {
+		t.Fatalf("a takes batch: %v, %v", ok, err)
+	}
+	frozen.FenceBatchWrites("batch", "a", epoch)
+	end, err := store.HoldFencedTx(ctx, frozen)
+	if err != nil {
+		t.Fatalf("fenced transaction of the holder: %v", err)
+	}
+	deadline := time.Now().Add(4 * ttl)
+	for {
+		tryCtx, cancel := context.WithTimeout(ctx, ttl)
+		next, ok, err := other.AcquireLease(tryCtx, "batch", "b", ttl)
+		cancel()
+		if err == nil && ok {
+			if next != epoch+1 {
+				t.Errorf("b's epoch %d, want %d", next, epoch+1)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b could not take the lease of a holder frozen in a transaction within %s: %v, %v", 4*ttl, ok, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a lease as a node does
+	}
+	if err := end(); err == nil {
+		t.Error("the frozen holder's transaction was still open after its session should have been ended")
+	}
+}
+
 func TestClusterNeedsPostgres(t *testing.T) {
 	s := openURL(t, sqliteURL(t))
 	if _, err := s.JoinCluster(t.Context(), clusterNode("a", "f"), time.Second); !errors.Is(err, store.ErrClusterNeedsPostgres) {

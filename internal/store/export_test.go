@@ -37,3 +37,19 @@ func MigrationCount(dialectName string) int {
 	}
 	return len(ms)
 }
+
+// HoldFencedTx begins a transaction that passes the FenceBatchWrites check
+// and leaves it open, the way a node frozen mid-write would; end rolls it
+// back and reports the error the rollback met (the server may have ended
+// the session first).
+func HoldFencedTx(ctx context.Context, s *Store) (end func() error, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkFenceTx(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx.Rollback, nil
+}

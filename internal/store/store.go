@@ -16,12 +16,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // also the database/sql driver "pgx"
+	_ "modernc.org/sqlite"           // database/sql driver "sqlite"
 )
 
 // ErrNotFound is returned (wrapped) when a stream, object or backfill does
@@ -78,12 +80,16 @@ type Store struct {
 //	sqlite://relative/path.db  SQLite, path relative to the working directory
 //	path/to/file.db            SQLite, a plain path
 //	postgres://… postgresql://… PostgreSQL
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, options ...Option) (*Store, error) {
+	var set openSettings
+	for _, o := range options {
+		o(&set)
+	}
 	d, dsn, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open(d.driver, dsn)
+	db, err := openDB(d, dsn, set)
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", d.name, err)
 	}
@@ -113,6 +119,35 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("open %s store %s: %w", d.name, redact(url), err)
 	}
 	return s, nil
+}
+
+// Option tunes Open.
+type Option func(*openSettings)
+
+type openSettings struct {
+	idleInTransaction time.Duration
+}
+
+// IdleTransactionLimit has a PostgreSQL store end a session that sits idle
+// inside a transaction for longer than d. A cluster node sets it to its
+// lease: a node frozen (SIGSTOP, a stalled VM) in the middle of a fenced
+// write holds the lease row's share lock, and without this no other node
+// could take the lease over until it woke. SQLite ignores it.
+func IdleTransactionLimit(d time.Duration) Option {
+	return func(s *openSettings) { s.idleInTransaction = d }
+}
+
+// openDB opens the pool, with the session settings of set on PostgreSQL.
+func openDB(d *dialect, dsn string, set openSettings) (*sql.DB, error) {
+	if d.name != dialectPostgres || set.idleInTransaction <= 0 {
+		return sql.Open(d.driver, dsn)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("cannot parse the connection string") // it may hold a password
+	}
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(set.idleInTransaction.Milliseconds(), 10)
+	return stdlib.OpenDB(*cfg), nil
 }
 
 // ping opens the first connection. SQLite can answer SQLITE_BUSY at once,
@@ -245,7 +280,7 @@ func redact(url string) string {
 
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	defer s.timedQuery(q, time.Now())
-	if f := writeFenceOf(ctx); f != nil {
+	if f := s.writeFenceOf(ctx); f != nil {
 		var res sql.Result
 		err := s.fencedTx(ctx, f, func(tx *sql.Tx) (err error) {
 			res, err = tx.ExecContext(ctx, s.d.rebind(q), args...)
@@ -260,7 +295,7 @@ func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, er
 func (s *Store) insertID(ctx context.Context, q string, args ...any) (int64, error) {
 	defer s.timedQuery(q, time.Now())
 	var id int64
-	if f := writeFenceOf(ctx); f != nil {
+	if f := s.writeFenceOf(ctx); f != nil {
 		err := s.fencedTx(ctx, f, func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&id)
 		})
