@@ -36,29 +36,7 @@ func TestClusterFencingNATS(t *testing.T) {
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
 	c := newCluster(t, "cluster_nats", crashStreamYAML(src, "cluster_nats", fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())))
 	c.src = src
-	c.startAll(cluster.StreamLease("crash"))
-	owner := c.owner("")
-	writes := startWriter(t, src)
-	c.initiateVia(owner)
-	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
-	frozen := c.nodes[owner].cmd.Process
-	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	next := c.owner(owner)
-	if err := frozen.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	c.waitFor("the resumed node to stop its stream", func() bool {
-		log := c.logs[owner].String()
-		return strings.Contains(log, "lost a lease: stopping its work") || strings.Contains(log, "stopping all work: cut off from the metadata store")
-	})
-	t.Logf("node %s frozen and resumed; node %s runs the stream", owner, next)
-	c.waitFor("backfill completed and loaded", func() bool {
-		b := c.backfill()
-		return b.Status == store.StatusCompleted && b.LoadedAt != nil
-	})
-	t.Logf("%d concurrent writes", writes())
+	c.freezeOwnerThroughBackfill()
 	d := config.Destination{Type: "nats", URL: srv.URL()}
 	c.waitFor("the events to replay to the source's rows", func() bool { return natsConverged(t, ctx, src, d) })
 	fences, err := nats.VerifyFences(ctx, d, "crash")
@@ -108,4 +86,44 @@ func natsConverged(t *testing.T, ctx context.Context, src string, d config.Desti
 		n++
 	}
 	return rows.Err() == nil && n == len(got)
+}
+
+// freezeOwnerThroughBackfill starts every node, initiates the crash
+// stream's backfill through its owner under a writer, freezes the owner
+// with SIGSTOP at 30 % read until another node runs the stream, resumes
+// it, and waits until it stopped its work and the backfill is completed
+// and loaded.
+func (c *clusterEnv) freezeOwnerThroughBackfill() {
+	c.t.Helper()
+	c.startAll(cluster.StreamLease("crash"))
+	owner := c.owner("")
+	writes := startWriter(c.t, c.src)
+	c.initiateVia(owner)
+	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
+	frozen := c.nodes[owner].cmd.Process
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatal(err)
+	}
+	next := c.owner(owner)
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitStopped(owner)
+	c.t.Logf("node %s frozen and resumed; node %s runs the stream", owner, next)
+	c.waitFor("backfill completed and loaded", func() bool {
+		b := c.backfill()
+		return b.Status == store.StatusCompleted && b.LoadedAt != nil
+	})
+	c.t.Logf("%d concurrent writes", writes())
+}
+
+// waitStopped waits until a node resumed after a freeze stopped its
+// work: either its heartbeat found its lease gone, or it found its last
+// renewal too old to trust (it slept past its deadline).
+func (c *clusterEnv) waitStopped(node string) {
+	c.t.Helper()
+	c.waitFor("the resumed node to stop its work", func() bool {
+		log := c.logs[node].String()
+		return strings.Contains(log, "lost a lease: stopping its work") || strings.Contains(log, "stopping all work: cut off from the metadata store")
+	})
 }

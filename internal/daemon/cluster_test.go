@@ -368,12 +368,7 @@ func TestClusterFencing(t *testing.T) {
 	if err := frozen.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("the resumed node to stop its stream", func() bool {
-		// Either its heartbeat finds the lease gone, or it finds its last
-		// renewal too old to trust (it slept past its deadline).
-		log := c.logs[owner].String()
-		return strings.Contains(log, "lost a lease: stopping its work") || strings.Contains(log, "stopping all work: cut off from the metadata store")
-	})
+	c.waitStopped(owner)
 	c.finish(writes)
 	if got := c.fenceEpoch(); got != epoch {
 		t.Errorf("fence epoch on the destination = %d after the frozen node resumed, want %d (the new owner's)", got, epoch)

@@ -319,7 +319,7 @@ func (c *crashEnv) converged() bool {
 
 // startWriter changes the table until the returned function is called; it
 // returns how many statements ran.
-func startWriter(t *testing.T, dsn string) func() int {
+func startWriter(t testing.TB, dsn string) func() int {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

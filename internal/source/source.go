@@ -69,7 +69,9 @@ type Log interface {
 	LogState(ctx context.Context) (LogState, error)
 	// EnsureLog creates what retains the log for the stream (PostgreSQL:
 	// the replication slot) when it is missing; it reports whether it
-	// created it.
+	// created it. It runs before the stream reports itself running: a
+	// stream starting over streams every change committed after it
+	// (MySQL pins the binlog's end here).
 	EnsureLog(ctx context.Context) (bool, error)
 	// DropLog removes it, if it exists.
 	DropLog(ctx context.Context) error

@@ -31,6 +31,10 @@ type streamSource struct {
 	// resume is the checkpoint ResumeFrom was told: its GTID state is
 	// where Stream from its position resumes.
 	resume atomic.Pointer[Resume]
+	// start is where a stream starting over reads from: the binlog's end
+	// when EnsureLog ran, before the stream reported itself running, so
+	// a change made once it runs is never before it.
+	start atomic.Uint64
 }
 
 var _ source.Source = (*streamSource)(nil)
@@ -82,9 +86,24 @@ func (s *streamSource) PrepareCapture(context.Context, []change.TableID) error {
 func (s *streamSource) Captures(context.Context, change.TableID) (bool, error) { return true, nil }
 func (s *streamSource) AddCapture(context.Context, change.TableID) error       { return nil }
 
-// EnsureLog and DropLog: the server keeps the binlog for every reader.
-func (s *streamSource) EnsureLog(context.Context) (bool, error) { return false, nil }
-func (s *streamSource) DropLog(context.Context) error           { return nil }
+// EnsureLog has no log to create (the server keeps the binlog for every
+// reader), but a stream starting over (ResumeFrom was told position 0)
+// pins its start there: the binlog's end now, not when Stream gets to
+// read it.
+func (s *streamSource) EnsureLog(ctx context.Context) (bool, error) {
+	if r := s.resume.Load(); r != nil && r.Position != 0 {
+		return false, nil
+	}
+	end, err := s.src.CurrentPosition(ctx)
+	if err != nil {
+		return false, err
+	}
+	s.start.Store(uint64(end))
+	return false, nil
+}
+
+// DropLog: there is nothing to drop.
+func (s *streamSource) DropLog(context.Context) error { return nil }
 
 // LogState reports the binlog the server keeps from the position the
 // destination confirmed, and whether that position was purged.
@@ -189,15 +208,20 @@ func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup sour
 	if r := s.resume.Load(); r != nil && r.Position == start {
 		from.GTIDs = r.GTIDs
 	}
-	s.from.Store(uint64(start))
 	if start == 0 {
-		// Stream reads from the binlog's end: say where that is first.
-		end, err := s.src.CurrentPosition(ctx)
-		if err != nil {
-			return err
+		// A stream starting over reads from the binlog's end when
+		// EnsureLog ran, or else from its end now.
+		from.Position = change.LSN(s.start.Load())
+		if from.Position == 0 {
+			end, err := s.src.CurrentPosition(ctx)
+			if err != nil {
+				return err
+			}
+			from.Position = end
 		}
-		s.from.Store(uint64(inEpoch(end, s.src.Epoch())))
+		start = inEpoch(from.Position, s.src.Epoch())
 	}
+	s.from.Store(uint64(start))
 	err := s.src.StreamFrom(ctx, from, TableLookup(lookup), out)
 	if errors.Is(err, ErrPositionPurged) && from.GTIDs != "" {
 		// The message names the reset already; the hint says when to wait.

@@ -215,3 +215,34 @@ func TestStreamPurgedGTID(t *testing.T) {
 		t.Fatalf("Stream from a purged GTID state: %v, want a permanent ErrPositionPurged naming the reset", err)
 	}
 }
+
+// TestStreamStartingOverStartsWhereEnsureLogRan: a stream starting over
+// (no checkpoint) reports itself running after EnsureLog and before its
+// Stream reads the binlog; a change made in between is streamed, not
+// skipped as being before the binlog's end.
+func TestStreamStartingOverStartsWhereEnsureLogRan(t *testing.T) {
+	ctx := context.Background()
+	src, root := testDB(t, "CREATE TABLE t (id int PRIMARY KEY)")
+	ss := &streamSource{src: src}
+	tbl, err := src.Describe(ctx, change.TableID{Schema: src.Database(), Name: "t"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.ResumeFrom(ctx, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.EnsureLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, root, "INSERT INTO t VALUES (1)")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan change.Event, 10)
+	done := make(chan error, 1)
+	go func() { done <- ss.Stream(ctx, 0, func(change.TableID) *change.Table { return tbl }, out) }()
+	exec(t, root, "INSERT INTO t VALUES (2)")
+	txns := receiveTxns(t, out, done, 2)
+	if got := txns[0].Changes[0].Row[0].Text + "," + txns[1].Changes[0].Row[0].Text; got != "1,2" {
+		t.Fatalf("streamed %s, want 1,2", got)
+	}
+}
