@@ -22,13 +22,22 @@ func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 	s.bf.term.Store(&term)
 	s.bf.forget()
 	// A pause follows the stream from node to node: the record says
-	// whether its last owner had it paused.
+	// whether its last owner had it paused, unless a pause or resume
+	// reached this node (it holds the lease now) while it read.
+	s.mu.Lock()
+	asks := s.pauseAsks
+	s.mu.Unlock()
 	rec, err := s.st.GetStream(ctx, s.cfg.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("read the stream's record: %w", err)
 	}
+	if s.afterRecordRead != nil {
+		s.afterRecordRead()
+	}
 	s.mu.Lock()
-	s.paused = err == nil && rec.State == store.StatePaused
+	if s.pauseAsks == asks {
+		s.paused = err == nil && rec.State == store.StatePaused
+	}
 	s.mu.Unlock()
 	return s.Run(ctx)
 }

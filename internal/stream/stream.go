@@ -72,11 +72,14 @@ type Stream struct {
 	snk       sink.Sink
 	walBytes  int64
 	paused    bool
+	pauseAsks uint64        // Pause and Resume calls so far: RunAs keeps one made while it reads the record
 	reset     bool          // a reset was requested: re-create a lost slot and backfill everything
 	wake      chan struct{} // signalled by Resume
 	runCancel context.CancelFunc
 
 	subs fanout.Hub[Event] // backfill, state and lag events
+
+	afterRecordRead func() // tests: runs as RunAs has read the stream's record
 }
 
 // Event is pushed to subscribers when a backfill record or the stream state
@@ -185,6 +188,7 @@ func (s *Stream) StopBackfills(ctx context.Context, ids []change.TableID) error 
 func (s *Stream) Pause() {
 	s.mu.Lock()
 	s.paused = true
+	s.pauseAsks++
 	cancel := s.runCancel
 	s.mu.Unlock()
 	if cancel != nil {
@@ -196,6 +200,7 @@ func (s *Stream) Pause() {
 func (s *Stream) Resume() {
 	s.mu.Lock()
 	s.paused = false
+	s.pauseAsks++
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
