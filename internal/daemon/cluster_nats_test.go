@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,7 +90,9 @@ func natsConverged(t *testing.T, ctx context.Context, src string, d config.Desti
 }
 
 // freezeOwnerThroughBackfill starts every node, initiates the crash
-// stream's backfill through its owner under a writer, freezes the owner
+// stream's backfill through its owner under a writer (one change each
+// 5 ms: an event destination publishes each change on its own, and a
+// replay reads them all, under the race detector), freezes the owner
 // with SIGSTOP at 30 % read until another node runs the stream, resumes
 // it, and waits until it stopped its work and the backfill is completed
 // and loaded.
@@ -97,7 +100,7 @@ func (c *clusterEnv) freezeOwnerThroughBackfill() {
 	c.t.Helper()
 	c.startAll(cluster.StreamLease("crash"))
 	owner := c.owner("")
-	writes := startWriter(c.t, c.src)
+	writes := startWriterPaced(c.t, c.src, 5*time.Millisecond)
 	c.initiateVia(owner)
 	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
 	frozen := c.nodes[owner].cmd.Process

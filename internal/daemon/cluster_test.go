@@ -479,7 +479,7 @@ func TestClusterSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := paceWriter(func(i int) string {
+	writes := paceWriter(time.Millisecond, func(i int) string {
 		return fmt.Sprintf("UPDATE t%d SET v = v + 1 WHERE id = %d", i%3+1, (i*7919)%5000+1)
 	}, func(ctx context.Context, q string) error {
 		_, err := conn.Exec(ctx, q)

@@ -320,12 +320,17 @@ func (c *crashEnv) converged() bool {
 // startWriter changes the table until the returned function is called; it
 // returns how many statements ran.
 func startWriter(t testing.TB, dsn string) func() int {
+	return startWriterPaced(t, dsn, time.Millisecond)
+}
+
+// startWriterPaced is startWriter running at most one statement each pace.
+func startWriterPaced(t testing.TB, dsn string, pace time.Duration) func() int {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return paceWriter(func(i int) string {
+	return paceWriter(pace, func(i int) string {
 		id := (i*7919)%crashRows + 1
 		switch i % 4 {
 		case 0, 1:
@@ -341,19 +346,19 @@ func startWriter(t testing.TB, dsn string) func() int {
 	}, func() { conn.Close(context.Background()) })
 }
 
-// paceWriter runs statement(i) for i = 0, 1, … through exec, at most one a
-// millisecond (a steady load, paced so the stream is not simply outrun),
+// paceWriter runs statement(i) for i = 0, 1, … through exec, at most one
+// each pace (a steady load, paced so the stream is not simply outrun),
 // until the returned function is called; that calls closeConn and returns
 // how many statements succeeded.
-func paceWriter(statement func(i int) string, exec func(ctx context.Context, q string) error, closeConn func()) func() int {
+func paceWriter(pace time.Duration, statement func(i int) string, exec func(ctx context.Context, q string) error, closeConn func()) func() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
 		n := 0
-		pace := time.NewTicker(time.Millisecond)
-		defer pace.Stop()
+		tick := time.NewTicker(pace)
+		defer tick.Stop()
 		for i := 0; ctx.Err() == nil; i++ {
-			<-pace.C
+			<-tick.C
 			if exec(ctx, statement(i)) == nil {
 				n++
 			}

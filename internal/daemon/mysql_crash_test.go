@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,7 +140,7 @@ func startMySQLWriter(t *testing.T, srv *mysqlserver.Server) func() int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return paceWriter(func(i int) string {
+	return paceWriter(time.Millisecond, func(i int) string {
 		id := (i*7919)%myCrashRows + 1
 		switch i % 5 {
 		case 0, 1:
