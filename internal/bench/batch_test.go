@@ -79,6 +79,25 @@ func BenchmarkBatch(b *testing.B) {
 		fmt.Printf("batch no-op on %s metadata: recorded in %.1f s; %d instances dispatched in %.1f s = %.0f instances/s (%.0f µs each); %s\n",
 			meta.name, r.recorded.Seconds(), r.instances, r.ran.Seconds(), r.rate(), 1e6/r.rate(), peak)
 	}
+	// Recovery: an engine started on a store holding the same backfill,
+	// submitted to start in an hour, so every instance is open.
+	later := req
+	at := time.Now().Add(time.Hour)
+	later.StartAt = &at
+	pgLater, err := pg.CreateDatabase(ctx, "batch_meta_later")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, meta := range []struct{ name, url string }{
+		{"sqlite", "sqlite://" + filepath.Join(b.TempDir(), "later.db")},
+		{"postgres", pgLater},
+	} {
+		open, ready, err := readyWithOpen(ctx, meta.url, graph, later)
+		if err != nil {
+			b.Fatalf("%s: %v", meta.name, err)
+		}
+		fmt.Printf("batch engine on %s metadata with %d open instances: ready in %.2f s\n", meta.name, open, ready.Seconds())
+	}
 
 	shell := generatedDAG(20, dag.TypeShell, "true")
 	sg, err := dag.New(shell)
@@ -117,6 +136,59 @@ func runBatch(ctx context.Context, url string, g *dag.Graph, req plan.Request, c
 		return batchRun{}, err
 	}
 	return runEngine(ctx, st, e, req)
+}
+
+// readyWithOpen submits req (which starts later) through one engine on
+// the store at url, then times how long a second engine, started on that
+// store as a restarted daemon's would be, takes to be ready.
+func readyWithOpen(ctx context.Context, url string, g *dag.Graph, req plan.Request) (open int, ready time.Duration, err error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	newEngine := func() (*engine.Engine, error) {
+		return engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": 64},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WorkDir: os.TempDir()})
+	}
+	// run starts e and returns once it is ready, with the function that
+	// stops it.
+	run := func(e *engine.Engine) (stop func(), err error) {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.Run(rctx) }()
+		select {
+		case <-e.Ready():
+			return func() { cancel(); <-done }, nil
+		case err := <-done:
+			cancel()
+			return nil, fmt.Errorf("the engine ended before it was ready: %w", err)
+		}
+	}
+	first, err := newEngine()
+	if err != nil {
+		return 0, 0, err
+	}
+	stop, err := run(first)
+	if err != nil {
+		return 0, 0, err
+	}
+	rec, _, err := first.Submit(ctx, req, "bench")
+	stop()
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	second, err := newEngine()
+	if err != nil {
+		return 0, 0, err
+	}
+	if stop, err = run(second); err != nil {
+		return 0, 0, err
+	}
+	ready = time.Since(start)
+	stop()
+	return rec.Instances, ready, nil
 }
 
 // runEngine runs e, submits req and waits until the backfill has ended.

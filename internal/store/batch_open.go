@@ -15,6 +15,11 @@ var batchOpenWhere = `i."state" IN ('` + InstanceWaiting + `', '` + InstanceRunn
 	AND (i."backfill_id" IS NULL OR EXISTS (SELECT 1 FROM "batch_backfills" b
 		WHERE b."id" = i."backfill_id" AND b."state" IN ('` + BatchWaiting + `', '` + BatchRunning + `')))`
 
+// batchOpenScheduledWhere selects (alias i) the open instances of the
+// recurring schedule alone: a seek of the state index.
+var batchOpenScheduledWhere = `i."state" IN ('` + InstanceWaiting + `', '` + InstanceRunning + `')
+	AND i."backfill_id" IS NULL`
+
 // LoadOpenInstances returns, ordered by id and with their Deps, the
 // instances the engine still has to run: every waiting or running instance
 // of the recurring schedule or of a waiting or running backfill.
@@ -22,13 +27,24 @@ var batchOpenWhere = `i."state" IN ('` + InstanceWaiting + `', '` + InstanceRunn
 // state, so the engine knows whether the upstream succeeded, dry-ran or
 // failed.
 func (s *Store) LoadOpenInstances(ctx context.Context) (open []BatchInstance, doneStates map[int64]string, err error) {
+	return s.loadOpen(ctx, batchOpenWhere)
+}
+
+// LoadOpenScheduled is LoadOpenInstances of the recurring schedule's
+// instances alone, for an engine that reads its open backfills whole.
+func (s *Store) LoadOpenScheduled(ctx context.Context) (open []BatchInstance, doneStates map[int64]string, err error) {
+	return s.loadOpen(ctx, batchOpenScheduledWhere)
+}
+
+// loadOpen is LoadOpenInstances of the instances (alias i) where selects.
+func (s *Store) loadOpen(ctx context.Context, where string) (open []BatchInstance, doneStates map[int64]string, err error) {
 	doneStates = map[int64]string{}
 	err = s.batchReadTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if open, err = readOpenInstances(ctx, tx); err != nil || len(open) == 0 {
+		if open, err = readOpenInstances(ctx, tx, where); err != nil || len(open) == 0 {
 			return err
 		}
-		edges, err := readOpenEdges(ctx, tx, open, doneStates)
+		edges, err := readOpenEdges(ctx, tx, where, open, doneStates)
 		if err != nil {
 			return fmt.Errorf("read dependencies: %w", err)
 		}
@@ -46,19 +62,19 @@ func (s *Store) LoadOpenInstances(ctx context.Context) (open []BatchInstance, do
 	return open, doneStates, nil
 }
 
-// readOpenInstances returns the open instances (see batchOpenWhere) ordered
-// by id, without their Deps; nil when there are none.
-func readOpenInstances(ctx context.Context, tx *sql.Tx) ([]BatchInstance, error) {
+// readOpenInstances returns the instances where selects (batchOpenWhere,
+// say) ordered by id, without their Deps; nil when there are none.
+func readOpenInstances(ctx context.Context, tx *sql.Tx, where string) ([]BatchInstance, error) {
 	// The count sizes the slice, which saves growing and copying it.
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM "batch_instances" i WHERE `+batchOpenWhere).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM "batch_instances" i WHERE `+where).Scan(&n); err != nil {
 		return nil, fmt.Errorf("count instances: %w", err)
 	}
 	if n == 0 {
 		return nil, nil
 	}
 	open := make([]BatchInstance, 0, n)
-	err := scanBatchInstances(ctx, tx, &open, `SELECT `+batchInstanceColsI+` FROM "batch_instances" i WHERE `+batchOpenWhere)
+	err := scanBatchInstances(ctx, tx, &open, `SELECT `+batchInstanceColsI+` FROM "batch_instances" i WHERE `+where)
 	if err != nil {
 		return nil, fmt.Errorf("read instances: %w", err)
 	}
@@ -77,7 +93,7 @@ type openEdges struct {
 // readOpenEdges reads the dependency edges of open, the result of
 // readOpenInstances in the same transaction, and adds to doneStates, with
 // an empty state, every upstream id that is not in open.
-func readOpenEdges(ctx context.Context, tx *sql.Tx, open []BatchInstance, doneStates map[int64]string) (openEdges, error) {
+func readOpenEdges(ctx context.Context, tx *sql.Tx, where string, open []BatchInstance, doneStates map[int64]string) (openEdges, error) {
 	idx := make(map[int64]int32, len(open))
 	for k := range open {
 		idx[open[k].ID] = int32(k)
@@ -85,7 +101,7 @@ func readOpenEdges(ctx context.Context, tx *sql.Tx, open []BatchInstance, doneSt
 	// Index-only: the state index and the edges' primary key.
 	rows, err := tx.QueryContext(ctx, `SELECT e."instance_id", e."upstream_id"
 		FROM "batch_instances" i JOIN "batch_instance_deps" e ON e."instance_id" = i."id"
-		WHERE `+batchOpenWhere)
+		WHERE `+where)
 	if err != nil {
 		return openEdges{}, err
 	}

@@ -107,15 +107,13 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 			}
 		}
 	}
-	open, done, err := e.st.LoadOpenInstances(ctx)
+	// The backfills were read whole above: only the schedule's are left.
+	open, done, err := e.st.LoadOpenScheduled(ctx)
 	if err != nil {
 		return err
 	}
 	var sched []*node
 	for _, in := range open {
-		if in.BackfillID != 0 {
-			continue
-		}
 		n := e.newNode(in, nil)
 		e.s.nodes[n.id] = n
 		sched = append(sched, n)

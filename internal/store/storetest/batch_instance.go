@@ -230,4 +230,22 @@ func testBatchOpenInstances(t *testing.T, s *store.Store) {
 			t.Errorf("doneStates has %d (%s), which is open or no one's dependency", id, st)
 		}
 	}
+
+	// The schedule's alone: its dependencies in backfills are done ones.
+	open, done, err = s.LoadOpenScheduled(ctx)
+	mustNil(t, err)
+	got = got[:0]
+	for _, in := range open {
+		if strings.HasPrefix(in.Task, "open_") {
+			got = append(got, in)
+		}
+	}
+	if !reflect.DeepEqual(got, []store.BatchInstance{sched}) {
+		t.Errorf("LoadOpenScheduled =\n%+v\nwant\n%+v", got, []store.BatchInstance{sched})
+	}
+	for id, st := range map[int64]string{x[0].ID: store.InstanceSucceeded, y[0].ID: store.InstanceWaiting} {
+		if done[id] != st {
+			t.Errorf("LoadOpenScheduled: doneStates[%d] = %q, want %q", id, done[id], st)
+		}
+	}
 }
