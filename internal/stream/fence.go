@@ -23,10 +23,12 @@ func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 	s.bf.forget()
 	// A pause follows the stream from node to node: the record says
 	// whether its last owner had it paused, unless a pause or resume
-	// reached this node (it holds the lease now) while it read.
-	s.mu.Lock()
-	asks := s.pauseAsks
-	s.mu.Unlock()
+	// reached this node (it holds the lease now) since its last term.
+	defer func() {
+		s.mu.Lock()
+		s.pauseAsksSeen = s.pauseAsks
+		s.mu.Unlock()
+	}()
 	rec, err := s.st.GetStream(ctx, s.cfg.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("read the stream's record: %w", err)
@@ -35,7 +37,7 @@ func (s *Stream) RunAs(ctx context.Context, epoch int64) error {
 		s.afterRecordRead()
 	}
 	s.mu.Lock()
-	if s.pauseAsks == asks {
+	if s.pauseAsks == s.pauseAsksSeen {
 		s.paused = err == nil && rec.State == store.StatePaused
 	}
 	s.mu.Unlock()

@@ -72,10 +72,14 @@ type Stream struct {
 	snk       sink.Sink
 	walBytes  int64
 	paused    bool
-	pauseAsks uint64        // Pause and Resume calls so far: RunAs keeps one made while it reads the record
-	reset     bool          // a reset was requested: re-create a lost slot and backfill everything
-	wake      chan struct{} // signalled by Resume
-	runCancel context.CancelFunc
+	pauseAsks uint64 // Pause and Resume calls so far
+	// pauseAsksSeen is pauseAsks when the last term ended (RunAs): a pause
+	// or resume since, which reached this node as it took the lease, wins
+	// over the stream's record.
+	pauseAsksSeen uint64
+	reset         bool          // a reset was requested: re-create a lost slot and backfill everything
+	wake          chan struct{} // signalled by Resume
+	runCancel     context.CancelFunc
 
 	subs fanout.Hub[Event] // backfill, state and lag events
 

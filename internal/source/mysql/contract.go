@@ -94,7 +94,7 @@ func (s *streamSource) EnsureLog(ctx context.Context) (bool, error) {
 	if r := s.resume.Load(); r != nil && r.Position != 0 {
 		return false, nil
 	}
-	end, err := s.src.CurrentPosition(ctx)
+	end, err := s.src.PinStart(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -210,7 +210,9 @@ func (s *streamSource) Stream(ctx context.Context, start change.LSN, lookup sour
 	}
 	if start == 0 {
 		// A stream starting over reads from the binlog's end when
-		// EnsureLog ran, or else from its end now.
+		// EnsureLog ran, or else from its end now; it has no GTID state
+		// to resume by.
+		from.GTIDs = ""
 		from.Position = change.LSN(s.start.Load())
 		if from.Position == 0 {
 			end, err := s.src.CurrentPosition(ctx)

@@ -176,15 +176,20 @@ func binlogGTIDPos(c *client.Conn, file string, offset uint32) (*gtidState, erro
 
 // gtidStateAt is the GTID state at a binlog position a stream starts from
 // by file and offset: MariaDB's BINLOG_GTID_POS; on MySQL gtid_executed
-// when the start is the binlog's current end (read with it), else unknown
-// (nil): such a MySQL stream resumes by file and offset until it restarts
-// from a checkpoint that has a state.
+// when the start is the binlog's current end or the end PinStart read
+// (each read with it), else unknown (nil): such a MySQL stream resumes by
+// file and offset until it restarts from a checkpoint that has a state.
 func (s *Source) gtidStateAt(ctx context.Context, info binlogInfo, start change.LSN) (*gtidState, error) {
 	if info.flavor != gomysql.MariaDBFlavor {
-		if start != info.current || info.executed == "" {
-			return nil, nil
+		s.pinMu.Lock()
+		pinned := s.pinned
+		s.pinMu.Unlock()
+		for _, at := range []binlogInfo{info, pinned} {
+			if start == at.current && at.executed != "" {
+				return parseGTIDState(info.flavor, at.executed)
+			}
 		}
-		return parseGTIDState(info.flavor, info.executed)
+		return nil, nil
 	}
 	var st *gtidState
 	err := s.with(ctx, func(c *client.Conn) (err error) {

@@ -44,6 +44,10 @@ type Source struct {
 	epoch   atomic.Uint32
 	planMu  sync.Mutex
 	planned *plannedResume
+	// pinned is the binlog's end PinStart read, with MySQL's
+	// gtid_executed there: the GTID state of a stream starting at it.
+	pinMu  sync.Mutex
+	pinned binlogInfo
 
 	// nums numbers the columns of tables across schema changes
 	// (colnums.go); colls are the server's collations by id, read once.

@@ -196,6 +196,20 @@ func (s *Source) binlogInfo(ctx context.Context) (binlogInfo, error) {
 	return info, nil
 }
 
+// PinStart reads the binlog's end for a stream that starts there later:
+// its GTID state there is remembered (MySQL has no function that finds it
+// for a position behind the end).
+func (s *Source) PinStart(ctx context.Context) (change.LSN, error) {
+	info, err := s.binlogInfo(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.pinMu.Lock()
+	s.pinned = info
+	s.pinMu.Unlock()
+	return info.current, nil
+}
+
 // CurrentPosition is the end of the server's binlog.
 func (s *Source) CurrentPosition(ctx context.Context) (change.LSN, error) {
 	info, err := s.binlogInfo(ctx)
