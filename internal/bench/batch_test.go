@@ -130,12 +130,18 @@ func runBatch(ctx context.Context, url string, g *dag.Graph, req plan.Request, c
 		return batchRun{}, err
 	}
 	defer st.Close()
-	e, err := engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": concurrency},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WorkDir: os.TempDir()})
+	e, err := newEngine(st, g, concurrency)
 	if err != nil {
 		return batchRun{}, err
 	}
 	return runEngine(ctx, st, e, req)
+}
+
+// newEngine is a quiet engine over st running up to concurrency
+// instances at once.
+func newEngine(st *store.Store, g *dag.Graph, concurrency int) (*engine.Engine, error) {
+	return engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": concurrency},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WorkDir: os.TempDir()})
 }
 
 // readyWithOpen submits req (which starts later) through one engine on
@@ -147,10 +153,6 @@ func readyWithOpen(ctx context.Context, url string, g *dag.Graph, req plan.Reque
 		return 0, 0, err
 	}
 	defer st.Close()
-	newEngine := func() (*engine.Engine, error) {
-		return engine.New(engine.Options{Store: st, Graph: g, ResourceGroups: map[string]int{"default": 64},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WorkDir: os.TempDir()})
-	}
 	// run starts e and returns once it is ready, with the function that
 	// stops it.
 	run := func(e *engine.Engine) (stop func(), err error) {
@@ -165,7 +167,7 @@ func readyWithOpen(ctx context.Context, url string, g *dag.Graph, req plan.Reque
 			return nil, fmt.Errorf("the engine ended before it was ready: %w", err)
 		}
 	}
-	first, err := newEngine()
+	first, err := newEngine(st, g, 64)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -179,7 +181,7 @@ func readyWithOpen(ctx context.Context, url string, g *dag.Graph, req plan.Reque
 		return 0, 0, err
 	}
 	start := time.Now()
-	second, err := newEngine()
+	second, err := newEngine(st, g, 64)
 	if err != nil {
 		return 0, 0, err
 	}
