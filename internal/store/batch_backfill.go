@@ -157,7 +157,7 @@ func newBackfillEdges(deps [][]int, n int) (backfillEdges, error) {
 // instances and edges in one transaction. It returns the backfill's id and
 // base, the id of insts[i] being base+1+i.
 func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts []BatchInstance, rows backfillRows, edges backfillEdges) (id, base int64, err error) {
-	err = s.batchWriteTx(ctx, true, func(tx *sql.Tx) error {
+	err = s.batchWriteConnTx(ctx, true, func(conn *sql.Conn, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO "batch_backfills" (`+batchBackfillInsertCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`),
 			b.Name, b.Task, b.StartedBy, string(b.Request), b.State, b.Error,
@@ -169,17 +169,17 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 		if base, err = maxBatchInstanceID(ctx, tx); err != nil {
 			return err
 		}
-		err = s.batchBulkInsert(ctx, tx, `"batch_instances"`, batchInstanceCols, batchInstanceNCols, batchInstanceRowsPerInsert, len(insts),
+		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, len(insts),
 			func(args []any, i int) []any {
 				return s.appendInstanceArgs(args, base+1+int64(i), id, &insts[i], rows.states[i], rows.modes[i], rows.outputs[i])
-			}, "")
+			})
 		if err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))
 		}
-		err = s.batchBulkInsert(ctx, tx, `"batch_instance_deps"`, `"instance_id", "upstream_id"`, 2, batchDepRowsPerInsert, len(edges.from),
+		err = s.bulkInsert(ctx, conn, tx, "batch_instance_deps", []string{"instance_id", "upstream_id"}, batchDepRowsPerInsert, len(edges.from),
 			func(args []any, k int) []any {
 				return append(args, base+1+int64(edges.from[k]), base+1+int64(edges.to[k]))
-			}, "")
+			})
 		if err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
 		}

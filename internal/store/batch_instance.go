@@ -15,6 +15,15 @@ const batchInstanceCols = `"id", "backfill_id", "task", "biz_time", "biz_end", "
 
 const batchInstanceNCols = 25
 
+// batchInstanceColNames are batchInstanceCols' names, unquoted, for COPY.
+var batchInstanceColNames = func() []string {
+	cols := strings.Split(batchInstanceCols, ",")
+	for k, c := range cols {
+		cols[k] = strings.Trim(strings.TrimSpace(c), `"`)
+	}
+	return cols
+}()
+
 // batchInstanceColsI is batchInstanceCols qualified with the alias i.
 var batchInstanceColsI = func() string {
 	cols := strings.Split(batchInstanceCols, ",")

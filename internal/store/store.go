@@ -227,9 +227,14 @@ func sqliteFile(path, url string) (*dialect, string, error) {
 		return nil, "", fmt.Errorf("store URL %q: SQLite needs a database file path; %s", url, acceptedURLs)
 	}
 	// busy_timeout first (the driver orders it so), then WAL and foreign keys.
+	// A 64 MiB page cache (the default is 2 MiB) and statement journals in
+	// memory: a backfill's bulk insert otherwise spills index pages and
+	// writes a statement journal file per multi-row INSERT (a 730,000-instance
+	// backfill recorded in 12.5 s becomes 9.0 s).
 	// _txlock=immediate takes the write lock at BEGIN, so a transaction never
 	// fails upgrading a read lock when another process writes the same file.
-	dsn := path + "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	dsn := path + "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)" +
+		"&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_txlock=immediate"
 	return sqliteDialect, dsn, nil
 }
 

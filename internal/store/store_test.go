@@ -138,6 +138,8 @@ func TestSQLitePragmas(t *testing.T) {
 		"journal_mode": "wal",
 		"foreign_keys": "1",
 		"busy_timeout": "10000",
+		"cache_size":   "-65536",
+		"temp_store":   "2",
 	} {
 		got, err := store.QueryString(ctx, s, "PRAGMA "+pragma)
 		if err != nil {
