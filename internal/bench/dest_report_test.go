@@ -44,6 +44,10 @@ func (db *destBench) print(out io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+	if lite, ok := findResult(rs, "dest-sqlite"); ok {
+		fmt.Fprintf(out, "sqlite destination: %s the rows/s of a plain INSERT of the same rows in one transaction (target 0.8×)\n\n",
+			ratioTo(rs, lite, sqliteInsertKey))
+	}
 	for _, r := range db.results {
 		fmt.Fprintf(out, "%s: %s; held: %s\n", r.name, r.note, r.heldWhat)
 	}
@@ -67,5 +71,10 @@ func (db *destBench) report() {
 		if ok && r.key != base.key {
 			db.b.ReportMetric(r.rowsPerSec()/base.rowsPerSec(), r.key+"/postgres")
 		}
+	}
+	lite, ok1 := findResult(rs, "dest-sqlite")
+	insert, ok2 := findResult(rs, sqliteInsertKey)
+	if ok1 && ok2 {
+		db.b.ReportMetric(lite.rowsPerSec()/insert.rowsPerSec(), "dest-sqlite/"+sqliteInsertKey)
 	}
 }

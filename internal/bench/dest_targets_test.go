@@ -27,6 +27,7 @@ type destination struct {
 	// bytes the destination holds (-1: not measured) and says what they are.
 	held func(ctx context.Context, stream string) (int64, string, error)
 	stop func()
+	path string // the SQLite destination's file
 }
 
 // openDestination readies a destination of the given kind: the postgres
@@ -47,6 +48,12 @@ func openDestination(ctx context.Context, kind string, sv servers, dir string) (
 		// PostgreSQL's.
 		return destination{yaml: fmt.Sprintf(`{type: files, path: "%s", format: %s}`, path, format), pid: sv.dst.PID(), stop: func() {},
 			held: func(context.Context, string) (int64, string, error) { return filesHeld(path, format) }}, nil
+	case "sqlite":
+		path := filepath.Join(dir, "dest.db")
+		// No server: the destination's CPU column is the idle destination
+		// PostgreSQL's, and SQLite's work is this process's.
+		return destination{yaml: fmt.Sprintf(`{type: sqlite, path: "%s"}`, path), pid: sv.dst.PID(), stop: func() {}, path: path,
+			held: func(context.Context, string) (int64, string, error) { return sqliteHeld(path) }}, nil
 	case "nats":
 		srv, err := natsserver.Start(ctx, natsserver.Options{})
 		if err != nil {

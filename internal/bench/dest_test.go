@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,19 +31,32 @@ func BenchmarkDestinations(b *testing.B) {
 
 // destKinds are the destination types measured, postgres first: the
 // others are compared with it.
-var destKinds = []string{"postgres", "files", "nats", "kafka"}
+var destKinds = []string{"postgres", "sqlite", "files", "nats", "kafka"}
 
 // destNames name the kinds in the table.
-var destNames = map[string]string{"postgres": "postgres", "files": "files (JSONL)", "files_parquet": "files (Parquet)",
+var destNames = map[string]string{"postgres": "postgres", "sqlite": "sqlite", "files": "files (JSONL)", "files_parquet": "files (Parquet)",
 	"nats": "NATS JetStream", "kafka": "Kafka (kfake)"}
 
 // destinationKinds are destKinds, and files_parquet once the files
-// destination writes Parquet.
-func destinationKinds() []string {
+// destination writes Parquet; TIDEMARK_BENCH_DESTS (a comma-separated
+// list) keeps only those it names.
+func destinationKinds() ([]string, error) {
+	kinds := destKinds
 	if parquetWritten() {
-		return append(slices.Clone(destKinds), "files_parquet")
+		kinds = append(slices.Clone(destKinds), "files_parquet")
 	}
-	return destKinds
+	only := os.Getenv("TIDEMARK_BENCH_DESTS")
+	if only == "" {
+		return kinds, nil
+	}
+	var out []string
+	for _, k := range strings.Split(only, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(kinds, k) {
+			return nil, fmt.Errorf("TIDEMARK_BENCH_DESTS=%q: %q is not one of %s", only, k, strings.Join(kinds, ", "))
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 // parquetWritten tells whether the files destination takes format:
@@ -68,6 +82,7 @@ type destBench struct {
 	sv      servers
 	src     sourceInfo // public.t
 	results []destResult
+	sqlite  string // the SQLite destination's file, once backfilled
 }
 
 // destResult is one destination's timed backfill.
@@ -84,7 +99,10 @@ func (db *destBench) logf(format string, args ...any) {
 // runAll starts the two servers, loads public.t and backfills it into
 // each destination kind in turn.
 func (db *destBench) runAll() error {
-	var err error
+	kinds, err := destinationKinds()
+	if err != nil {
+		return err
+	}
 	if db.sv, err = startServers(db.ctx); err != nil {
 		return err
 	}
@@ -92,10 +110,13 @@ func (db *destBench) runAll() error {
 	if db.src, err = loadSource(db.ctx, db.sv.src.DSN(srcDB), "t", db.p.rows); err != nil {
 		return err
 	}
-	for _, kind := range destinationKinds() {
+	for _, kind := range kinds {
 		if err := db.run(kind); err != nil {
 			return err
 		}
+	}
+	if db.sqlite != "" {
+		return db.runSQLiteInsert()
 	}
 	return nil
 }
@@ -110,6 +131,9 @@ func (db *destBench) run(kind string) error {
 		return fmt.Errorf("destination %s: %w", kind, err)
 	}
 	defer dest.stop()
+	if kind == "sqlite" {
+		db.sqlite = dest.path
+	}
 	spec := streamSpec{name: "bench_" + kind, srcType: "postgres", srcDSN: db.sv.src.DSN(srcDB), schema: "public",
 		destination: dest.yaml}
 	tm, err := spec.start(db.ctx, db.b.TempDir(), db.p)
