@@ -59,18 +59,24 @@ func BenchmarkCreateBatchBackfill(b *testing.B) {
 	}
 }
 
-func benchCreateBatchBackfill(b *testing.B, dialect string, n int) {
-	url := "sqlite://" + b.TempDir() + "/meta.db"
-	if dialect == "postgres" {
-		if pgErr != nil {
-			b.Fatalf("throwaway PostgreSQL server: %v", pgErr)
-		}
-		var err error
-		if url, err = pgSrv.CreateDatabase(b.Context(), fmt.Sprintf("store_%d", pgDBs.Add(1))); err != nil {
-			b.Fatal(err)
-		}
+// benchURL is the URL of a fresh store of the dialect.
+func benchURL(b *testing.B, dialect string) string {
+	b.Helper()
+	if dialect != "postgres" {
+		return "sqlite://" + b.TempDir() + "/meta.db"
 	}
-	s := benchStoreAt(b, url)
+	if pgErr != nil {
+		b.Fatalf("throwaway PostgreSQL server: %v", pgErr)
+	}
+	url, err := pgSrv.CreateDatabase(b.Context(), fmt.Sprintf("store_%d", pgDBs.Add(1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return url
+}
+
+func benchCreateBatchBackfill(b *testing.B, dialect string, n int) {
+	s := benchStoreAt(b, benchURL(b, dialect))
 	insts, deps := benchPlan(n, 100)
 	edges := 0
 	for _, d := range deps {
@@ -130,4 +136,40 @@ func BenchmarkUpdateBatchInstances(b *testing.B) {
 		updates += batch
 	}
 	b.ReportMetric(float64(updates)/b.Elapsed().Seconds(), "updates/s")
+}
+
+// BenchmarkListBackfillInstances reads a backfill of 730,000 instances
+// page by page, as a restarted batch engine does, on both stores.
+func BenchmarkListBackfillInstances(b *testing.B) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		b.Run(dialect, func(b *testing.B) {
+			s := benchStoreAt(b, benchURL(b, dialect))
+			const n = 730_000
+			insts, deps := benchPlan(n, 100)
+			bf := &store.BatchBackfill{Name: "bench", Task: "task_000", StartedBy: "cli", RunAt: time.Now()}
+			if err := s.CreateBatchBackfill(b.Context(), bf, insts, deps); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				var after int64
+				read := 0
+				for {
+					page, err := s.ListBatchInstances(b.Context(), store.BatchInstanceFilter{BackfillID: bf.ID, AfterID: after, Limit: 10000})
+					if err != nil {
+						b.Fatal(err)
+					}
+					read += len(page)
+					if len(page) < 10000 {
+						break
+					}
+					after = page[len(page)-1].ID
+				}
+				if read != n {
+					b.Fatalf("read %d instances, want %d", read, n)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "instances/s")
+		})
+	}
 }

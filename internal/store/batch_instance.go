@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -170,30 +171,58 @@ func batchIDArgs(ids []int64) []any {
 
 // batchDepsOf returns the upstream ids (ascending) of each of ids.
 func (s *Store) batchDepsOf(ctx context.Context, q batchQuerier, ids []int64) (map[int64][]int64, error) {
-	out := make(map[int64][]int64)
+	out := make(map[int64][]int64, len(ids))
+	if dense(ids) {
+		// A page of a backfill: its ids are consecutive, so one range scan of
+		// the primary key reads their edges without an IN list of them all.
+		err := s.readDeps(ctx, q, out, `"instance_id" BETWEEN ? AND ?`, []any{ids[0], ids[len(ids)-1]}, func(id int64) bool {
+			_, found := slices.BinarySearch(ids, id)
+			return found
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	for start := 0; start < len(ids); start += batchIDsPerQuery {
 		chunk := ids[start:min(start+batchIDsPerQuery, len(ids))]
-		err := func() error {
-			rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT "instance_id", "upstream_id" FROM "batch_instance_deps"
-				WHERE "instance_id" IN (`+batchInList(len(chunk))+`) ORDER BY "instance_id", "upstream_id"`), batchIDArgs(chunk)...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, up int64
-				if err := rows.Scan(&id, &up); err != nil {
-					return err
-				}
-				out[id] = append(out[id], up)
-			}
-			return rows.Err()
-		}()
+		err := s.readDeps(ctx, q, out, `"instance_id" IN (`+batchInList(len(chunk))+`)`, batchIDArgs(chunk), nil)
 		if err != nil {
-			return nil, fmt.Errorf("read dependencies: %w", err)
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// dense tells whether ids are ascending and fill at least half the range
+// they span.
+func dense(ids []int64) bool {
+	n := len(ids)
+	return n > 1 && slices.IsSorted(ids) && ids[n-1]-ids[0] < 2*int64(n)
+}
+
+// readDeps adds to out the edges of the instances that where (with args)
+// selects and keep (nil: all) keeps.
+func (s *Store) readDeps(ctx context.Context, q batchQuerier, out map[int64][]int64, where string, args []any, keep func(int64) bool) error {
+	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT "instance_id", "upstream_id" FROM "batch_instance_deps"
+		WHERE `+where+` ORDER BY "instance_id", "upstream_id"`), args...)
+	if err != nil {
+		return fmt.Errorf("read dependencies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, up int64
+		if err := rows.Scan(&id, &up); err != nil {
+			return fmt.Errorf("read dependencies: %w", err)
+		}
+		if keep == nil || keep(id) {
+			out[id] = append(out[id], up)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read dependencies: %w", err)
+	}
+	return nil
 }
 
 // fillBatchDeps sets the Deps of every instance in list.
@@ -240,16 +269,19 @@ func (s *Store) ListBatchInstances(ctx context.Context, f BatchInstanceFilter) (
 	if err != nil {
 		return nil, fmt.Errorf("list batch instances: %w", err)
 	}
-	var list []BatchInstance
+	// The page's room up front: growing a slice of instances copies them.
+	list := make([]BatchInstance, 0, min(cmp.Or(f.Limit, DefaultBatchInstanceLimit), 10000))
 	err = s.batchReadTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if list, err = queryBatchInstances(ctx, tx, s.d.rebind(q), args...); err != nil {
+		if err := scanBatchInstances(ctx, tx, &list, s.d.rebind(q), args...); err != nil {
 			return err
 		}
 		return s.fillBatchDeps(ctx, tx, list)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list batch instances: %w", err)
+	}
+	if len(list) == 0 {
+		return nil, nil // as before the room was made
 	}
 	return list, nil
 }

@@ -45,16 +45,35 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 
 // adopt takes a backfill and all its instances into memory.
 func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) error {
-	bf := &backfill{rec: rec, groups: map[int]*group{}}
-	if err := json.Unmarshal(rec.Request, &bf.req); err != nil {
-		return fmt.Errorf("decode the request of backfill %d: %w", rec.ID, err)
+	bf, err := e.newBackfill(rec)
+	if err != nil {
+		return err
 	}
-	s := e.s
+	e.addNodes(bf, insts)
+	e.finishAdopt(bf)
+	return nil
+}
+
+// newBackfill is the memory of a backfill without its instances.
+func (e *Engine) newBackfill(rec store.BatchBackfill) (*backfill, error) {
+	bf := &backfill{rec: rec, groups: map[int]*group{}, nodes: make([]*node, 0, rec.Instances)}
+	if err := json.Unmarshal(rec.Request, &bf.req); err != nil {
+		return nil, fmt.Errorf("decode the request of backfill %d: %w", rec.ID, err)
+	}
+	return bf, nil
+}
+
+// addNodes adds nodes of insts, some of bf's instances, unlinked.
+func (e *Engine) addNodes(bf *backfill, insts []store.BatchInstance) {
 	for _, in := range insts {
 		n := e.newNode(in, bf)
 		bf.nodes = append(bf.nodes, n)
-		s.nodes[n.id] = n
+		e.s.nodes[n.id] = n
 	}
+}
+
+// finishAdopt links bf's nodes, once all are added, and groups them.
+func (e *Engine) finishAdopt(bf *backfill) {
 	for _, n := range bf.nodes {
 		e.link(n, nil)
 		g := bf.groups[n.group]
@@ -69,8 +88,7 @@ func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) err
 			g.current++
 		}
 	}
-	s.bfs[rec.ID] = bf
-	return nil
+	e.s.bfs[bf.rec.ID] = bf
 }
 
 // link connects n to its deps. A dep in memory that has not succeeded
@@ -124,22 +142,28 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 	return nil
 }
 
-// loadBackfill reads a backfill's instances page by page and adopts it.
+// loadBackfill reads a backfill's instances page by page and adopts it,
+// each page turned into nodes before the next is read (the instances of
+// a large backfill are never all held twice).
 func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
-	var all []store.BatchInstance
+	bf, err := e.newBackfill(rec)
+	if err != nil {
+		return err
+	}
 	var after int64
 	for {
 		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: rec.ID, AfterID: after, Limit: 10000})
 		if err != nil {
 			return err
 		}
-		all = append(all, page...)
+		e.addNodes(bf, page)
 		if len(page) < 10000 {
 			break
 		}
 		after = page[len(page)-1].ID
 	}
-	return e.adopt(rec, all)
+	e.finishAdopt(bf)
+	return nil
 }
 
 // startDue starts the waiting backfills whose run time has come and returns
