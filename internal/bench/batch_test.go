@@ -26,7 +26,8 @@ import (
 // of 365 days over a generated DAG of 2,000 daily tasks (730,000
 // instances), recording it, and running it with no-op tasks through the
 // normal persisted dispatch path, on SQLite and on PostgreSQL metadata;
-// then shell `true` tasks. TIDEMARK_BENCH_BATCH_DAYS shortens the range.
+// then shell `true` tasks. TIDEMARK_BENCH_BATCH_DAYS shortens the range;
+// TIDEMARK_BENCH_BATCH_RECOVERY_ONLY=1 times only a restarted engine.
 func BenchmarkBatch(b *testing.B) {
 	pgserver.ScrubEnv()
 	days := 365
@@ -64,10 +65,14 @@ func BenchmarkBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	recoveryOnly := os.Getenv("TIDEMARK_BENCH_BATCH_RECOVERY_ONLY") != ""
 	for _, meta := range []struct{ name, url string }{
 		{"sqlite", "sqlite://" + filepath.Join(b.TempDir(), "meta.db")},
 		{"postgres", pgURL},
 	} {
+		if recoveryOnly {
+			break
+		}
 		peak, canReset := "peak RSS unknown", resetPeak() == nil
 		r, err := runBatch(ctx, meta.url, graph, req, 64)
 		if err != nil {
@@ -97,6 +102,9 @@ func BenchmarkBatch(b *testing.B) {
 			b.Fatalf("%s: %v", meta.name, err)
 		}
 		fmt.Printf("batch engine on %s metadata with %d open instances: ready in %.2f s\n", meta.name, open, ready.Seconds())
+	}
+	if recoveryOnly {
+		return
 	}
 
 	shell := generatedDAG(20, dag.TypeShell, "true")

@@ -3,11 +3,13 @@ package engine_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/engine"
 	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -321,5 +323,57 @@ func TestRestartEndsFinishedBackfill(t *testing.T) {
 	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
 	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
 		t.Fatalf("backfill = %s, want succeeded", got.State)
+	}
+}
+
+// A restarted engine reads a backfill larger than a page, page by page
+// while it builds the nodes of the last: every page's waiting instance
+// runs, in the order of the dependencies that cross the pages, and the
+// backfill succeeds with all of them.
+func TestRestartLoadsEveryPage(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "meta.db")
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	biz := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`), State: store.BatchRunning, RunAt: biz}
+	n := 2*engine.LoadPageSize + 500
+	waiting := []int{engine.LoadPageSize - 1, 2*engine.LoadPageSize - 1, n - 1} // the last of each page
+	insts := make([]store.BatchInstance, n)
+	deps := make([][]int, n)
+	for i := range insts {
+		d := biz.AddDate(0, 0, i)
+		insts[i] = store.BatchInstance{Task: "p.a", BizTime: d, BizEnd: d, Scheduled: d.AddDate(0, 0, 1), Seq: i,
+			Mode: plan.ModeRun, ResourceGroup: "default", State: store.InstanceSucceeded}
+	}
+	prev := 0
+	for _, w := range waiting {
+		insts[w].State = store.InstanceWaiting
+		deps[w] = []int{prev}
+		prev = w
+	}
+	if err := st.CreateBatchBackfill(t.Context(), &rec, insts, deps); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
+	got := v.wait(rec.ID)
+	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != n {
+		t.Fatalf("backfill = %s %v (%s), want succeeded with %d succeeded", got.State, got.States, got.Error, n)
+	}
+	var ends []time.Time
+	for _, w := range waiting {
+		in, err := v.st.GetBatchInstance(t.Context(), insts[w].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.FinishedAt == nil {
+			t.Fatalf("instance %d has no end", w)
+		}
+		ends = append(ends, *in.FinishedAt)
+	}
+	if !slices.IsSortedFunc(ends, time.Time.Compare) {
+		t.Errorf("the waiting instances ended at %v, not in the order of their dependencies", ends)
 	}
 }

@@ -142,28 +142,55 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 	return nil
 }
 
-// loadBackfill reads a backfill's instances page by page and adopts it,
-// each page turned into nodes before the next is read (the instances of
-// a large backfill are never all held twice).
+// loadBackfill reads a backfill's instances page by page and adopts it.
+// The next page is read while the last one becomes nodes (readPages), so
+// the store's work and the engine's overlap, and the instances of a large
+// backfill are never all held twice.
 func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
 		return err
 	}
-	var after int64
-	for {
-		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: rec.ID, AfterID: after, Limit: 10000})
-		if err != nil {
-			return err
-		}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends readPages if a page is refused below
+	pages := make(chan []store.BatchInstance, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- e.readPages(ctx, rec.ID, pages) }()
+	for page := range pages {
 		e.addNodes(bf, page)
-		if len(page) < 10000 {
-			break
-		}
-		after = page[len(page)-1].ID
+	}
+	if err := <-errc; err != nil {
+		return err
 	}
 	e.finishAdopt(bf)
 	return nil
+}
+
+// loadPageSize is how many instances loadBackfill reads at a time.
+const loadPageSize = 10000
+
+// readPages sends the instances of backfill id to pages, a page at a time
+// in id order, and closes it.
+func (e *Engine) readPages(ctx context.Context, id int64, pages chan<- []store.BatchInstance) error {
+	defer close(pages)
+	var after int64
+	for {
+		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, Limit: loadPageSize})
+		if err != nil {
+			return err
+		}
+		if len(page) > 0 {
+			select {
+			case pages <- page:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if len(page) < loadPageSize {
+			return nil
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 // startDue starts the waiting backfills whose run time has come and returns
