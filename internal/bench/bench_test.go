@@ -204,6 +204,10 @@ func (bn *bench) runTidemark() error {
 			return err
 		}
 	}
+	if err := bn.runVerify(tm); err != nil {
+		_ = tm.stop()
+		return err
+	}
 	if err := tm.stop(); err != nil {
 		return fmt.Errorf("stop the stream: %w", err)
 	}

@@ -56,6 +56,7 @@ func (bn *bench) print(out io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+	bn.printVerifyShare(out)
 	for _, r := range bn.results {
 		if r.note != "" {
 			fmt.Fprintf(out, "%s: %s\n", r.name, r.note)
@@ -102,6 +103,9 @@ func (bn *bench) report() {
 			}
 			bn.b.ReportMetric(float64(r.peak)/(1<<20), r.key+"-peak-MiB")
 		}
+	}
+	if share, ok := bn.verifyShare(); ok {
+		bn.b.ReportMetric(share, verifyKey+"/tidemark-empty-time")
 	}
 }
 

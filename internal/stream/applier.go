@@ -26,8 +26,9 @@ type ChunkResult struct {
 	High      change.Key // the chunk's inclusive upper bound (nil for the last)
 	Rows      int        // rows written for the range
 	Conflicts int        // window changes reconciled with the chunk
-	Check     *RangeCheck
 	Err       error
+	// compare is a verified chunk's two sides, for the verify to compare.
+	compare *rangeCompare
 }
 
 // positionSource is what the applier needs of the source while merging.

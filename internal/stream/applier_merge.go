@@ -86,8 +86,8 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.log.Debug("chunk row keeps destination value of an unchanged TOAST column", logkey.Object(t.ID.String()))
 	}
 	if pc.verify {
-		check, err := a.verifyMerged(ctx, pc, high, rows)
-		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, Check: &check, Err: err})
+		cmp, err := a.verifyMerged(ctx, pc, high, rows)
+		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, compare: cmp, Err: err})
 		return nil
 	}
 	if len(a.batch.Ops) > 0 {

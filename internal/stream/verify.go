@@ -13,7 +13,6 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/sink"
-	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -46,20 +45,19 @@ type ObjectCheck struct {
 }
 
 // checkRange compares the merged source rows of a range with the
-// destination's rows of the same range.
+// destination's rows of the same range. A matching range (the common case)
+// costs a hash a row; the rows are keyed only to name the keys that differ.
 func checkRange(t *change.Table, low, high change.Key, src, dst []change.Row) RangeCheck {
-	keys := map[string][]string{}
-	sh := rowHashes(t, src, keys)
-	dh := rowHashes(t, dst, keys)
 	rc := RangeCheck{Low: keyText(low), High: keyText(high), SourceRows: len(src), DestRows: len(dst),
-		SourceSum: sumOf(sh), DestSum: sumOf(dh)}
+		SourceSum: sumOf(src), DestSum: sumOf(dst)}
 	rc.Match = rc.SourceSum == rc.DestSum && rc.SourceRows == rc.DestRows
 	if rc.Match {
 		return rc
 	}
+	sh, dh := rowHashes(t, src), rowHashes(t, dst)
 	var diffs []string
 	for k, h := range sh {
-		if dh[k] != h {
+		if d, ok := dh[k]; !ok || d.sum != h.sum {
 			diffs = append(diffs, k)
 		}
 	}
@@ -73,39 +71,57 @@ func checkRange(t *change.Table, low, high change.Key, src, dst []change.Row) Ra
 		diffs = diffs[:10]
 	}
 	for _, d := range diffs {
-		rc.DifferingKeys = append(rc.DifferingKeys, keys[d])
+		h, ok := sh[d]
+		if !ok {
+			h = dh[d]
+		}
+		rc.DifferingKeys = append(rc.DifferingKeys, keyText(h.key))
 	}
 	return rc
 }
 
-// rowHashes hashes each row's values, keyed by the key's encoding; keys
-// collects each key's text values for reports.
-func rowHashes(t *change.Table, rows []change.Row, keys map[string][]string) map[string][32]byte {
-	out := make(map[string][32]byte, len(rows))
+// hashedRow is a row's hash and key.
+type hashedRow struct {
+	sum [32]byte
+	key change.Key
+}
+
+// rowHashes hashes each row's values, keyed by the key's encoding.
+func rowHashes(t *change.Table, rows []change.Row) map[string]hashedRow {
+	out := make(map[string]hashedRow, len(rows))
 	var buf []byte
 	for _, r := range rows {
-		buf = buf[:0]
-		for _, v := range r {
-			if v.Null {
-				buf = append(buf, 0)
-				continue
-			}
-			buf = append(buf, 1)
-			buf = binary.AppendUvarint(buf, uint64(len(v.Text)))
-			buf = append(buf, v.Text...)
-		}
+		var h [32]byte
+		h, buf = hashRow(buf, r)
 		k := t.RowKey(r)
-		enc := k.Encode()
-		keys[enc] = keyText(k)
-		out[enc] = sha256.Sum256(buf)
+		out[k.Encode()] = hashedRow{sum: h, key: k}
 	}
 	return out
 }
 
-// sumOf combines row hashes independently of order.
-func sumOf(hs map[string][32]byte) string {
+// hashRow hashes r's values (each with its length, so no two rows of
+// different values share an input), using buf as scratch space.
+func hashRow(buf []byte, r change.Row) ([32]byte, []byte) {
+	buf = buf[:0]
+	for _, v := range r {
+		if v.Null {
+			buf = append(buf, 0)
+			continue
+		}
+		buf = append(buf, 1)
+		buf = binary.AppendUvarint(buf, uint64(len(v.Text)))
+		buf = append(buf, v.Text...)
+	}
+	return sha256.Sum256(buf), buf
+}
+
+// sumOf combines the rows' hashes independently of their order.
+func sumOf(rows []change.Row) string {
 	var acc [32]byte
-	for _, h := range hs {
+	var buf []byte
+	for _, r := range rows {
+		var h [32]byte
+		h, buf = hashRow(buf, r)
 		for i := range acc {
 			acc[i] ^= h[i]
 		}
@@ -126,14 +142,15 @@ func keyText(k change.Key) []string {
 
 // verifyMerged runs in the applier: it commits everything before the
 // chunk's point, then reads the destination's range while nothing else is
-// applied, so both sides are taken at the same point of the stream.
-func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high change.Key, rows []change.Row) (RangeCheck, error) {
+// applied, so both sides are taken at the same point of the stream. The
+// comparison itself is left to the verify (rangeCompare), off the applier.
+func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high change.Key, rows []change.Row) (*rangeCompare, error) {
 	if err := a.flushAndWait(ctx); err != nil {
-		return RangeCheck{}, err
+		return nil, err
 	}
 	t := pc.table
 	if a.dest == nil {
-		return RangeCheck{}, errors.New("the destination cannot be read back, which verify needs")
+		return nil, errors.New("the destination cannot be read back, which verify needs")
 	}
 	if rr, ok := a.dest.(sink.ReplayReader); ok {
 		if pc.passStart {
@@ -157,18 +174,36 @@ func (a *applier) verifyMerged(ctx context.Context, pc *pendingChunk, high chang
 		dst, err = a.dest.ReadRange(ctx, t, pc.low, high)
 	}
 	if err != nil {
-		return RangeCheck{}, fmt.Errorf("read destination rows of %s: %w", t.ID, err)
+		return nil, fmt.Errorf("read destination rows of %s: %w", t.ID, err)
 	}
-	if _, ok := a.dest.(sink.EventWriter); ok {
+	_, events := a.dest.(sink.EventWriter)
+	return &rangeCompare{t: t, low: pc.low, high: high, src: rows, dst: dst, cols: pc.scope.Columns, events: events}, nil
+}
+
+// rangeCompare is both sides of a verified range, read at the same point
+// of the stream, to compare.
+type rangeCompare struct {
+	t         *change.Table
+	low, high change.Key
+	src, dst  []change.Row
+	cols      []string // the columns compared (nil: all)
+	events    bool     // the destination is an event destination
+}
+
+// check compares the two sides.
+func (c *rangeCompare) check() (RangeCheck, error) {
+	rows := c.src
+	if c.events {
 		// An event destination gives values back as its events carry
 		// them; compare the source's in that form (docs/events.md).
-		if rows, err = event.ComparableRows(t, rows); err != nil {
-			return RangeCheck{}, fmt.Errorf("verify %s: %w", t.ID, err)
+		var err error
+		if rows, err = event.ComparableRows(c.t, rows); err != nil {
+			return RangeCheck{}, fmt.Errorf("verify %s: %w", c.t.ID, err)
 		}
 	}
-	rows = keepUnresolved(t, rows, dst)
-	rows, dst = project(t, rows, pc.scope.Columns), project(t, dst, pc.scope.Columns)
-	return checkRange(t, pc.low, high, rows, dst), nil
+	rows = keepUnresolved(c.t, rows, c.dst)
+	rows, dst := project(c.t, rows, c.cols), project(c.t, c.dst, c.cols)
+	return checkRange(c.t, c.low, c.high, rows, dst), nil
 }
 
 // ErrNotRunning is returned for work that needs the stream running.
@@ -212,57 +247,4 @@ func (s *Stream) Verify(ctx context.Context, ids []change.TableID, chunkSize int
 		out = append(out, oc)
 	}
 	return out, nil
-}
-
-// verifyObject verifies ranges of a table (nil: the whole table), in
-// ranges of chunkSize rows, reading the source with scope's filter and
-// columns and comparing only what they cover. A read that runs into the
-// source's statement timeout is read again at half the size, down to
-// timeoutFloor, as a backfill's is.
-func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
-	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
-	floor := timeoutFloor(chunkSize)
-	if ranges == nil {
-		ranges = []keyRange{{}}
-	}
-	started := false
-	for n, rg := range ranges {
-		after := rg.Low
-		for {
-			pc := &pendingChunk{table: t, low: after, verify: true, scope: scope, passStart: !started}
-			if err := rt.applier.register(ctx, pc); err != nil {
-				return oc, err
-			}
-			spec := scope
-			spec.After, spec.Upto, spec.Limit = after, rg.High, chunkSize
-			read, err := rt.src.ReadChunk(ctx, t, spec)
-			if err != nil {
-				rt.applier.abandon(pc)
-				if source.IsStatementTimeout(err) && chunkSize > floor {
-					chunkSize = max(floor, chunkSize/2)
-					continue
-				}
-				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
-			}
-			pc.read, pc.upto, pc.ends = read, rg.High, len(read.Rows) < chunkSize
-			pc.passEnd = pc.ends && n == len(ranges)-1
-			res, err := rt.applier.submit(ctx, pc)
-			if err != nil {
-				return oc, fmt.Errorf("verify %s: %w", t.ID, err)
-			}
-			started = true
-			if res.Retry {
-				continue
-			}
-			oc.Ranges = append(oc.Ranges, *res.Check)
-			oc.SourceRows += res.Check.SourceRows
-			oc.DestRows += res.Check.DestRows
-			oc.Match = oc.Match && res.Check.Match
-			if pc.ends {
-				break
-			}
-			after = res.High
-		}
-	}
-	return oc, nil
 }

@@ -1,0 +1,198 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/source"
+)
+
+// verifyObject verifies ranges of a table (nil: the whole table), in
+// ranges of chunkSize rows, reading the source with scope's filter and
+// columns and comparing only what they cover. A read that runs into the
+// source's statement timeout is read again at half the size, down to
+// timeoutFloor, as a backfill's is.
+//
+// The source's next chunk is read while the applier compares the last one
+// with the destination: the two sides are read side by side, and a chunk
+// still waits, as a backfill's does, until the stream has passed its read.
+// Each read is registered before it is taken, so it gets its own window;
+// a prefetched chunk whose predecessor must be read again is dropped.
+func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
+	v := &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope}
+	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
+	if ranges == nil {
+		ranges = []keyRange{{}}
+	}
+	for n, rg := range ranges {
+		if err := v.verifyRange(ctx, &oc, rg, n == len(ranges)-1); err != nil {
+			return oc, err
+		}
+	}
+	return oc, nil
+}
+
+// verifyPass is one verifyObject.
+type verifyPass struct {
+	rt          *runtime
+	t           *change.Table
+	size, floor int
+	scope       chunkSpec
+	started     bool // a chunk was read: the pass has begun
+}
+
+// verifyRange verifies the key range rg, the pass's last with last.
+func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRange, last bool) error {
+	after := rg.Low
+	var next *pendingChunk // read ahead, from next.low
+	var compared compareQueue
+	defer compared.wait() // an error return leaves none running
+	for {
+		pc := next
+		if pc != nil && pc.low.Encode() != after.Encode() {
+			v.rt.applier.abandon(pc) // its predecessor ended elsewhere
+			pc = nil
+		}
+		if pc == nil {
+			var err error
+			if pc, err = v.read(ctx, after, rg.High); err != nil {
+				return err
+			}
+		}
+		pc.passEnd = pc.ends && last
+		res, err := v.submitReadingAhead(ctx, pc, rg.High, &next)
+		if err != nil {
+			v.drop(next)
+			return fmt.Errorf("verify %s: %w", v.t.ID, err)
+		}
+		if res.Retry {
+			v.drop(next)
+			next = nil
+			continue
+		}
+		if err := compared.add(oc, res.compare); err != nil {
+			v.drop(next)
+			return err
+		}
+		if pc.ends {
+			v.drop(next)
+			return compared.wait().add(oc, nil)
+		}
+		after = res.High
+	}
+}
+
+// submitReadingAhead hands pc to the applier and, while the applier
+// compares it, reads the chunk after it into *next.
+func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, upto change.Key, next **pendingChunk) (ChunkResult, error) {
+	// What the read ahead needs, taken before the applier has pc.
+	var lastKey change.Key
+	if !pc.ends && len(pc.read.Rows) > 0 {
+		lastKey = v.t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
+	}
+	type submitted struct {
+		res ChunkResult
+		err error
+	}
+	done := make(chan submitted, 1)
+	go func() {
+		res, err := v.rt.applier.submit(ctx, pc)
+		done <- submitted{res, err}
+	}()
+	*next = v.readAhead(ctx, lastKey, upto)
+	sub := <-done
+	return sub.res, sub.err
+}
+
+// compareQueue compares a verified range's two sides in the background
+// while the next range is read and taken, one range at a time, and adds
+// the checks to the object's in their order.
+type compareQueue struct {
+	running chan rangeResult // the comparison under way, if any
+	done    *rangeResult     // its result, once waited for
+}
+
+type rangeResult struct {
+	check RangeCheck
+	err   error
+}
+
+// add records the comparison before (waiting for it) and starts c's (nil:
+// none).
+func (q *compareQueue) add(oc *ObjectCheck, c *rangeCompare) error {
+	if r := q.wait().done; r != nil {
+		q.done = nil
+		if r.err != nil {
+			return r.err
+		}
+		oc.Ranges = append(oc.Ranges, r.check)
+		oc.SourceRows += r.check.SourceRows
+		oc.DestRows += r.check.DestRows
+		oc.Match = oc.Match && r.check.Match
+	}
+	if c != nil {
+		q.running = make(chan rangeResult, 1)
+		go func(ch chan<- rangeResult) {
+			check, err := c.check()
+			ch <- rangeResult{check, err}
+		}(q.running)
+	}
+	return nil
+}
+
+// wait waits for the comparison under way.
+func (q *compareQueue) wait() *compareQueue {
+	if q.running != nil {
+		r := <-q.running
+		q.running, q.done = nil, &r
+	}
+	return q
+}
+
+// readAhead reads the chunk after the one being compared, from that one's
+// last key on; nil when it ended its range (no last key) or the read
+// failed (it is then read again in turn, where a failure counts).
+func (v *verifyPass) readAhead(ctx context.Context, lastKey, upto change.Key) *pendingChunk {
+	if lastKey == nil {
+		return nil
+	}
+	next, err := v.read(ctx, lastKey, upto)
+	if err != nil {
+		return nil
+	}
+	return next
+}
+
+// drop abandons a chunk read ahead that will not be compared.
+func (v *verifyPass) drop(pc *pendingChunk) {
+	if pc != nil {
+		v.rt.applier.abandon(pc)
+	}
+}
+
+// read registers and reads the chunk after after, up to upto, halving the
+// size on a statement timeout.
+func (v *verifyPass) read(ctx context.Context, after, upto change.Key) (*pendingChunk, error) {
+	for {
+		pc := &pendingChunk{table: v.t, low: after, verify: true, scope: v.scope, passStart: !v.started}
+		if err := v.rt.applier.register(ctx, pc); err != nil {
+			return nil, err
+		}
+		spec := v.scope
+		spec.After, spec.Upto, spec.Limit = after, upto, v.size
+		read, err := v.rt.src.ReadChunk(ctx, v.t, spec)
+		if err != nil {
+			v.rt.applier.abandon(pc)
+			if source.IsStatementTimeout(err) && v.size > v.floor {
+				v.size = max(v.floor, v.size/2)
+				continue
+			}
+			return nil, fmt.Errorf("verify %s: %w", v.t.ID, err)
+		}
+		pc.read, pc.upto, pc.ends = read, upto, len(read.Rows) < v.size
+		v.started = true
+		return pc, nil
+	}
+}
