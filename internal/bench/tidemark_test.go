@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -54,9 +55,10 @@ type streamSpec struct {
 	srcType        string // the source's "type" key
 	srcDSN, schema string // schema holds the tables (for MySQL, the database)
 	destination    string // the destination's YAML flow mapping
+	mode           string // backfill.mode ("": manual)
 }
 
-// start starts the stream (backfill mode manual, verify off) with its
+// start starts the stream (backfill mode manual unless sp.mode, verify off) with its
 // metadata store in dir and waits until it is running.
 func (sp streamSpec) start(ctx context.Context, dir string, p params, extra ...string) (*tidemark, error) {
 	var more strings.Builder
@@ -73,8 +75,8 @@ streams:
     source: {type: %s, dsn: "%s"}
     destination: %s
     include: ["%s.*"]
-    backfill: {mode: manual, chunk_size: %d%s, verify: false}
-%s`, sp.name, sp.srcType, sp.srcDSN, sp.destination, sp.schema, p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
+    backfill: {mode: %s, chunk_size: %d%s, verify: false}
+%s`, sp.name, sp.srcType, sp.srcDSN, sp.destination, sp.schema, cmp.Or(sp.mode, "manual"), p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -107,7 +108,10 @@ type applierRequest struct {
 
 // applierConfig tunes the applier.
 type applierConfig struct {
-	BatchChanges     int
+	BatchChanges int
+	// ChunkRows is the backfill's chunk size: small chunks ready together
+	// share one destination commit up to that many rows read.
+	ChunkRows        int
 	BatchDelay       time.Duration
 	WindowMaxChanges int
 	// RaceHorizon is how long an applied transaction's id is remembered to
@@ -160,7 +164,10 @@ type applier struct {
 	// committed (its done closed), nil when none is.
 	outq     []*outBatch
 	inFlight *outBatch
-	pace     *chunkPace // learns chunk write times; nil: not paced
+	// joined counts the chunks merged into a batch another chunk opened
+	// (joinReady), for tests.
+	joined atomic.Int64
+	pace   *chunkPace // learns chunk write times; nil: not paced
 }
 
 type appliedTxn struct {
@@ -179,6 +186,9 @@ type outBatch struct {
 	done     chan struct{} // closed once committed, when someone waits
 	took     time.Duration // the writer's Apply, set before done is closed
 }
+
+// chunksOpen tells whether merged chunks wait in b, not yet sent.
+func (b *outBatch) chunksOpen() bool { return len(b.chunks) > 0 }
 
 type objectCounts struct{ events, bytes int64 }
 

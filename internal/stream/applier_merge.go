@@ -28,25 +28,65 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 }
 
 // mergeReady merges, in registration order, every submitted chunk whose
-// position the stream has passed, one at a time: while a merged chunk's
-// batch is not committed the others wait (their windows keep growing).
+// position the stream has passed: while a merged chunk's batch is not
+// committed the others wait (their windows keep growing). Chunks of other
+// tables ready at the same moment join the batch while the rows they read
+// add up to at most one chunk (ChunkRows), so a live change still waits
+// for one chunk's worth of rows at most, and a stream of many small tables
+// pays one commit for several of them rather than one each.
 func (a *applier) mergeReady(ctx context.Context) error {
 	for len(a.pending) > 0 && a.inFlight == nil {
-		var ready *pendingChunk
-		for _, p := range a.pending {
-			if p.submitted && a.position >= p.read.Position {
-				ready = p
-				break
-			}
-		}
+		ready := a.nextReady(nil)
 		if ready == nil {
 			return nil
 		}
 		if err := a.merge(ctx, ready); err != nil {
 			return err
 		}
+		if err := a.joinReady(ctx, ready); err != nil {
+			return err
+		}
+		if a.batch.chunksOpen() {
+			a.sendChunks()
+		}
 	}
 	return nil
+}
+
+// nextReady is the first pending chunk, in registration order, that is
+// submitted and whose position the stream has passed, and that ok accepts
+// (nil: any).
+func (a *applier) nextReady(ok func(*pendingChunk) bool) *pendingChunk {
+	for _, p := range a.pending {
+		if p.submitted && a.position >= p.read.Position && (ok == nil || ok(p)) {
+			return p
+		}
+	}
+	return nil
+}
+
+// joinReady merges into the batch that first's chunk opened the chunks of
+// other tables that are ready, while their rows fit in one chunk.
+func (a *applier) joinReady(ctx context.Context, first *pendingChunk) error {
+	if !a.batch.chunksOpen() {
+		return nil // first was a verify, a retry or a failure: nothing to join
+	}
+	rows := len(first.read.Rows)
+	tables := map[change.TableID]bool{first.table.ID: true}
+	for {
+		next := a.nextReady(func(p *pendingChunk) bool {
+			return !p.verify && !tables[p.table.ID] && rows+len(p.read.Rows) <= a.cfg.ChunkRows
+		})
+		if next == nil {
+			return nil
+		}
+		rows += len(next.read.Rows)
+		tables[next.table.ID] = true
+		if err := a.merge(ctx, next); err != nil {
+			return err
+		}
+		a.joined.Add(1)
+	}
 }
 
 func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
@@ -90,7 +130,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts, compare: cmp, Err: err})
 		return nil
 	}
-	if len(a.batch.Ops) > 0 {
+	if len(a.batch.Ops) > 0 && !a.batch.chunksOpen() {
 		a.flush() // the live changes so far go first, in a batch of their own
 	}
 	chunk := &sink.Chunk{Table: t, Low: pc.low, High: high, Rows: rows,
@@ -108,11 +148,14 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	a.batch.Cursors[t.ID] = sink.Cursor{BackfillID: pc.backfillID, After: after, Done: pc.last, Rows: pc.rowsBefore + int64(len(rows))}
 	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), bytes: pc.read.Bytes, removed: chunk, last: pc.last})
 	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
-	// The chunk goes alone, and no other is merged until it is committed:
-	// a live change then waits for one chunk write at most.
+	return nil
+}
+
+// sendChunks queues the batch of merged chunks: no other is merged until
+// it is committed, so a live change waits for one chunk write at most.
+func (a *applier) sendChunks() {
 	a.batch.done, a.inFlight = make(chan struct{}), a.batch
 	a.flush()
-	return nil
 }
 
 // classify decides, in one round trip at most, which keys the window's

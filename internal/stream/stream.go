@@ -451,7 +451,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	events := make(chan change.Event, 1024)
 	batches := make(chan *outBatch) // unbuffered: a send finds the writer idle (handoff.go)
 	app := newApplier(gctx.Done(), applierConfig{
-		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay,
+		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay, ChunkRows: s.cfg.Backfill.ChunkSize,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
 		DateColumns: s.cfg.DateColumns, LateData: s.cfg.LateData,
 	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, cp.Position)
