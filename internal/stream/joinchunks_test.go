@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -29,16 +31,16 @@ func TestSmallChunksShareACommit(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", setup: setup.String(), yaml: "backfill: {mode: manual, chunk_size: 1000, max_concurrent: 6}"})
 	e.start()
 	e.execInDest(damage.String())
-	stop := e.keepWriting(e.ctx, func(ctx context.Context, i int) {
+	stop := e.keepWriting(e.ctx, func(ctx context.Context, conn *pgx.Conn, i int) {
 		table := fmt.Sprintf("small%02d", i%tables)
 		id := 1 + (i*37)%80
 		switch i % 3 {
 		case 0:
-			_, _ = e.src.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = $1", id)
+			_, _ = conn.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = $1", id)
 		case 1:
-			_, _ = e.src.Exec(ctx, "INSERT INTO "+table+" VALUES ($1, 7) ON CONFLICT DO NOTHING", id)
+			_, _ = conn.Exec(ctx, "INSERT INTO "+table+" VALUES ($1, 7) ON CONFLICT DO NOTHING", id)
 		case 2:
-			_, _ = e.src.Exec(ctx, "DELETE FROM "+table+" WHERE id = $1", id)
+			_, _ = conn.Exec(ctx, "DELETE FROM "+table+" WHERE id = $1", id)
 		}
 	})
 	joined := func() int64 {

@@ -77,24 +77,32 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 
 // writerOutside keeps changing rows of big other than the damaged one.
 func (e *env) writerOutside(ctx context.Context) func() {
-	return e.keepWriting(ctx, func(ctx context.Context, i int) {
+	return e.keepWriting(ctx, func(ctx context.Context, conn *pgx.Conn, i int) {
 		id := 1 + (i*7919)%30000
-		_, _ = e.src.Exec(ctx, "UPDATE big SET v = v + 1 WHERE id = $1", id)
+		_, _ = conn.Exec(ctx, "UPDATE big SET v = v + 1 WHERE id = $1", id)
 	})
 }
 
 // keepWriting calls write with 0, 1, 2, … at most once a millisecond (a
-// steady load the stream can follow) until the returned stop is called.
-func (e *env) keepWriting(ctx context.Context, write func(ctx context.Context, i int)) (stop func()) {
+// steady load the stream can follow) until the returned stop is called, on
+// a source connection of its own: stopping may end a statement under way,
+// and pgx then closes its connection.
+func (e *env) keepWriting(ctx context.Context, write func(ctx context.Context, conn *pgx.Conn, i int)) (stop func()) {
+	e.t.Helper()
+	conn, err := pgx.Connect(ctx, e.srcDSN)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer conn.Close(context.Background())
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
 		for i := 0; ctx.Err() == nil; i++ {
 			<-pace.C
-			write(ctx, i)
+			write(ctx, conn, i)
 		}
 	}()
 	return func() { cancel(); <-done }
@@ -112,17 +120,17 @@ func TestVerifyReadAheadUnderKeyMoves(t *testing.T) {
 		INSERT INTO big SELECT g, g, 'note ' || g FROM generate_series(1, 10000) g;`})
 	e.start()
 	e.waitLoaded("big")
-	stop := e.keepWriting(e.ctx, func(ctx context.Context, i int) {
+	stop := e.keepWriting(e.ctx, func(ctx context.Context, conn *pgx.Conn, i int) {
 		id := 1 + (i*7919)%10000
 		switch i % 4 {
 		case 0: // a key moves some ranges of 100 up or down
-			_, _ = e.src.Exec(ctx, "UPDATE big SET id = CASE WHEN id > 5000 THEN id - 4321 ELSE id + 4321 END WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM big b WHERE b.id = CASE WHEN $1 > 5000 THEN $1 - 4321 ELSE $1 + 4321 END)", id)
+			_, _ = conn.Exec(ctx, "UPDATE big SET id = CASE WHEN id > 5000 THEN id - 4321 ELSE id + 4321 END WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM big b WHERE b.id = CASE WHEN $1 > 5000 THEN $1 - 4321 ELSE $1 + 4321 END)", id)
 		case 1:
-			_, _ = e.src.Exec(ctx, "UPDATE big SET v = v + 1 WHERE id = $1", id)
+			_, _ = conn.Exec(ctx, "UPDATE big SET v = v + 1 WHERE id = $1", id)
 		case 2:
-			_, _ = e.src.Exec(ctx, "DELETE FROM big WHERE id = $1", id)
+			_, _ = conn.Exec(ctx, "DELETE FROM big WHERE id = $1", id)
 		case 3:
-			_, _ = e.src.Exec(ctx, "INSERT INTO big VALUES ($1, 0, 'new') ON CONFLICT DO NOTHING", id)
+			_, _ = conn.Exec(ctx, "INSERT INTO big VALUES ($1, 0, 'new') ON CONFLICT DO NOTHING", id)
 		}
 	})
 	var checks []ObjectCheck
