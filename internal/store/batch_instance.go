@@ -269,8 +269,9 @@ func (s *Store) ListBatchInstances(ctx context.Context, f BatchInstanceFilter) (
 	if err != nil {
 		return nil, fmt.Errorf("list batch instances: %w", err)
 	}
-	// The page's room up front: growing a slice of instances copies them.
-	list := make([]BatchInstance, 0, min(cmp.Or(f.Limit, DefaultBatchInstanceLimit), 10000))
+	// A page asked for by size gets its room up front: growing a slice of
+	// instances copies them.
+	list := make([]BatchInstance, 0, min(f.Limit, 10000))
 	err = s.batchReadTx(ctx, func(tx *sql.Tx) error {
 		if err := scanBatchInstances(ctx, tx, &list, s.d.rebind(q), args...); err != nil {
 			return err

@@ -96,7 +96,7 @@ func (s *Store) writeConnTx(ctx context.Context, timer string, f func(*sql.Conn,
 	defer s.timed(timer, time.Now())
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("take a connection: %w", err)
 	}
 	defer conn.Close()
 	tx, err := conn.BeginTx(ctx, nil)

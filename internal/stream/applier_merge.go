@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -31,7 +32,7 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 // position the stream has passed: while a merged chunk's batch is not
 // committed the others wait (their windows keep growing). Chunks of other
 // tables ready at the same moment join the batch while the rows they read
-// add up to at most one chunk (ChunkRows), so a live change still waits
+// add up to at most one chunk (ChunkRows, as paced), so a live change still waits
 // for one chunk's worth of rows at most, and a stream of many small tables
 // pays one commit for several of them rather than one each.
 func (a *applier) mergeReady(ctx context.Context) error {
@@ -71,11 +72,13 @@ func (a *applier) joinReady(ctx context.Context, first *pendingChunk) error {
 	if !a.batch.chunksOpen() {
 		return nil // first was a verify, a retry or a failure: nothing to join
 	}
+	// One chunk's rows, as paced while live changes flow (chunkpace.go).
+	budget := a.pace.limit(a.cfg.ChunkRows, time.Now())
 	rows := len(first.read.Rows)
 	tables := map[change.TableID]bool{first.table.ID: true}
 	for {
 		next := a.nextReady(func(p *pendingChunk) bool {
-			return !p.verify && !tables[p.table.ID] && rows+len(p.read.Rows) <= a.cfg.ChunkRows
+			return !p.verify && !tables[p.table.ID] && rows+len(p.read.Rows) <= budget
 		})
 		if next == nil {
 			return nil

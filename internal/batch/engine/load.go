@@ -63,17 +63,21 @@ func (e *Engine) newBackfill(rec store.BatchBackfill) (*backfill, error) {
 	return bf, nil
 }
 
-// addNodes adds nodes of insts, some of bf's instances, unlinked.
+// addNodes adds to bf nodes of insts, some of its instances: unlinked,
+// and not yet known to the engine (finishAdopt), so that a backfill whose
+// reading fails half way leaves nothing behind.
 func (e *Engine) addNodes(bf *backfill, insts []store.BatchInstance) {
 	for _, in := range insts {
-		n := e.newNode(in, bf)
-		bf.nodes = append(bf.nodes, n)
-		e.s.nodes[n.id] = n
+		bf.nodes = append(bf.nodes, e.newNode(in, bf))
 	}
 }
 
-// finishAdopt links bf's nodes, once all are added, and groups them.
+// finishAdopt makes bf's nodes, once all are added, the engine's: known,
+// linked and grouped.
 func (e *Engine) finishAdopt(bf *backfill) {
+	for _, n := range bf.nodes {
+		e.s.nodes[n.id] = n
+	}
 	for _, n := range bf.nodes {
 		e.link(n, nil)
 		g := bf.groups[n.group]
@@ -152,7 +156,7 @@ func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) erro
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends readPages if a page is refused below
+	defer cancel() // ends readPages should this return early (a panic)
 	pages := make(chan []store.BatchInstance, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- e.readPages(ctx, rec.ID, pages) }()
@@ -177,7 +181,7 @@ func (e *Engine) readPages(ctx context.Context, id int64, pages chan<- []store.B
 	for {
 		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, Limit: loadPageSize})
 		if err != nil {
-			return err
+			return fmt.Errorf("read the instances of backfill %d: %w", id, err)
 		}
 		if len(page) > 0 {
 			select {
