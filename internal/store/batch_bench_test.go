@@ -65,14 +65,7 @@ func benchURL(b *testing.B, dialect string) string {
 	if dialect != "postgres" {
 		return "sqlite://" + b.TempDir() + "/meta.db"
 	}
-	if pgErr != nil {
-		b.Fatalf("throwaway PostgreSQL server: %v", pgErr)
-	}
-	url, err := pgSrv.CreateDatabase(b.Context(), fmt.Sprintf("store_%d", pgDBs.Add(1)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return url
+	return newPostgresDB(b)
 }
 
 func benchCreateBatchBackfill(b *testing.B, dialect string, n int) {

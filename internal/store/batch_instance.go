@@ -27,9 +27,9 @@ var batchInstanceColNames = func() []string {
 
 // batchInstanceColsI is batchInstanceCols qualified with the alias i.
 var batchInstanceColsI = func() string {
-	cols := strings.Split(batchInstanceCols, ",")
-	for k, c := range cols {
-		cols[k] = `i.` + strings.TrimSpace(c)
+	cols := make([]string, len(batchInstanceColNames))
+	for k, c := range batchInstanceColNames {
+		cols[k] = `i."` + c + `"`
 	}
 	return strings.Join(cols, ", ")
 }()

@@ -67,32 +67,45 @@ func batchBusyErr(err error) error {
 // node still holds the batch engine's lease (last: its share lock on the
 // lease row then lasts only through the commit, not the whole write).
 func (s *Store) batchWriteTx(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) (err error) {
-	return s.batchWriteConnTx(ctx, lockInstances, func(_ *sql.Conn, tx *sql.Tx) error { return f(tx) })
+	return s.writeTx(ctx, "tx batch_write", s.batchTxBody(ctx, lockInstances, f))
 }
 
 // batchWriteConnTx is batchWriteTx that also hands f the transaction's
 // connection, for bulkInsert's COPY.
-func (s *Store) batchWriteConnTx(ctx context.Context, lockInstances bool, f func(*sql.Conn, *sql.Tx) error) (err error) {
+func (s *Store) batchWriteConnTx(ctx context.Context, lockInstances bool, f func(*sql.Conn, *sql.Tx) error) error {
 	return s.writeConnTx(ctx, "tx batch_write", func(conn *sql.Conn, tx *sql.Tx) error {
+		return s.batchTxBody(ctx, lockInstances, func(tx *sql.Tx) error { return f(conn, tx) })(tx)
+	})
+}
+
+// batchTxBody is f inside batchWriteTx's lock and fence check.
+func (s *Store) batchTxBody(ctx context.Context, lockInstances bool, f func(*sql.Tx) error) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
 		if lockInstances && s.d.name == dialectPostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprint(batchInstancesLockKey)+`)`); err != nil {
 				return fmt.Errorf("lock batch instances: %w", err)
 			}
 		}
-		if err := f(conn, tx); err != nil {
+		if err := f(tx); err != nil {
 			return err
 		}
 		return s.checkFenceTx(ctx, tx)
-	})
+	}
 }
 
 // writeTx runs f in a read-write transaction, committed when f succeeds.
-func (s *Store) writeTx(ctx context.Context, timer string, f func(*sql.Tx) error) (err error) {
-	return s.writeConnTx(ctx, timer, func(_ *sql.Conn, tx *sql.Tx) error { return f(tx) })
+func (s *Store) writeTx(ctx context.Context, timer string, f func(*sql.Tx) error) error {
+	defer s.timed(timer, time.Now())
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return commitUnlessErr(tx, f)
 }
 
-// writeConnTx is writeTx that also hands f the transaction's connection.
-func (s *Store) writeConnTx(ctx context.Context, timer string, f func(*sql.Conn, *sql.Tx) error) (err error) {
+// writeConnTx is writeTx on a connection taken for it, which f also gets:
+// only a bulk COPY needs it, so other writes do not pay for taking one.
+func (s *Store) writeConnTx(ctx context.Context, timer string, f func(*sql.Conn, *sql.Tx) error) error {
 	defer s.timed(timer, time.Now())
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -103,12 +116,17 @@ func (s *Store) writeConnTx(ctx context.Context, timer string, f func(*sql.Conn,
 	if err != nil {
 		return err
 	}
+	return commitUnlessErr(tx, func(tx *sql.Tx) error { return f(conn, tx) })
+}
+
+// commitUnlessErr runs f in tx and commits, or rolls back when f fails.
+func commitUnlessErr(tx *sql.Tx, f func(*sql.Tx) error) (err error) {
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	if err := f(conn, tx); err != nil {
+	if err := f(tx); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -46,12 +46,19 @@ func sqliteURL(t *testing.T) string {
 
 func postgresURL(t *testing.T) string {
 	t.Helper()
+	return newPostgresDB(t)
+}
+
+// newPostgresDB creates a fresh database on the package's server and
+// returns its URL.
+func newPostgresDB(tb testing.TB) string {
+	tb.Helper()
 	if pgErr != nil {
-		t.Fatalf("throwaway PostgreSQL server: %v", pgErr)
+		tb.Fatalf("throwaway PostgreSQL server: %v", pgErr)
 	}
-	dsn, err := pgSrv.CreateDatabase(t.Context(), fmt.Sprintf("store_%d", pgDBs.Add(1)))
+	dsn, err := pgSrv.CreateDatabase(tb.Context(), fmt.Sprintf("store_%d", pgDBs.Add(1)))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return dsn
 }

@@ -115,20 +115,18 @@ func hashRow(buf []byte, r change.Row) ([32]byte, []byte) {
 	return sha256.Sum256(buf), buf
 }
 
-// sumOf combines the rows' hashes independently of their order: added, in
-// four 64-bit lanes, so that two equal rows do not cancel out as they
-// would under XOR.
+// sumOf combines the rows' hashes independently of their order: the sum
+// of each hash's first 64 bits, so that two equal rows do not cancel out
+// as they would under XOR.
 func sumOf(rows []change.Row) string {
-	var acc [4]uint64
+	var acc uint64
 	var buf []byte
 	for _, r := range rows {
 		var h [32]byte
 		h, buf = hashRow(buf, r)
-		for i := range acc {
-			acc[i] += binary.LittleEndian.Uint64(h[8*i:])
-		}
+		acc += binary.LittleEndian.Uint64(h[:8])
 	}
-	return hex.EncodeToString(binary.LittleEndian.AppendUint64(nil, acc[0]))
+	return hex.EncodeToString(binary.LittleEndian.AppendUint64(nil, acc))
 }
 
 func keyText(k change.Key) []string {

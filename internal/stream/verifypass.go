@@ -48,7 +48,6 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 	after := rg.Low
 	var next *pendingChunk // read ahead, from next.low
 	var compared compareQueue
-	defer compared.wait() // an error return leaves none running
 	for {
 		pc := next
 		if pc != nil && pc.low.Encode() != after.Encode() {
@@ -72,13 +71,14 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 			next = nil
 			continue
 		}
-		if err := compared.add(oc, res.compare); err != nil {
+		if err := compared.record(oc); err != nil {
 			v.drop(next)
 			return err
 		}
+		compared.start(res.compare)
 		if pc.ends {
 			v.drop(next)
-			return compared.wait().add(oc, nil)
+			return compared.record(oc)
 		}
 		after = res.High
 	}
@@ -107,11 +107,9 @@ func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, u
 }
 
 // compareQueue compares a verified range's two sides in the background
-// while the next range is read and taken, one range at a time, and adds
-// the checks to the object's in their order.
+// while the next range is read and taken, one range at a time.
 type compareQueue struct {
 	running chan rangeResult // the comparison under way, if any
-	done    *rangeResult     // its result, once waited for
 }
 
 type rangeResult struct {
@@ -119,36 +117,34 @@ type rangeResult struct {
 	err   error
 }
 
-// add records the comparison before (waiting for it) and starts c's (nil:
-// none).
-func (q *compareQueue) add(oc *ObjectCheck, c *rangeCompare) error {
-	if r := q.wait().done; r != nil {
-		q.done = nil
-		if r.err != nil {
-			return r.err
-		}
-		oc.Ranges = append(oc.Ranges, r.check)
-		oc.SourceRows += r.check.SourceRows
-		oc.DestRows += r.check.DestRows
-		oc.Match = oc.Match && r.check.Match
+// start compares c in the background; record the one before first.
+func (q *compareQueue) start(c *rangeCompare) {
+	if c == nil {
+		return
 	}
-	if c != nil {
-		q.running = make(chan rangeResult, 1)
-		go func(ch chan<- rangeResult) {
-			check, err := c.check()
-			ch <- rangeResult{check, err}
-		}(q.running)
-	}
-	return nil
+	q.running = make(chan rangeResult, 1) // buffered: an abandoned one ends
+	go func(ch chan<- rangeResult) {
+		check, err := c.check()
+		ch <- rangeResult{check, err}
+	}(q.running)
 }
 
-// wait waits for the comparison under way.
-func (q *compareQueue) wait() *compareQueue {
-	if q.running != nil {
-		r := <-q.running
-		q.running, q.done = nil, &r
+// record waits for the comparison under way, if any, and adds its check
+// to oc's, in the ranges' order.
+func (q *compareQueue) record(oc *ObjectCheck) error {
+	if q.running == nil {
+		return nil
 	}
-	return q
+	r := <-q.running
+	q.running = nil
+	if r.err != nil {
+		return r.err
+	}
+	oc.Ranges = append(oc.Ranges, r.check)
+	oc.SourceRows += r.check.SourceRows
+	oc.DestRows += r.check.DestRows
+	oc.Match = oc.Match && r.check.Match
+	return nil
 }
 
 // readAhead reads the chunk after the one being compared, from that one's

@@ -308,18 +308,9 @@ func TestDryRunBesideRunningInstance(t *testing.T) {
 // daemon died between the last end and the backfill's) ends at the next
 // start.
 func TestRestartEndsFinishedBackfill(t *testing.T) {
-	url := "sqlite://" + filepath.Join(t.TempDir(), "meta.db")
-	st, err := store.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	biz := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`), State: store.BatchRunning, RunAt: biz}
 	insts := []store.BatchInstance{{Task: "p.a", BizTime: biz, BizEnd: biz, Scheduled: biz.AddDate(0, 0, 1), Mode: plan.ModeRun, ResourceGroup: "default", State: store.InstanceSucceeded}}
-	if err := st.CreateBatchBackfill(t.Context(), &rec, insts, [][]int{nil}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	url, rec := recordRunning(t, biz, insts, [][]int{nil})
 	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
 	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
 		t.Fatalf("backfill = %s, want succeeded", got.State)
@@ -331,13 +322,7 @@ func TestRestartEndsFinishedBackfill(t *testing.T) {
 // runs, in the order of the dependencies that cross the pages, and the
 // backfill succeeds with all of them.
 func TestRestartLoadsEveryPage(t *testing.T) {
-	url := "sqlite://" + filepath.Join(t.TempDir(), "meta.db")
-	st, err := store.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	biz := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`), State: store.BatchRunning, RunAt: biz}
 	n := 2*engine.LoadPageSize + 500
 	waiting := []int{engine.LoadPageSize - 1, 2*engine.LoadPageSize - 1, n - 1} // the last of each page
 	insts := make([]store.BatchInstance, n)
@@ -353,10 +338,7 @@ func TestRestartLoadsEveryPage(t *testing.T) {
 		deps[w] = []int{prev}
 		prev = w
 	}
-	if err := st.CreateBatchBackfill(t.Context(), &rec, insts, deps); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	url, rec := recordRunning(t, biz, insts, deps)
 	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
 	got := v.wait(rec.ID)
 	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != n {
@@ -376,4 +358,22 @@ func TestRestartLoadsEveryPage(t *testing.T) {
 	if !slices.IsSortedFunc(ends, time.Time.Compare) {
 		t.Errorf("the waiting instances ended at %v, not in the order of their dependencies", ends)
 	}
+}
+
+// recordRunning records, in a new SQLite store, a running backfill of task
+// p.a made of insts (with deps), as a daemon that died would have left
+// it, and returns the store's URL and the backfill.
+func recordRunning(t *testing.T, runAt time.Time, insts []store.BatchInstance, deps [][]int) (string, store.BatchBackfill) {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "meta.db")
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`), State: store.BatchRunning, RunAt: runAt}
+	if err := st.CreateBatchBackfill(t.Context(), &rec, insts, deps); err != nil {
+		t.Fatal(err)
+	}
+	return url, rec
 }
