@@ -186,6 +186,8 @@ type RangeView struct {
 	DestSum       string     `json:"destination_checksum"`
 	Match         bool       `json:"match"`
 	DifferingKeys [][]string `json:"differing_keys,omitempty"`
+	// ComparedBy is "checksums" (each server summed the range) or "rows".
+	ComparedBy string `json:"compared_by"`
 }
 
 func checkView(c stream.ObjectCheck) CheckView {

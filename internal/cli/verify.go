@@ -18,7 +18,10 @@ func verifyCmd(g *globals) *cobra.Command {
 		Short: "Compare source and destination row counts and checksums per object and key range",
 		Long: `Compare source and destination row counts and checksums per object and key
 range. Each range is compared at the same point of the live stream, so
-ongoing changes do not show as differences. Exits 3 when a range differs.
+ongoing changes do not show as differences. A PostgreSQL source and
+destination each checksum a range on their own server; rows are read only
+for a range the checksums cannot settle (see docs/backfill.md). Exits 3 when
+a range differs.
 
 --repair re-backfills the key ranges found differing: one backfill per
 object (started by "repair"), whose id is printed; it still exits 3, as the

@@ -99,6 +99,17 @@ type Reader interface {
 	ReadKeys(ctx context.Context, t *change.Table, keys []change.Key) ([]change.Row, error)
 }
 
+// RangeSummer is a destination that counts and checksums a key range
+// itself, as a source of the same SumKind does (source.RangeSummer): verify
+// then compares a range without reading its rows.
+type RangeSummer interface {
+	SumKind() string
+	// SumRange returns the row count and checksum of the table's rows
+	// whose key lies in (low, high], nil bounds open, as ReadRange
+	// bounds it.
+	SumRange(ctx context.Context, t *change.Table, low, high change.Key) (rows int, sum string, err error)
+}
+
 // ReplayReader is a Reader that answers from a replay of the events it
 // wrote, held in memory between reads (event.TableReader): each read
 // replays only what was written since the last. Verify calls EndReads

@@ -178,6 +178,31 @@ type Chunk struct {
 	// keyed like the table the read was asked for (nil: the one the chunk
 	// was registered with).
 	Table *change.Table
+	// Sum, when set, stands for the rows, which were not sent: the count
+	// and checksum the source computed over the chunk's range
+	// (RangeSummer).
+	Sum *RangeSum
+}
+
+// RangeSummer is a source that can count and checksum a key range itself,
+// for verify: the rows stay on the server. A destination that computes the
+// same kind of sum (sink.RangeSummer) compares with it.
+type RangeSummer interface {
+	// SumKind names the checksum.
+	SumKind() string
+	// SumRange sums up to Limit rows with key in (After, Upto] in one
+	// snapshot, as ReadChunk would read them: the Chunk has no Rows but
+	// a Sum. Filter and Columns must be unset.
+	SumRange(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error)
+}
+
+// RangeSum is a key range's row count and checksum.
+type RangeSum struct {
+	Rows int
+	Sum  string
+	// Last is the key of the range's last row when the range was cut at
+	// Limit rows (nil: it reaches Upto).
+	Last change.Key
 }
 
 // ReadOptions bound a chunk read.

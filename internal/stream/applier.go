@@ -27,7 +27,10 @@ type ChunkResult struct {
 	High      change.Key // the chunk's inclusive upper bound (nil for the last)
 	Rows      int        // rows written for the range
 	Conflicts int        // window changes reconciled with the chunk
-	Err       error
+	// ByRows asks a verify to read the chunk again row by row: its sums
+	// could not settle it (verifysum.go).
+	ByRows bool
+	Err    error
 	// compare is a verified chunk's two sides, for the verify to compare.
 	compare *rangeCompare
 }

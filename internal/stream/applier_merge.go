@@ -111,11 +111,18 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	if (!pc.ends || pc.bounded) && len(pc.read.Rows) > 0 {
 		high = t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
 	}
+	if sum := pc.read.Sum; sum != nil && !pc.ends {
+		high = sum.Last
+	}
 	var window []change.Change
 	for _, w := range pc.window {
 		if !source.Sees(pc.read.Snapshot, w.xid, w.commit) {
 			window = append(window, w.changes...)
 		}
+	}
+	if pc.read.Sum != nil {
+		a.verifySummed(ctx, pc, high, window)
+		return nil
 	}
 	inRange, err := a.classify(ctx, t, window, pc.low, high)
 	if err != nil {

@@ -27,7 +27,16 @@ type RangeCheck struct {
 	DestSum       string     `json:"destination_checksum"`
 	Match         bool       `json:"match"`
 	DifferingKeys [][]string `json:"differing_keys,omitempty"` // a few keys that differ
+	// ComparedBy says how the range was compared: ComparedByChecksums
+	// (each server summed it) or ComparedByRows.
+	ComparedBy string `json:"compared_by"`
 }
+
+// How a range was compared (RangeCheck.ComparedBy).
+const (
+	ComparedByChecksums = "checksums"
+	ComparedByRows      = "rows"
+)
 
 // ObjectCheck is the verify result of one object.
 type ObjectCheck struct {
@@ -49,7 +58,7 @@ type ObjectCheck struct {
 // costs a hash a row; the rows are keyed only to name the keys that differ.
 func checkRange(t *change.Table, low, high change.Key, src, dst []change.Row) RangeCheck {
 	rc := RangeCheck{Low: keyText(low), High: keyText(high), SourceRows: len(src), DestRows: len(dst),
-		SourceSum: sumOf(src), DestSum: sumOf(dst)}
+		SourceSum: sumOf(src), DestSum: sumOf(dst), ComparedBy: ComparedByRows}
 	rc.Match = rc.SourceSum == rc.DestSum && rc.SourceRows == rc.DestRows
 	if rc.Match {
 		return rc
@@ -188,10 +197,16 @@ type rangeCompare struct {
 	src, dst  []change.Row
 	cols      []string // the columns compared (nil: all)
 	events    bool     // the destination is an event destination
+	// summed is a range the servers' sums settled: nothing is left to
+	// compare.
+	summed *RangeCheck
 }
 
 // check compares the two sides.
 func (c *rangeCompare) check() (RangeCheck, error) {
+	if c.summed != nil {
+		return *c.summed, nil
+	}
 	rows := c.src
 	if c.events {
 		// An event destination gives values back as its events carry

@@ -40,6 +40,13 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 			t.Fatalf("verify of an intact destination differs: %+v", c)
 		}
 	}
+	// Both servers sum each range; only ranges the writer touched are
+	// read row by row.
+	by := comparedBy(checks)
+	t.Logf("ranges compared: %v", by)
+	if by[ComparedByChecksums] < 25 {
+		t.Errorf("ranges compared by the servers' checksums: %v, want most of big's 50 and other's one", by)
+	}
 	dst, err := pgx.Connect(e.ctx, e.dstDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +66,9 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 	if fmt.Sprint(bad[0].Low) != "[31000]" || fmt.Sprint(bad[0].High) != "[32000]" {
 		t.Errorf("differing range (%v, %v], want (31000, 32000]", bad[0].Low, bad[0].High)
 	}
+	if bad[0].ComparedBy != ComparedByRows {
+		t.Errorf("the differing range was compared by %s, want rows (its checksums differ)", bad[0].ComparedBy)
+	}
 	// A backfill repairs it.
 	if _, err := e.s.Initiate(e.ctx, []change.TableID{{Schema: "public", Name: "big"}}, store.StartedByCLI, nil); err != nil {
 		t.Fatal(err)
@@ -73,6 +83,17 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 			t.Fatalf("verify after the repairing backfill differs: %+v", c)
 		}
 	}
+}
+
+// comparedBy counts the checks' ranges by how they were compared.
+func comparedBy(checks []ObjectCheck) map[string]int {
+	by := map[string]int{}
+	for _, c := range checks {
+		for _, r := range c.Ranges {
+			by[r.ComparedBy]++
+		}
+	}
+	return by
 }
 
 // writerOutside keeps changing rows of big other than the damaged one.
@@ -172,5 +193,53 @@ func TestCheckRangeDuplicatesDoNotCancel(t *testing.T) {
 	}
 	if c := checkRange(modelTable, nil, nil, []change.Row{x, y, r}, []change.Row{r, x, y}); !c.Match {
 		t.Fatalf("the same rows in another order differ: %+v", c)
+	}
+}
+
+// TestVerifyChecksumsCatchSubtleDamage damages the destination in ways a
+// careless checksum misses, each in a range of its own: two rows' values
+// swapped, an empty string turned NULL, a value's case, two columns'
+// values swapped. Each damaged range differs and names its keys; the
+// intact ranges are settled by the servers' checksums.
+func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
+		CREATE TABLE t (id int PRIMARY KEY, a text, b text);
+		INSERT INTO t SELECT g, 'a' || g, CASE WHEN g % 10 = 0 THEN '' ELSE 'b' || g END FROM generate_series(1, 1000) g;`})
+	e.start()
+	e.waitLoaded("t")
+	dst, err := pgx.Connect(e.ctx, e.dstDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close(e.ctx)
+	if _, err := dst.Exec(e.ctx, `
+		UPDATE t SET a = CASE id WHEN 150 THEN 'a151' ELSE 'a150' END WHERE id IN (150, 151);
+		UPDATE t SET b = NULL WHERE id = 310;
+		UPDATE t SET a = 'A520' WHERE id = 520;
+		UPDATE t SET a = b, b = a WHERE id = 777;`); err != nil {
+		t.Fatal(err)
+	}
+	checks, err := e.s.Verify(e.ctx, []change.TableID{{Schema: "public", Name: "t"}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][][]string{
+		"[100]": {{"150"}, {"151"}}, "[300]": {{"310"}}, "[500]": {{"520"}}, "[700]": {{"777"}},
+	}
+	got := map[string][][]string{}
+	for _, r := range checks[0].Ranges {
+		switch {
+		case !r.Match:
+			got[fmt.Sprint(r.Low)] = r.DifferingKeys
+			if r.ComparedBy != ComparedByRows {
+				t.Errorf("range after %v differs but was compared by %s", r.Low, r.ComparedBy)
+			}
+		case r.ComparedBy != ComparedByChecksums:
+			t.Errorf("intact range after %v compared by %s, want checksums (nothing writes to t)", r.Low, r.ComparedBy)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("differing ranges (by low bound) and keys: %v, want %v", got, want)
 	}
 }

@@ -21,7 +21,8 @@ import (
 // Each read is registered before it is taken, so it gets its own window;
 // a prefetched chunk whose predecessor must be read again is dropped.
 func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
-	v := &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope}
+	v := &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope,
+		summer: rangeSummer(rt.src, rt.applier.dest, scope)}
 	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
 	if ranges == nil {
 		ranges = []keyRange{{}}
@@ -41,6 +42,11 @@ type verifyPass struct {
 	size, floor int
 	scope       chunkSpec
 	started     bool // a chunk was read: the pass has begun
+	// summer sums ranges on the source (nil: rows are read); while busy
+	// (live changes touched the last range read), ranges are read row by
+	// row all the same (verifysum.go).
+	summer source.RangeSummer
+	busy   bool
 }
 
 // verifyRange verifies the key range rg, the pass's last with last.
@@ -48,6 +54,7 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 	after := rg.Low
 	var next *pendingChunk // read ahead, from next.low
 	var compared compareQueue
+	byRows := false // the range is read again row by row: its sums did not settle it
 	for {
 		pc := next
 		if pc != nil && pc.low.Encode() != after.Encode() {
@@ -56,7 +63,7 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 		}
 		if pc == nil {
 			var err error
-			if pc, err = v.read(ctx, after, rg.High); err != nil {
+			if pc, err = v.read(ctx, after, rg.High, byRows); err != nil {
 				return err
 			}
 		}
@@ -69,7 +76,13 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 		if res.Retry {
 			v.drop(next)
 			next = nil
+			byRows = res.ByRows
+			v.busy = v.busy || (res.ByRows && res.Conflicts > 0)
 			continue
+		}
+		byRows = false
+		if pc.read.Sum == nil {
+			v.busy = res.Conflicts > 0 // no live change in the range: sum the next
 		}
 		if err := compared.record(oc); err != nil {
 			v.drop(next)
@@ -89,7 +102,11 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, upto change.Key, next **pendingChunk) (ChunkResult, error) {
 	// What the read ahead needs, taken before the applier has pc.
 	var lastKey change.Key
-	if !pc.ends && len(pc.read.Rows) > 0 {
+	switch {
+	case pc.ends:
+	case pc.read.Sum != nil:
+		lastKey = pc.read.Sum.Last
+	case len(pc.read.Rows) > 0:
 		lastKey = v.t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
 	}
 	type submitted struct {
@@ -154,7 +171,7 @@ func (v *verifyPass) readAhead(ctx context.Context, lastKey, upto change.Key) *p
 	if lastKey == nil {
 		return nil
 	}
-	next, err := v.read(ctx, lastKey, upto)
+	next, err := v.read(ctx, lastKey, upto, false)
 	if err != nil {
 		return nil
 	}
@@ -170,7 +187,7 @@ func (v *verifyPass) drop(pc *pendingChunk) {
 
 // read registers and reads the chunk after after, up to upto, halving the
 // size on a statement timeout.
-func (v *verifyPass) read(ctx context.Context, after, upto change.Key) (*pendingChunk, error) {
+func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bool) (*pendingChunk, error) {
 	for {
 		pc := &pendingChunk{table: v.t, low: after, verify: true, scope: v.scope, passStart: !v.started}
 		if err := v.rt.applier.register(ctx, pc); err != nil {
@@ -178,7 +195,13 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key) (*pending
 		}
 		spec := v.scope
 		spec.After, spec.Upto, spec.Limit = after, upto, v.size
-		read, err := v.rt.src.ReadChunk(ctx, v.t, spec)
+		var read ChunkRead
+		var err error
+		if v.summer != nil && !byRows && !v.busy {
+			read, err = v.summer.SumRange(ctx, v.t, spec)
+		} else {
+			read, err = v.rt.src.ReadChunk(ctx, v.t, spec)
+		}
 		if err != nil {
 			v.rt.applier.abandon(pc)
 			if source.IsStatementTimeout(err) && v.size > v.floor {
@@ -188,6 +211,9 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key) (*pending
 			return nil, fmt.Errorf("verify %s: %w", v.t.ID, err)
 		}
 		pc.read, pc.upto, pc.ends = read, upto, len(read.Rows) < v.size
+		if read.Sum != nil {
+			pc.ends = read.Sum.Last == nil
+		}
 		v.started = true
 		return pc, nil
 	}

@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgsum"
 )
 
 // ReadRange returns the rows whose key lies in (low, high], in key order,
@@ -36,6 +38,46 @@ func (s *Sink) readRange(ctx context.Context, t *change.Table, low, high change.
 	}
 	// Text results: exactly what the destination's output functions print.
 	return textRows(s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil), nil)
+}
+
+// SumKind names the checksum SumRange computes.
+func (s *Sink) SumKind() string { return pgsum.Kind }
+
+// SumRange counts and checksums the rows whose key lies in (low, high] on
+// the server, as a PostgreSQL source sums the same range.
+func (s *Sink) SumRange(ctx context.Context, t *change.Table, low, high change.Key) (int, string, error) {
+	rows, sum, err := s.sumRange(ctx, t, low, high)
+	if stalePlan(err) {
+		s.dropStatements(ctx)
+		rows, sum, err = s.sumRange(ctx, t, low, high)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("sum range of %s: %w", t.ID, err)
+	}
+	return rows, sum, nil
+}
+
+func (s *Sink) sumRange(ctx context.Context, t *change.Table, low, high change.Key) (int, string, error) {
+	if err := s.ensureConn(ctx); err != nil {
+		return 0, "", err
+	}
+	ts, err := s.table(t)
+	if err != nil {
+		return 0, "", err
+	}
+	name, err := s.prepare(ctx, ts.sumRangeSQL(low != nil, high != nil))
+	if err != nil {
+		return 0, "", err
+	}
+	res := s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil).Read()
+	if res.Err != nil {
+		return 0, "", res.Err
+	}
+	n, err := strconv.Atoi(string(res.Rows[0][0]))
+	if err != nil {
+		return 0, "", fmt.Errorf("row count %q: %w", res.Rows[0][0], err)
+	}
+	return n, string(res.Rows[0][1]), nil
 }
 
 // paramsPerRead bounds the parameters of one ReadKeys query (PostgreSQL

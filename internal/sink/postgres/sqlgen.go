@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgsum"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
@@ -269,6 +270,17 @@ func (ts *tableSQL) selectRangeSQL(low, high bool) string {
 	return ts.memo.Get(maskKey("select", []bool{low, high}), func() string {
 		return "SELECT " + ts.list("", all) + " FROM " + ts.name + " AS d WHERE " +
 			ts.rangeCond("d.", low, high) + " ORDER BY " + ts.keyList("d.")
+	})
+}
+
+// sumRangeSQL counts and checksums the rows of a range (pgsum).
+func (ts *tableSQL) sumRangeSQL(low, high bool) string {
+	return ts.memo.Get(maskKey("sum", []bool{low, high}), func() string {
+		cols := make([]string, len(ts.cols))
+		for i, c := range ts.cols {
+			cols[i] = "d." + c
+		}
+		return "SELECT " + pgsum.Select(cols) + " FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
 	})
 }
 

@@ -36,6 +36,36 @@ func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions
 }
 
 func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions) (Chunk, error) {
+	chunk, err := openChunk(ctx, tx, t)
+	if err != nil {
+		return Chunk{}, err
+	}
+	t = chunk.Table
+	sql, params, picked, err := chunkQuery(t, opt)
+	if err != nil {
+		return Chunk{}, err
+	}
+	rr := tx.pgConn().ExecParams(ctx, sql, params, nil, nil, nil)
+	if opt.Limit > 0 {
+		chunk.Rows = make([]change.Row, 0, opt.Limit)
+	}
+	var scratch []byte
+	for rr.NextRow() {
+		row, n := textRow(rr.Values(), len(t.Columns), picked, &scratch)
+		chunk.Rows = append(chunk.Rows, row)
+		chunk.Bytes += n
+	}
+	if _, err := rr.Close(); err != nil {
+		return Chunk{}, err
+	}
+	// The transaction is rolled back (readAt): the rows, snapshot and
+	// position are all it was for.
+	return chunk, nil
+}
+
+// openChunk locks t against schema changes, takes the snapshot and reads
+// the log position that frames it, and t's shape in that snapshot.
+func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) {
 	pc := tx.pgConn()
 	// The lock (the one the SELECT takes anyway) comes before the
 	// snapshot: a schema change holding the table is committed before the
@@ -64,26 +94,6 @@ func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions
 	if chunk.Table, err = snapshotShape(ctx, tx, t); err != nil {
 		return Chunk{}, err
 	}
-	t = chunk.Table
-	sql, params, picked, err := chunkQuery(t, opt)
-	if err != nil {
-		return Chunk{}, err
-	}
-	rr := pc.ExecParams(ctx, sql, params, nil, nil, nil)
-	if opt.Limit > 0 {
-		chunk.Rows = make([]change.Row, 0, opt.Limit)
-	}
-	var scratch []byte
-	for rr.NextRow() {
-		row, n := textRow(rr.Values(), len(t.Columns), picked, &scratch)
-		chunk.Rows = append(chunk.Rows, row)
-		chunk.Bytes += n
-	}
-	if _, err := rr.Close(); err != nil {
-		return Chunk{}, err
-	}
-	// The transaction is rolled back (readAt): the rows, snapshot and
-	// position are all it was for.
 	return chunk, nil
 }
 
@@ -146,14 +156,8 @@ func chunkQuery(t *change.Table, opt ReadOptions) (sql string, params [][]byte, 
 		}
 		where, params = append(where, cond), fparams
 	}
-	if opt.After != nil {
-		where = append(where, keyList+" > "+placeholders(len(params)+1, len(t.Key)))
-		params = append(params, keyParams(opt.After)...)
-	}
-	if opt.Upto != nil {
-		where = append(where, keyList+" <= "+placeholders(len(params)+1, len(t.Key)))
-		params = append(params, keyParams(opt.Upto)...)
-	}
+	conds, bounds := rangeConds(t, opt.After, opt.Upto, len(params)+1)
+	where, params = append(where, conds...), append(params, bounds...)
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
