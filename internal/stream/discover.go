@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
@@ -40,25 +42,48 @@ func openSink(ctx context.Context, cfg *config.Stream) (sink.Sink, error) {
 // sink.ErrKeyOrder, sink.ErrTableName), becomes a Failed object with the
 // reason, and is left out of the publication (updates to it would otherwise
 // fail on the source).
+//
+// With many tables the start is round trips: the objects are read in one
+// query, and the source describes tables a few at a time, ahead of the
+// destination's steps, which take them one by one in order.
 func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	objs, err := s.st.ListObjects(ctx, s.cfg.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	recorded := make(map[change.TableID]store.Object, len(objs))
+	for _, o := range objs {
+		recorded[change.TableID{Schema: o.Schema, Name: o.Table}] = o
+	}
 	tables := map[change.TableID]*change.Table{}
 	skipped := map[change.TableID]string{}
+	var wanted []change.TableID
 	for _, id := range all {
 		if !s.cfg.Includes(id) {
 			continue
 		}
-		if !firstStart && !s.cfg.IncludeFutureTables && !s.known(ctx, id) {
+		o, isKnown := recorded[id]
+		if !firstStart && !s.cfg.IncludeFutureTables && !isKnown {
 			continue // a table created after the stream started: not wanted
 		}
-		if o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name); err == nil && staysFailed(o.Status, o.Reason) {
+		if isKnown && staysFailed(o.Status, o.Reason) {
 			skipped[id] = o.Reason // until a backfill of it is initiated
 			continue
 		}
-		t, err := src.Describe(ctx, id, s.cfg.Keys[id])
+		wanted = append(wanted, id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ahead := describeAhead(ctx, src, wanted, s.cfg.Keys)
+	defer func() {
+		cancel() // a failed start leaves the rest undescribed
+		ahead.wait()
+	}()
+	for i, id := range wanted {
+		t, err := ahead.get(ctx, i)
 		if err != nil && !errors.Is(err, source.ErrNoKey) {
 			return nil, nil, err
 		}
@@ -85,6 +110,59 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 	}
 	return tables, skipped, nil
 }
+
+// describeWorkers is how many tables the source describes at a time at a
+// stream's start.
+const describeWorkers = 4
+
+// describing is tables being described ahead of their use.
+type describing struct {
+	results []described
+	wg      sync.WaitGroup
+}
+
+type described struct {
+	t    *change.Table
+	err  error
+	done chan struct{}
+}
+
+// describeAhead describes ids, describeWorkers at a time, in order; get
+// waits for one. The workers stop when ctx ends.
+func describeAhead(ctx context.Context, src source.Catalog, ids []change.TableID, keys map[change.TableID][]string) *describing {
+	d := &describing{results: make([]described, len(ids))}
+	for i := range d.results {
+		d.results[i].done = make(chan struct{})
+	}
+	var next atomic.Int64
+	for range min(describeWorkers, len(ids)) {
+		d.wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) || ctx.Err() != nil {
+					return
+				}
+				r := &d.results[i]
+				r.t, r.err = src.Describe(ctx, ids[i], keys[ids[i]])
+				close(r.done)
+			}
+		})
+	}
+	return d
+}
+
+// get waits for the i-th table's description.
+func (d *describing) get(ctx context.Context, i int) (*change.Table, error) {
+	select {
+	case <-d.results[i].done:
+		return d.results[i].t, d.results[i].err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// wait waits for the workers to end.
+func (d *describing) wait() { d.wg.Wait() }
 
 // ensureTable creates the destination table of t where the destination
 // holds tables.

@@ -144,11 +144,11 @@ func (s *Stream) backfillRate(ctx context.Context) (float64, string, error) {
 
 // recordEstimate stores the source's row estimate on a run that became
 // active, for progress bars; a failure only leaves it unknown.
-func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run) {
+func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run, id change.TableID) {
 	if rt.size == nil {
 		return
 	}
-	size, err := rt.size(ctx, r.table.ID)
+	size, err := rt.size(ctx, id)
 	if err != nil || size.Rows < 0 {
 		m.log.Debug("no row estimate", logkey.Backfill(r.rec.ID), logkey.Err(err))
 		return

@@ -44,15 +44,18 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	if ch.UpdateOnly {
 		return queueUpdates(ctx, p, ts, ch)
 	}
-	if err := s.ensureStaging(ctx, ts); err != nil {
-		return err
-	}
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
 	if !ch.Keep {
 		if done, err := s.applyChunkDiff(ctx, p, ts, ch, old); err != nil || done {
 			return err
 		}
+	}
+	// Only now: a first backfill of a table of one chunk never needs its
+	// staging table, whose creation (and the eviction of another's) was
+	// most of such a chunk's cost in a stream of many small tables.
+	if err := s.ensureStaging(ctx, ts); err != nil {
+		return err
 	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
 	var partial []change.Row
@@ -212,9 +215,10 @@ func needsEscape(s string) bool {
 // that differ are upserted and the extra ones deleted. A backfill over a
 // destination that already holds the rows then writes almost nothing, and
 // one over a range that live changes partly filled keeps COPY's speed.
-// done is false when the caller's set-based path is the better one: an
-// empty range, many differing rows, or rows carrying Unchanged values; or
-// when a row the range lacked turned out to be there (the COPY is undone).
+// An empty range (a first backfill) gets every row COPYed straight in.
+// done is false when the caller's set-based path is the better one: many
+// differing rows, or rows carrying Unchanged values; or when a row the
+// range lacked turned out to be there (the COPY is undone).
 func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (bool, error) {
 	for _, r := range ch.Rows {
 		for _, v := range r {
@@ -231,9 +235,6 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 		if existing, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
 			return false, err
 		}
-	}
-	if len(existing) == 0 {
-		return false, nil
 	}
 	have := make(map[string]change.Row, len(existing))
 	for _, r := range existing {

@@ -132,7 +132,34 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 // The type string is never spliced into DDL as given: to_regtype (a
 // parameter) checks that it parses as a single type name first, and the DDL
 // uses format_type's output.
+//
+// A type the destination has is resolved once per sink (three round trips
+// a column made a stream of many tables slow to start); text, the answer
+// for a type it lacks, is asked again, so that a type created in the
+// destination since is used.
 func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error) {
+	key := resolveKey{typ: c.Type, oid: c.TypeOID, base: c.BaseOID}
+	if name, ok := s.resolved[key]; ok {
+		return name, nil
+	}
+	name, err := s.lookUpType(ctx, c)
+	if err != nil || name == "text" {
+		return name, err
+	}
+	if s.resolved == nil {
+		s.resolved = map[resolveKey]string{}
+	}
+	s.resolved[key] = name
+	return name, nil
+}
+
+// resolveKey is what resolveType's answer depends on.
+type resolveKey struct {
+	typ       string
+	oid, base uint32
+}
+
+func (s *Sink) lookUpType(ctx context.Context, c change.Column) (string, error) {
 	var known bool
 	if err := s.conn.QueryRow(ctx, "SELECT to_regtype($1) IS NOT NULL", c.Type).Scan(&known); err != nil {
 		return "", fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)

@@ -39,6 +39,9 @@ type Sink struct {
 	tables  *sink.ShapeCache[*tableSQL]
 	omit    *sink.Omitter // the generated columns the destination computes
 	fence   fence         // the stream's owner epoch every batch checks (fence.go)
+	// resolved caches the destination types that source types resolved
+	// to (resolveType).
+	resolved map[resolveKey]string
 }
 
 var _ sink.Sink = (*Sink)(nil)

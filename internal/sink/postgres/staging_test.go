@@ -30,18 +30,7 @@ func TestStagingTablesBounded(t *testing.T) {
 	if err := s.conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	// The sink session's temporary schema is pg_temp_N with N its backend's
-	// proc number, which another session cannot name: count the staging
-	// tables of every temporary schema (the sink is the only session making them).
-	staging := func() int {
-		t.Helper()
-		n, err := strconv.Atoi(query(t, conn, `SELECT count(*)::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE c.relpersistence = 't' AND n.nspname LIKE 'pg_temp_%' AND c.relname LIKE '\_tidemark\_chunk\_%'`)[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	staging := func() int { return countStaging(t, conn) }
 	tables := make([]*change.Table, 3*maxStaging)
 	for i := range tables {
 		tables[i] = &change.Table{
@@ -104,5 +93,63 @@ func TestStagingTablesBounded(t *testing.T) {
 	}
 	if n := staging(); n != maxStaging {
 		t.Errorf("%d staging tables on the session after the rollback, want %d", n, maxStaging)
+	}
+}
+
+// countStaging counts the staging tables of every temporary schema. The
+// sink session's own is pg_temp_N with N its backend's proc number, which
+// another session cannot name; the sink is the only session making them.
+func countStaging(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	n, err := strconv.Atoi(query(t, conn, `SELECT count(*)::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relpersistence = 't' AND n.nspname LIKE 'pg_temp_%' AND c.relname LIKE '\_tidemark\_chunk\_%'`)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFirstChunkNeedsNoStaging: a chunk into an empty range is COPYed
+// straight into the table, with no staging table made for it (in a stream
+// of many small tables, making one and evicting another was most of a
+// table's write); a chunk over rows that all differ goes through one.
+func TestFirstChunkNeedsNoStaging(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	tbl := &change.Table{
+		ID:      change.TableID{Schema: "public", Name: "small"},
+		Columns: []change.Column{{Name: "id", Type: "integer"}, {Name: "v", Type: "text"}},
+		Key:     []int{0},
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(v string) {
+		t.Helper()
+		var rows []change.Row
+		for id := 1; id <= 100; id++ {
+			rows = append(rows, change.Row{change.Text(strconv.Itoa(id)), change.Text(v)})
+		}
+		if err := s.Apply(t.Context(), &sink.Batch{Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Rows: rows}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := query(t, conn, `SELECT count(*)::text || ' ' || min(v) || ' ' || max(v) FROM public.small`)[0]; got != "100 "+v+" "+v {
+			t.Fatalf("after a chunk of 100 rows of %q: %s", v, got)
+		}
+	}
+	apply("first")
+	if n := countStaging(t, conn); n != 0 {
+		t.Fatalf("%d staging tables after a chunk into an empty table, want none", n)
+	}
+	apply("second")
+	if n := countStaging(t, conn); n != 1 {
+		t.Fatalf("%d staging tables after a chunk over 100 differing rows, want 1", n)
 	}
 }

@@ -66,29 +66,31 @@ func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions
 // openChunk locks t against schema changes, takes the snapshot and reads
 // the log position that frames it, and t's shape in that snapshot.
 func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) {
-	pc := tx.pgConn()
 	// The lock (the one the SELECT takes anyway) comes before the
 	// snapshot: a schema change holding the table is committed before the
 	// snapshot is taken, and none can happen until the read is done. So
 	// the columns read below are the snapshot's, and a rewriting ALTER
 	// TABLE (which leaves older snapshots an empty table) is either wholly
 	// visible or not begun. LOCK takes no snapshot itself.
-	if _, err := pc.Exec(ctx, "LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+	//
+	// The snapshot is taken when the SELECT, the transaction's first
+	// statement to need one, starts; the WAL position is read while it
+	// runs, so it is at or past every commit the snapshot sees. Both
+	// statements go in one round trip, in this order.
+	results, err := tx.pgConn().Exec(ctx, "LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE; "+
+		"SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text").ReadAll()
+	if err != nil {
 		return Chunk{}, err
 	}
-	// The snapshot is taken when this first statement starts; the WAL
-	// position is read while it runs, so it is at or past every commit the
-	// snapshot sees.
-	res := pc.ExecParams(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text", nil, nil, nil, nil).Read()
-	if res.Err != nil {
-		return Chunk{}, res.Err
+	if len(results) != 2 || len(results[1].Rows) != 1 {
+		return Chunk{}, fmt.Errorf("lock and snapshot: %d results", len(results))
 	}
+	row := results[1].Rows[0]
 	var chunk Chunk
-	var err error
-	if chunk.Snapshot, err = ParseSnapshot(string(res.Rows[0][0])); err != nil {
+	if chunk.Snapshot, err = ParseSnapshot(string(row[0])); err != nil {
 		return Chunk{}, err
 	}
-	if chunk.Position, err = change.ParseLSN(string(res.Rows[0][1])); err != nil {
+	if chunk.Position, err = change.ParseLSN(string(row[1])); err != nil {
 		return Chunk{}, err
 	}
 	if chunk.Table, err = snapshotShape(ctx, tx, t); err != nil {
