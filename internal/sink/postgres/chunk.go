@@ -47,8 +47,12 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
 	if !ch.Keep {
-		if done, err := s.applyChunkDiff(ctx, p, ts, ch, old); err != nil || done {
+		done, empty, err := s.applyChunkDiff(ctx, p, ts, ch, old)
+		if err != nil || done {
 			return err
+		}
+		if empty {
+			return s.copyInto(ctx, p, ts, ch.Rows)
 		}
 	}
 	// Only now: a first backfill of a table of one chunk never needs its
@@ -129,6 +133,25 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 		return false, nil, fmt.Errorf("copy rows: %w", err)
 	}
 	return empty, partial, nil
+}
+
+// copyInto COPYs rows without Unchanged values straight into the table,
+// whose range this transaction found empty.
+func (s *Sink) copyInto(ctx context.Context, p *pipeline, ts *tableSQL, rows []change.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	data, _, err := copyData(ts, rows)
+	if err != nil {
+		return err
+	}
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name)); err != nil {
+		return fmt.Errorf("copy rows of %s: %w", ts.id, err)
+	}
+	return nil
 }
 
 // copyData renders rows in COPY's text format. It also returns the rows
@@ -215,26 +238,29 @@ func needsEscape(s string) bool {
 // that differ are upserted and the extra ones deleted. A backfill over a
 // destination that already holds the rows then writes almost nothing, and
 // one over a range that live changes partly filled keeps COPY's speed.
-// An empty range (a first backfill) gets every row COPYed straight in.
-// done is false when the caller's set-based path is the better one: many
-// differing rows, or rows carrying Unchanged values; or when a row the
-// range lacked turned out to be there (the COPY is undone).
-func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (bool, error) {
+// done is false when the caller's set-based path is the better one: an
+// empty range (empty is then true: a first backfill, whose rows the caller
+// COPYs straight in), many differing rows, or rows carrying Unchanged
+// values; or when a row the range lacked turned out to be there (the COPY
+// is undone).
+func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (done, empty bool, err error) {
 	for _, r := range ch.Rows {
 		for _, v := range r {
 			if v.Unchanged {
-				return false, nil
+				return false, false, nil
 			}
 		}
 	}
 	if ch.Changed == nil { // else existing holds the range, read already
 		if err := p.flush(ctx); err != nil {
-			return false, err
+			return false, false, err
 		}
-		var err error
 		if existing, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
-			return false, err
+			return false, false, err
 		}
+	}
+	if len(existing) == 0 {
+		return false, true, nil
 	}
 	have := make(map[string]change.Row, len(existing))
 	for _, r := range existing {
@@ -254,50 +280,50 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	}
 	// Row by row pays off only for a few differences.
 	if len(changed)+len(have) > len(ch.Rows)/8+16 {
-		return false, nil
+		return false, false, nil
 	}
 	of := " of " + ts.id.String()
 	for _, r := range changed {
 		sql, args := upsertStmt(ts, r, nil)
 		if err := p.queue(ctx, sql, args, "upsert changed row"+of); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	for _, d := range have {
 		if err := p.queue(ctx, ts.deleteSQL(), keyArgs(ch.Table.RowKey(d)), "delete extra row"+of); err != nil {
-			return false, err
+			return false, false, err
 		}
 		ch.Removed++
 	}
 	if len(absent) == 0 {
-		return true, nil
+		return true, false, nil
 	}
 	data, _, err := copyData(ts, absent)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	// Under a savepoint: should a row the read missed be there after all
 	// (another writer, a key the destination compares otherwise), the
 	// COPY's duplicate key undoes only it, and the set-based path, which
 	// upserts, takes over.
 	if err := p.queue(ctx, "SAVEPOINT absent_rows", nil, "savepoint"+of); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := p.flush(ctx); err != nil {
-		return false, err
+		return false, false, err
 	}
 	_, err = s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		if err := p.queue(ctx, "ROLLBACK TO SAVEPOINT absent_rows", nil, "roll back absent rows"+of); err != nil {
-			return false, err
+			return false, false, err
 		}
-		return false, p.flush(ctx) // before the next statement is prepared
+		return false, false, p.flush(ctx) // before the next statement is prepared
 	}
 	if err != nil {
-		return false, fmt.Errorf("copy absent rows%s: %w", of, err)
+		return false, false, fmt.Errorf("copy absent rows%s: %w", of, err)
 	}
-	return true, nil
+	return true, false, nil
 }
 
 func sameRow(a, b change.Row) bool {
