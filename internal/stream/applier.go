@@ -31,6 +31,9 @@ type ChunkResult struct {
 	// could not settle it (verifysum.go).
 	ByRows bool
 	Err    error
+	// sumFailed says the destination could not sum the range: the rest
+	// of the verify compares rows.
+	sumFailed bool
 	// compare is a verified chunk's two sides, for the verify to compare.
 	compare *rangeCompare
 }

@@ -243,3 +243,39 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		t.Fatalf("differing ranges (by low bound) and keys: %v, want %v", got, want)
 	}
 }
+
+// TestVerifyRowsWhenDestinationCannotSum: a destination whose sum fails
+// (here a function that shadows the hash and raises) is compared row by
+// row, and the verify still finds a changed value.
+func TestVerifyRowsWhenDestinationCannotSum(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
+		CREATE TABLE t (id int PRIMARY KEY, a text);
+		INSERT INTO t SELECT g, 'a' || g FROM generate_series(1, 500) g;`})
+	dst, err := pgx.Connect(e.ctx, e.dstDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close(e.ctx)
+	// Before the stream starts: the sink prepares its sum once.
+	if _, err := dst.Exec(e.ctx, `CREATE FUNCTION public.hashtextextended(text, integer) RETURNS bigint
+		LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'no sums here'; END$$`); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitLoaded("t")
+	if _, err := dst.Exec(e.ctx, `UPDATE t SET a = 'changed' WHERE id = 250`); err != nil {
+		t.Fatal(err)
+	}
+	checks, err := e.s.Verify(e.ctx, []change.TableID{{Schema: "public", Name: "t"}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := badRanges(checks[0])
+	if checks[0].Match || len(bad) != 1 || fmt.Sprint(bad[0].DifferingKeys) != "[[250]]" {
+		t.Fatalf("verify: match %v, differing %+v; want only key 250", checks[0].Match, bad)
+	}
+	if by := comparedBy(checks); by[ComparedByChecksums] != 0 {
+		t.Errorf("ranges compared: %v, want every one by rows", by)
+	}
+}

@@ -77,6 +77,9 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 			v.drop(next)
 			next = nil
 			byRows = res.ByRows
+			if res.sumFailed {
+				v.summer = nil
+			}
 			v.busy = v.busy || (res.ByRows && res.Conflicts > 0)
 			continue
 		}
