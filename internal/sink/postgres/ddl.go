@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/collate"
@@ -39,6 +42,29 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	if ok, err := s.exists(ctx, ts.name); err != nil || ok {
 		return err
 	}
+	if err := s.ensureSortKeys(ctx, t); err != nil {
+		return err
+	}
+	err = s.createTable(ctx, t, ts)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && (pgErr.Code == "3F000" || pgErr.Code == "42704") {
+		// A schema or type the sink remembers was dropped since: look
+		// them up again.
+		s.schemas, s.resolved = nil, nil
+		err = s.createTable(ctx, t, ts)
+	}
+	if err != nil {
+		return err
+	}
+	if idx := ts.sortKeyIndexSQL(); idx != "" {
+		if _, err := s.conn.Exec(ctx, idx); err != nil {
+			return fmt.Errorf("create the key's sort key index: %w", err)
+		}
+	}
+	return nil
+}
+
+// createTable creates t's table in its schema, which it makes if missing.
+func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) error {
 	if err := s.ensureSchema(ctx, t.ID.Schema); err != nil {
 		return err
 	}
@@ -62,17 +88,9 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		defs = append(defs, def)
 	}
 	defs = append(defs, "PRIMARY KEY ("+ts.keyColumns()+")")
-	if err := s.ensureSortKeys(ctx, t); err != nil {
-		return err
-	}
 	ddl := "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
 	if _, err := s.conn.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table: %w", err)
-	}
-	if idx := ts.sortKeyIndexSQL(); idx != "" {
-		if _, err := s.conn.Exec(ctx, idx); err != nil {
-			return fmt.Errorf("create the key's sort key index: %w", err)
-		}
 	}
 	return nil
 }

@@ -138,6 +138,39 @@ func TestEnsureTableTypes(t *testing.T) {
 	}
 }
 
+// TestEnsureTableAfterSchemaDropped: the sink remembers the schemas and
+// types it saw, and looks them up again when one was dropped since.
+func TestEnsureTableAfterSchemaDropped(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `CREATE TYPE mood AS ENUM ('ok', 'sad')`); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dsn)
+	defer s.Close()
+	if err := s.EnsureTable(t.Context(), table()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `DROP SCHEMA app CASCADE; DROP TYPE mood`); err != nil {
+		t.Fatal(err)
+	}
+	other := table()
+	other.ID.Name = "items2"
+	if err := s.EnsureTable(t.Context(), other); err != nil {
+		t.Fatalf("EnsureTable after the schema and the type were dropped: %v", err)
+	}
+	typ := query(t, conn, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = '"app"."items2"'::regclass AND attname = 'mood'`)
+	if fmt.Sprint(typ) != "[text]" {
+		t.Errorf("mood column is %v, want text (the type is gone)", typ)
+	}
+}
+
 func TestEnsureTableRejectsInjectedType(t *testing.T) {
 	t.Parallel()
 	s := open(t, newDB(t))

@@ -42,6 +42,7 @@ type Sink struct {
 	// resolved caches the destination types that source types resolved
 	// to (resolveType).
 	resolved map[resolveKey]string
+	schemas  map[string]bool // schemas known to exist (ensureSchema)
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -129,6 +130,20 @@ func (s *Sink) exists(ctx context.Context, qualified string) (bool, error) {
 // CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege even when the
 // schema is already there.
 func (s *Sink) ensureSchema(ctx context.Context, name string) error {
+	if s.schemas[name] {
+		return nil // a stream of many tables in one schema asks once
+	}
+	if err := s.lookUpSchema(ctx, name); err != nil {
+		return err
+	}
+	if s.schemas == nil {
+		s.schemas = map[string]bool{}
+	}
+	s.schemas[name] = true
+	return nil
+}
+
+func (s *Sink) lookUpSchema(ctx context.Context, name string) error {
 	var ok bool
 	if err := s.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name).Scan(&ok); err != nil {
 		return fmt.Errorf("look up schema %s: %w", name, err)
