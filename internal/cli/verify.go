@@ -19,8 +19,9 @@ func verifyCmd(g *globals) *cobra.Command {
 		Long: `Compare source and destination row counts and checksums per object and key
 range. Each range is compared at the same point of the live stream, so
 ongoing changes do not show as differences. A PostgreSQL source and
-destination each checksum a range on their own server; rows are read only
-for a range the checksums cannot settle (see docs/backfill.md). Exits 3 when
+destination each checksum a range on their own server; rows are read for a
+range the checksums cannot settle, and after live changes touched one for
+the ranges after it until one is read without (see docs/backfill.md). Exits 3 when
 a range differs.
 
 --repair re-backfills the key ranges found differing: one backfill per

@@ -31,8 +31,8 @@ type ChunkResult struct {
 	// could not settle it (verifysum.go).
 	ByRows bool
 	Err    error
-	// sumFailed says the destination could not sum the range: the rest
-	// of the verify compares rows.
+	// sumFailed says the destination could not sum the range: verifies
+	// compare rows from then on.
 	sumFailed bool
 	// compare is a verified chunk's two sides, for the verify to compare.
 	compare *rangeCompare
@@ -135,7 +135,10 @@ type applierConfig struct {
 // receives: transactions in commit order, and merged chunks at the point of
 // the stream where they are correct. It hands batches to the writer.
 type applier struct {
-	done     <-chan struct{} // closed when the applier's run ends
+	done <-chan struct{} // closed when the applier's run ends
+	// noSums is set once the servers' range sums failed or misled a
+	// verify: the run's later verifies compare rows (verifysum.go).
+	noSums   atomic.Bool
 	cfg      applierConfig
 	stream   string
 	src      positionSource

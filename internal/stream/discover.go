@@ -43,9 +43,11 @@ func openSink(ctx context.Context, cfg *config.Stream) (sink.Sink, error) {
 // reason, and is left out of the publication (updates to it would otherwise
 // fail on the source).
 //
-// With many tables the start is round trips: the objects are read in one
-// query, and the source describes tables a few at a time, ahead of the
-// destination's steps, which take them one by one in order.
+// With many tables the start is round trips: the objects are listed in
+// one query to choose the tables (each is read again right before it is
+// recorded, so that no change made meanwhile is overwritten), and the
+// source describes tables a few at a time, ahead of the destination's
+// steps, which take them one by one in order.
 func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {

@@ -200,6 +200,8 @@ type rangeCompare struct {
 	// summed is a range the servers' sums settled: nothing is left to
 	// compare.
 	summed *RangeCheck
+	// sumsDiffered marks rows read because the range's sums differed.
+	sumsDiffered bool
 }
 
 // check compares the two sides.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -22,7 +23,7 @@ import (
 // a prefetched chunk whose predecessor must be read again is dropped.
 func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
 	v := &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope,
-		summer: rangeSummer(rt.src, rt.applier.dest, scope)}
+		summer: rangeSummer(rt.applier, rt.src, scope)}
 	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
 	if ranges == nil {
 		ranges = []keyRange{{}}
@@ -47,13 +48,38 @@ type verifyPass struct {
 	// row all the same (verifysum.go).
 	summer source.RangeSummer
 	busy   bool
+	// sumsDiffered marks the range being read again because its sums
+	// differed: should its rows match, the sums are no use here.
+	sumsDiffered bool
+}
+
+// retried takes a result that has the range read again, and says whether
+// row by row.
+func (v *verifyPass) retried(res ChunkResult) (byRows bool) {
+	if res.sumFailed {
+		v.stopSums("the destination could not sum a range: " + res.Reason)
+	}
+	v.busy = v.busy || (res.ByRows && res.Conflicts > 0)
+	v.sumsDiffered = res.ByRows && res.Reason == reasonSumsDiffer
+	return res.ByRows
+}
+
+// stopSums has the rest of the pass, and the stream run's later verifies,
+// compare rows; the first to stop says why.
+func (v *verifyPass) stopSums(why string) {
+	v.summer = nil
+	if v.rt.applier.noSums.CompareAndSwap(false, true) {
+		v.rt.applier.log.Warn("verify compares rows from here on: "+why, logkey.Object(v.t.ID.String()))
+	}
 }
 
 // verifyRange verifies the key range rg, the pass's last with last.
 func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRange, last bool) error {
 	after := rg.Low
 	var next *pendingChunk // read ahead, from next.low
-	var compared compareQueue
+	compared := compareQueue{sumsMisled: func() {
+		v.stopSums("the servers' checksums differed where the rows match (different encodings?)")
+	}}
 	byRows := false // the range is read again row by row: its sums did not settle it
 	for {
 		pc := next
@@ -76,16 +102,15 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 		if res.Retry {
 			v.drop(next)
 			next = nil
-			byRows = res.ByRows
-			if res.sumFailed {
-				v.summer = nil
-			}
-			v.busy = v.busy || (res.ByRows && res.Conflicts > 0)
+			byRows = v.retried(res)
 			continue
 		}
 		byRows = false
 		if pc.read.Sum == nil {
 			v.busy = res.Conflicts > 0 // no live change in the range: sum the next
+			if res.compare != nil {
+				res.compare.sumsDiffered, v.sumsDiffered = v.sumsDiffered, false
+			}
 		}
 		if err := compared.record(oc); err != nil {
 			v.drop(next)
@@ -130,11 +155,15 @@ func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, u
 // while the next range is read and taken, one range at a time.
 type compareQueue struct {
 	running chan rangeResult // the comparison under way, if any
+	// sumsMisled is told of a range whose sums differed but whose rows
+	// match.
+	sumsMisled func()
 }
 
 type rangeResult struct {
-	check RangeCheck
-	err   error
+	check        RangeCheck
+	err          error
+	sumsDiffered bool
 }
 
 // start compares c in the background; record the one before first.
@@ -145,7 +174,7 @@ func (q *compareQueue) start(c *rangeCompare) {
 	q.running = make(chan rangeResult, 1) // buffered: an abandoned one ends
 	go func(ch chan<- rangeResult) {
 		check, err := c.check()
-		ch <- rangeResult{check, err}
+		ch <- rangeResult{check, err, c.sumsDiffered}
 	}(q.running)
 }
 
@@ -159,6 +188,9 @@ func (q *compareQueue) record(oc *ObjectCheck) error {
 	q.running = nil
 	if r.err != nil {
 		return r.err
+	}
+	if r.sumsDiffered && r.check.Match && q.sumsMisled != nil {
+		q.sumsMisled()
 	}
 	oc.Ranges = append(oc.Ranges, r.check)
 	oc.SourceRows += r.check.SourceRows
@@ -202,6 +234,13 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 		var err error
 		if v.summer != nil && !byRows && !v.busy {
 			read, err = v.summer.SumRange(ctx, v.t, spec)
+			if err != nil && ctx.Err() == nil && !source.IsStatementTimeout(err) {
+				// Rows are read where the source cannot sum; a real
+				// failure fails that read too, and counts there.
+				v.rt.applier.abandon(pc)
+				v.stopSums("the source could not sum a range: " + err.Error())
+				continue
+			}
 		} else {
 			read, err = v.rt.src.ReadChunk(ctx, v.t, spec)
 		}

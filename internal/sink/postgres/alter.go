@@ -36,7 +36,11 @@ func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.Alt
 	if err := s.ensureConn(ctx); err != nil {
 		return fmt.Errorf("alter table %s: %w", t.ID, err)
 	}
-	if err := s.alterTable(ctx, t, steps); err != nil {
+	err := s.alterTable(ctx, t, steps)
+	if s.forgetGone(err) {
+		err = s.alterTable(ctx, t, steps) // with the types looked up again
+	}
+	if err != nil {
 		// Only an outage is retried: a change the destination table cannot
 		// take (a column missing, renamed by hand, a key it cannot order)
 		// would be retried forever and stall the stream. A fenced owner's
@@ -254,6 +258,14 @@ func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn,
 // source column maps to (docs/type-mapping.md) or one that widens it; a
 // narrower one is widened.
 func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
+	check, err := s.checkTable(ctx, t)
+	if s.forgetGone(err) {
+		check, err = s.checkTable(ctx, t) // with the types looked up again
+	}
+	return check, err
+}
+
+func (s *Sink) checkTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
 	var check sink.TableCheck
 	if err := s.ensureConn(ctx); err != nil {
 		return check, err

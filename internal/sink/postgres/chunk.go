@@ -46,13 +46,9 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	}
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
-	if !ch.Keep {
-		done, empty, err := s.applyChunkDiff(ctx, p, ts, ch, old)
-		if err != nil || done {
+	if !ch.Keep && !hasUnchanged(ch.Rows) {
+		if done, err := s.applyAgainstRange(ctx, p, ts, ch, old); err != nil || done {
 			return err
-		}
-		if empty {
-			return s.copyInto(ctx, p, ts, ch.Rows)
 		}
 	}
 	// Only now: a first backfill of a table of one chunk never needs its
@@ -133,6 +129,44 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 		return false, nil, fmt.Errorf("copy rows: %w", err)
 	}
 	return empty, partial, nil
+}
+
+// applyAgainstRange writes a chunk against its range's rows: straight in
+// when the range is empty (a first backfill), else only what differs
+// (applyChunkDiff); done is false when the set-based path is to follow.
+func (s *Sink) applyAgainstRange(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, old []change.Row) (bool, error) {
+	existing, err := s.rangeRows(ctx, p, ch, old)
+	if err != nil {
+		return false, err
+	}
+	if len(existing) == 0 {
+		return true, s.copyInto(ctx, p, ts, ch.Rows)
+	}
+	return s.applyChunkDiff(ctx, p, ts, ch, existing)
+}
+
+// hasUnchanged reports whether a row carries an Unchanged value.
+func hasUnchanged(rows []change.Row) bool {
+	for _, r := range rows {
+		for _, v := range r {
+			if v.Unchanged {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rangeRows is the destination's rows of the chunk's range, read in this
+// transaction (old, when a tracked chunk read them already).
+func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old []change.Row) ([]change.Row, error) {
+	if ch.Changed != nil {
+		return old, nil
+	}
+	if err := p.flush(ctx); err != nil {
+		return nil, err
+	}
+	return s.readRange(ctx, ch.Table, ch.Low, ch.High)
 }
 
 // copyInto COPYs rows without Unchanged values straight into the table,
@@ -230,38 +264,18 @@ func needsEscape(s string) bool {
 	return false
 }
 
-// applyChunkDiff compares the range's destination rows (existing, when the
-// chunk is tracked, else read here) with the chunk's
-// (as text: the session settings fix every type's text form) and writes
+// applyChunkDiff compares the range's destination rows (existing, read in
+// this transaction) with the chunk's, which carry no Unchanged values
+// (as text: the session settings fix every type's text form), and writes
 // only what differs: rows the range lacks are COPYed straight in (it was
 // read in this transaction, and the sink is the table's writer), the few
 // that differ are upserted and the extra ones deleted. A backfill over a
 // destination that already holds the rows then writes almost nothing, and
 // one over a range that live changes partly filled keeps COPY's speed.
-// done is false when the caller's set-based path is the better one: an
-// empty range (empty is then true: a first backfill, whose rows the caller
-// COPYs straight in), many differing rows, or rows carrying Unchanged
-// values; or when a row the range lacked turned out to be there (the COPY
-// is undone).
-func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (done, empty bool, err error) {
-	for _, r := range ch.Rows {
-		for _, v := range r {
-			if v.Unchanged {
-				return false, false, nil
-			}
-		}
-	}
-	if ch.Changed == nil { // else existing holds the range, read already
-		if err := p.flush(ctx); err != nil {
-			return false, false, err
-		}
-		if existing, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
-			return false, false, err
-		}
-	}
-	if len(existing) == 0 {
-		return false, true, nil
-	}
+// done is false when the caller's set-based path is the better one (many
+// differing rows), or when a row the range lacked turned out to be there
+// (the COPY is undone).
+func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, existing []change.Row) (bool, error) {
 	have := make(map[string]change.Row, len(existing))
 	for _, r := range existing {
 		have[ch.Table.RowKey(r).Encode()] = r
@@ -280,50 +294,50 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	}
 	// Row by row pays off only for a few differences.
 	if len(changed)+len(have) > len(ch.Rows)/8+16 {
-		return false, false, nil
+		return false, nil
 	}
 	of := " of " + ts.id.String()
 	for _, r := range changed {
 		sql, args := upsertStmt(ts, r, nil)
 		if err := p.queue(ctx, sql, args, "upsert changed row"+of); err != nil {
-			return false, false, err
+			return false, err
 		}
 	}
 	for _, d := range have {
 		if err := p.queue(ctx, ts.deleteSQL(), keyArgs(ch.Table.RowKey(d)), "delete extra row"+of); err != nil {
-			return false, false, err
+			return false, err
 		}
 		ch.Removed++
 	}
 	if len(absent) == 0 {
-		return true, false, nil
+		return true, nil
 	}
 	data, _, err := copyData(ts, absent)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	// Under a savepoint: should a row the read missed be there after all
 	// (another writer, a key the destination compares otherwise), the
 	// COPY's duplicate key undoes only it, and the set-based path, which
 	// upserts, takes over.
 	if err := p.queue(ctx, "SAVEPOINT absent_rows", nil, "savepoint"+of); err != nil {
-		return false, false, err
+		return false, err
 	}
 	if err := p.flush(ctx); err != nil {
-		return false, false, err
+		return false, err
 	}
 	_, err = s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		if err := p.queue(ctx, "ROLLBACK TO SAVEPOINT absent_rows", nil, "roll back absent rows"+of); err != nil {
-			return false, false, err
+			return false, err
 		}
-		return false, false, p.flush(ctx) // before the next statement is prepared
+		return false, p.flush(ctx) // before the next statement is prepared
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("copy absent rows%s: %w", of, err)
+		return false, fmt.Errorf("copy absent rows%s: %w", of, err)
 	}
-	return true, false, nil
+	return true, nil
 }
 
 func sameRow(a, b change.Row) bool {

@@ -46,11 +46,8 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		return err
 	}
 	err = s.createTable(ctx, t, ts)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && (pgErr.Code == "3F000" || pgErr.Code == "42704") {
-		// A schema or type the sink remembers was dropped since: look
-		// them up again.
-		s.schemas, s.resolved = nil, nil
-		err = s.createTable(ctx, t, ts)
+	if s.forgetGone(err) {
+		err = s.createTable(ctx, t, ts) // with the schema and types looked up again
 	}
 	if err != nil {
 		return err
@@ -152,16 +149,17 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 // uses format_type's output.
 //
 // A type the destination has is resolved once per sink (three round trips
-// a column made a stream of many tables slow to start); text, the answer
-// for a type it lacks, is asked again, so that a type created in the
-// destination since is used.
+// a column made a stream of many tables slow to start); a type it lacks
+// (text, or a domain's base type) is asked again, so that a type created
+// in the destination since is used. A statement that finds a remembered
+// type or schema gone has the sink forget them (forgetGone).
 func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error) {
 	key := resolveKey{typ: c.Type, oid: c.TypeOID, base: c.BaseOID}
 	if name, ok := s.resolved[key]; ok {
 		return name, nil
 	}
-	name, err := s.lookUpType(ctx, c)
-	if err != nil || name == "text" {
+	name, known, err := s.lookUpType(ctx, c)
+	if err != nil || !known {
 		return name, err
 	}
 	if s.resolved == nil {
@@ -171,39 +169,48 @@ func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error)
 	return name, nil
 }
 
+// forgetGone drops the remembered schemas and types when err says one
+// does not exist (dropped since), so that the next attempt looks again.
+func (s *Sink) forgetGone(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "3F000" || pgErr.Code == "42704") {
+		s.schemas, s.resolved = nil, nil
+		return true
+	}
+	return false
+}
+
 // resolveKey is what resolveType's answer depends on.
 type resolveKey struct {
 	typ       string
 	oid, base uint32
 }
 
-func (s *Sink) lookUpType(ctx context.Context, c change.Column) (string, error) {
-	var known bool
+func (s *Sink) lookUpType(ctx context.Context, c change.Column) (name string, known bool, err error) {
 	if err := s.conn.QueryRow(ctx, "SELECT to_regtype($1) IS NOT NULL", c.Type).Scan(&known); err != nil {
-		return "", fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)
+		return "", false, fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)
 	}
-	var name string
 	switch {
 	case known:
 		// Describing the cast yields the type's oid and typmod.
 		sd, err := s.conn.PgConn().Prepare(ctx, "", "SELECT NULL::"+c.Type, nil)
 		if err != nil {
-			return "", fmt.Errorf("describe type %q of column %q: %w", c.Type, c.Name, err)
+			return "", false, fmt.Errorf("describe type %q of column %q: %w", c.Type, c.Name, err)
 		}
 		f := sd.Fields[0]
 		err = s.conn.QueryRow(ctx, "SELECT format_type($1, $2)", f.DataTypeOID, f.TypeModifier).Scan(&name)
 		if err != nil {
-			return "", fmt.Errorf("format type %q of column %q: %w", c.Type, c.Name, err)
+			return "", false, fmt.Errorf("format type %q of column %q: %w", c.Type, c.Name, err)
 		}
 	case c.BaseOID != 0 && c.BaseOID != c.TypeOID && c.BaseOID < firstNormalOID:
 		err := s.conn.QueryRow(ctx, "SELECT format_type($1, NULL)", c.BaseOID).Scan(&name)
 		if err != nil {
-			return "", fmt.Errorf("format base type %d of column %q: %w", c.BaseOID, c.Name, err)
+			return "", false, fmt.Errorf("format base type %d of column %q: %w", c.BaseOID, c.Name, err)
 		}
 	default:
-		return "text", nil
+		return "text", false, nil
 	}
-	return name, nil
+	return name, known, nil
 }
 
 // ensureCheckpointTables creates _tidemark.checkpoint and _tidemark.cursor.

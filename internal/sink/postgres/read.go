@@ -65,7 +65,7 @@ func (s *Sink) sumRange(ctx context.Context, t *change.Table, low, high change.K
 	if err != nil {
 		return 0, "", err
 	}
-	name, err := s.prepare(ctx, ts.sumRangeSQL(low != nil, high != nil))
+	name, err := s.prepare(ctx, ts.sumRangeSQL(t, low != nil, high != nil))
 	if err != nil {
 		return 0, "", err
 	}

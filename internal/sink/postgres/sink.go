@@ -21,12 +21,16 @@ import (
 )
 
 // sessionParams make text output match the source's (which runs with the
-// same settings): UTC ISO timestamps, postgres intervals, shortest-exact floats.
+// same settings): UTC ISO timestamps, postgres intervals, shortest-exact
+// floats; and text travels as UTF-8, as tidemark holds it, whatever the
+// database's encoding (left unset, the session took the database's, and a
+// LATIN1 database stored UTF-8 bytes as two characters each).
 var sessionParams = map[string]string{
 	"TimeZone":           "UTC",
 	"DateStyle":          "ISO",
 	"IntervalStyle":      "postgres",
 	"extra_float_digits": "1",
+	"client_encoding":    "UTF8",
 }
 
 // Sink writes to one PostgreSQL database over a single connection; like every

@@ -273,12 +273,13 @@ func (ts *tableSQL) selectRangeSQL(low, high bool) string {
 	})
 }
 
-// sumRangeSQL counts and checksums the rows of a range (pgsum).
-func (ts *tableSQL) sumRangeSQL(low, high bool) string {
+// sumRangeSQL counts and checksums the rows of a range (pgsum), its
+// columns typed as the source's (t).
+func (ts *tableSQL) sumRangeSQL(t *change.Table, low, high bool) string {
 	return ts.memo.Get(maskKey("sum", []bool{low, high}), func() string {
-		cols := make([]string, len(ts.cols))
+		cols := make([]pgsum.Column, len(ts.cols))
 		for i, c := range ts.cols {
-			cols[i] = "d." + c
+			cols[i] = pgsum.Column{Ref: "d." + c, Padded: pgsum.Padded(t.Columns[i].BaseOID)}
 		}
 		return "SELECT " + pgsum.Select(cols) + " FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
 	})

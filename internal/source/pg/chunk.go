@@ -83,7 +83,7 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) 
 		return Chunk{}, err
 	}
 	if len(results) != 2 || len(results[1].Rows) != 1 {
-		return Chunk{}, fmt.Errorf("lock and snapshot: %d results", len(results))
+		return Chunk{}, fmt.Errorf("lock and snapshot: %d results, want 2, the second of one row", len(results))
 	}
 	row := results[1].Rows[0]
 	var chunk Chunk
