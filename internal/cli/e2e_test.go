@@ -258,6 +258,13 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("backfill list: %+v", recs)
 	}
 	expect(t, 0, []string{"public.t", "ok", "30"}, append(addr, "verify", "s")...)
+	// --json says how each range was compared: a SQLite destination
+	// cannot sum one, so by its rows.
+	var checks []api.CheckView
+	cliJSON(&checks, "verify", "s")
+	if len(checks) != 1 || len(checks[0].Ranges) == 0 || checks[0].Ranges[0].ComparedBy != "rows" {
+		t.Errorf("verify --json: %+v", checks)
+	}
 	// The estimate counts the rows and measures the rate from the run above.
 	expect(t, 0, []string{"public.t  30 ", "rate: ", "measured"}, append(addr, "backfill", "estimate", "s", "public.t")...)
 	// A sample of 10 rows, and bad options refused with the usage code.

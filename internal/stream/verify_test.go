@@ -264,18 +264,7 @@ func TestVerifyRowsWhenDestinationCannotSum(t *testing.T) {
 	defer dst.Close(e.ctx)
 	// The stream writes as a role that owns the destination database but
 	// may not run pg_catalog.hashtextextended there.
-	role := "nosum_" + dst.Config().Database
-	dbName := pgx.Identifier{dst.Config().Database}.Sanitize()
-	if _, err := dst.Exec(e.ctx, `CREATE ROLE `+role+` LOGIN;
-		ALTER DATABASE `+dbName+` OWNER TO `+role+`;
-		REVOKE EXECUTE ON FUNCTION pg_catalog.hashtextextended(text, bigint) FROM PUBLIC`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// After the stream's stop (registered later, run first).
-		_, _ = dst.Exec(context.Background(), `ALTER DATABASE `+dbName+` OWNER TO postgres; DROP OWNED BY `+role+`; DROP ROLE `+role)
-	})
-	e.cfg.Destination.DSN = strings.Replace(e.dstDSN, "postgres://postgres@", "postgres://"+role+"@", 1)
+	e.cfg.Destination.DSN = roleWithoutHash(t, e, dst, e.dstDSN, "")
 	e.start()
 	e.waitLoaded("t")
 	verifyByRowsFinds250(t, e, dst)
@@ -389,20 +378,9 @@ func TestVerifyRowsWhenSourceCannotSum(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100, verify: false}", setup: `
 		CREATE TABLE t (id int PRIMARY KEY, a text);
 		INSERT INTO t SELECT g, 'a' || g FROM generate_series(1, 500) g;`})
-	db := e.src.Config().Database
-	role := "nosum_" + db
-	dbName := pgx.Identifier{db}.Sanitize()
-	if _, err := e.src.Exec(e.ctx, `CREATE ROLE `+role+` LOGIN REPLICATION;
-		ALTER DATABASE `+dbName+` OWNER TO `+role+`;
-		ALTER TABLE t OWNER TO `+role+`;
-		REVOKE EXECUTE ON FUNCTION pg_catalog.hashtextextended(text, bigint) FROM PUBLIC`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// After the stream's stop (registered later, run first).
-		_, _ = e.src.Exec(context.Background(), `ALTER DATABASE `+dbName+` OWNER TO postgres; REASSIGN OWNED BY `+role+` TO postgres; DROP OWNED BY `+role+`; DROP ROLE `+role)
-	})
-	e.cfg.Source.DSN = strings.Replace(e.srcDSN, "postgres://postgres@", "postgres://"+role+"@", 1)
+	// The stream reads (and replicates) as a role that owns the source
+	// database and t but may not run pg_catalog.hashtextextended there.
+	e.cfg.Source.DSN = roleWithoutHash(t, e, e.src, e.srcDSN, "REPLICATION", "ALTER TABLE t OWNER TO %s")
 	e.start()
 	e.waitLoaded("t")
 	dst, err := pgx.Connect(e.ctx, e.dstDSN)
@@ -411,6 +389,32 @@ func TestVerifyRowsWhenSourceCannotSum(t *testing.T) {
 	}
 	defer dst.Close(e.ctx)
 	verifyByRowsFinds250(t, e, dst)
+}
+
+// roleWithoutHash makes a role (with attrs) that owns conn's database, and
+// that the statements extra (%s its name) give more, but may not run
+// pg_catalog.hashtextextended there; it returns dsn logging in as it. The
+// role goes after the stream has stopped.
+func roleWithoutHash(t *testing.T, e *env, conn *pgx.Conn, dsn, attrs string, extra ...string) string {
+	t.Helper()
+	role := "nosum_" + conn.Config().Database
+	db := pgx.Identifier{conn.Config().Database}.Sanitize()
+	sql := `CREATE ROLE ` + role + ` LOGIN ` + attrs + `; ALTER DATABASE ` + db + ` OWNER TO ` + role + `;
+		REVOKE EXECUTE ON FUNCTION pg_catalog.hashtextextended(text, bigint) FROM PUBLIC`
+	for _, x := range extra {
+		sql += "; " + fmt.Sprintf(x, role)
+	}
+	if _, err := conn.Exec(e.ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // registered before the stream's stop: runs after it
+		ctx := context.Background()
+		if c, err := pgx.Connect(ctx, dsn); err == nil { // conn may be closed by now
+			_, _ = c.Exec(ctx, `ALTER DATABASE `+db+` OWNER TO postgres; REASSIGN OWNED BY `+role+` TO postgres; DROP OWNED BY `+role+`; DROP ROLE `+role)
+			c.Close(ctx)
+		}
+	})
+	return strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
 }
 
 // verifyByRowsFinds250 changes row 250 of t in the destination and checks

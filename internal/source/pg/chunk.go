@@ -24,13 +24,21 @@ type ReadOptions = source.ReadOptions
 // in a read-only repeatable-read transaction whose snapshot and position are
 // returned with the rows. It takes no lock beyond what a SELECT takes.
 func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error) {
+	return s.inSnapshot(ctx, "read chunk of "+t.ID.String(), func(tx *readTx) (Chunk, error) {
+		return readChunk(ctx, tx, t, opt)
+	})
+}
+
+// inSnapshot runs read in a read-only repeatable-read transaction, its
+// error classified as a chunk read's (what names it).
+func (s *Source) inSnapshot(ctx context.Context, what string, read func(tx *readTx) (Chunk, error)) (Chunk, error) {
 	var chunk Chunk
 	err := s.readAt(ctx, repeatableRead, func(tx *readTx) (err error) {
-		chunk, err = readChunk(ctx, tx, t, opt)
+		chunk, err = read(tx)
 		return err
 	})
 	if err != nil {
-		return Chunk{}, classifyRead(ctx, fmt.Errorf("read chunk of %s: %w", t.ID, err), s.cfg.Timeouts.OrDefault().Statement)
+		return Chunk{}, classifyRead(ctx, fmt.Errorf("%s: %w", what, err), s.cfg.Timeouts.OrDefault().Statement)
 	}
 	return chunk, nil
 }

@@ -23,15 +23,9 @@ func (s *Source) SumRange(ctx context.Context, t *change.Table, opt ReadOptions)
 	if opt.Filter != nil || opt.Columns != nil {
 		return Chunk{}, errors.New("sum range: a filter or a column subset is compared row by row")
 	}
-	var chunk Chunk
-	err := s.readAt(ctx, repeatableRead, func(tx *readTx) (err error) {
-		chunk, err = sumRange(ctx, tx, t, opt)
-		return err
+	return s.inSnapshot(ctx, "sum range of "+t.ID.String(), func(tx *readTx) (Chunk, error) {
+		return sumRange(ctx, tx, t, opt)
 	})
-	if err != nil {
-		return Chunk{}, classifyRead(ctx, fmt.Errorf("sum range of %s: %w", t.ID, err), s.cfg.Timeouts.OrDefault().Statement)
-	}
-	return chunk, nil
 }
 
 func sumRange(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions) (Chunk, error) {
