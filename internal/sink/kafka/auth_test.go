@@ -45,9 +45,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 			ctx := t.Context()
 			d := secured(t, mech)
 			s := open(t, d)
-			if err := s.Apply(ctx, &sink.Batch{Stream: "auth", Position: 100, Ops: inserts(0, 20, "x")}); err != nil {
-				t.Fatal(err)
-			}
+			apply(t, s, &sink.Batch{Stream: "auth", Position: 100, Ops: inserts(0, 20, "x")})
 			if r, err := ReadTable(ctx, d, "auth", table); err != nil || r.Len() != 20 {
 				t.Fatalf("the reader holds %d rows (%v), want 20", r.Len(), err)
 			}
