@@ -29,10 +29,10 @@ func TestClusterFencingKafka(t *testing.T) {
 	}
 	t.Cleanup(kc.Stop)
 	src, _ := crashSource(t, ctx, "cluster_kafka_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
-		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
+		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, fencingRows))
 	c := newCluster(t, "cluster_kafka", crashStreamYAML(src, "cluster_kafka", fmt.Sprintf(`{type: kafka, brokers: [%q]}`, kc.Addr)))
 	c.src = src
-	c.freezeOwnerThroughBackfill()
+	c.freezeOwnerThroughBackfill(fencingRows)
 	d := config.Destination{Type: "kafka", Kafka: config.Kafka{Brokers: []string{kc.Addr}}}
 	conn, err := pgx.Connect(ctx, src)
 	if err != nil {

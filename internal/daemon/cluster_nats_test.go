@@ -34,10 +34,10 @@ func TestClusterFencingNATS(t *testing.T) {
 	}
 	t.Cleanup(srv.Stop)
 	src, _ := crashSource(t, ctx, "cluster_nats_src", fmt.Sprintf(`CREATE TABLE t (id bigint PRIMARY KEY, v int, note text);
-		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows))
+		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, fencingRows))
 	c := newCluster(t, "cluster_nats", crashStreamYAML(src, "cluster_nats", fmt.Sprintf(`{type: nats, url: "%s"}`, srv.URL())))
 	c.src = src
-	c.freezeOwnerThroughBackfill()
+	c.freezeOwnerThroughBackfill(fencingRows)
 	d := config.Destination{Type: "nats", URL: srv.URL()}
 	c.waitFor("the events to replay to the source's rows", func() bool { return natsConverged(t, ctx, src, d) })
 	fences, err := nats.VerifyFences(ctx, d, "crash")
@@ -89,20 +89,26 @@ func natsConverged(t *testing.T, ctx context.Context, src string, d config.Desti
 	return rows.Err() == nil && n == len(got)
 }
 
+// fencingRows is the table of the event destinations' fencing tests:
+// fewer rows than the other crash tests, since each replay of the
+// destination reads every event under the race detector (tens of seconds
+// for crashRows); the backfill still runs while the owner is frozen.
+const fencingRows = 20_000
+
 // freezeOwnerThroughBackfill starts every node, initiates the crash
-// stream's backfill through its owner under a writer (one change each
+// stream's backfill of a table of rows rows through its owner under a writer (one change each
 // 5 ms: an event destination publishes each change on its own, and a
 // replay reads them all, under the race detector), freezes the owner
 // with SIGSTOP at 30 % read until another node runs the stream, resumes
 // it, and waits until it stopped its work and the backfill is completed
 // and loaded.
-func (c *clusterEnv) freezeOwnerThroughBackfill() {
+func (c *clusterEnv) freezeOwnerThroughBackfill(rows int) {
 	c.t.Helper()
 	c.startAll(cluster.StreamLease("crash"))
 	owner := c.owner("")
-	writes := startWriterPaced(c.t, c.src, 5*time.Millisecond)
+	writes := startWriterOver(c.t, c.src, 5*time.Millisecond, rows)
 	c.initiateVia(owner)
-	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= crashRows*3/10 })
+	c.waitFor("30% read", func() bool { return c.backfill().RowsRead >= int64(rows*3/10) })
 	frozen := c.nodes[owner].cmd.Process
 	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
 		c.t.Fatal(err)

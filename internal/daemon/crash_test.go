@@ -325,18 +325,24 @@ func startWriter(t testing.TB, dsn string) func() int {
 
 // startWriterPaced is startWriter running at most one statement each pace.
 func startWriterPaced(t testing.TB, dsn string, pace time.Duration) func() int {
+	return startWriterOver(t, dsn, pace, crashRows)
+}
+
+// startWriterOver is startWriterPaced on a table of rows rows: it updates
+// and deletes rows of the table's range and inserts past it.
+func startWriterOver(t testing.TB, dsn string, pace time.Duration, rows int) func() int {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return paceWriter(pace, func(i int) string {
-		id := (i*7919)%crashRows + 1
+		id := (i*7919)%rows + 1
 		switch i % 4 {
 		case 0, 1:
 			return fmt.Sprintf("UPDATE t SET v = v + 1 WHERE id = %d", id)
 		case 2:
-			return fmt.Sprintf("INSERT INTO t VALUES (%d, 0, 'new') ON CONFLICT (id) DO UPDATE SET v = 0", crashRows+i%5000)
+			return fmt.Sprintf("INSERT INTO t VALUES (%d, 0, 'new') ON CONFLICT (id) DO UPDATE SET v = 0", rows+i%5000)
 		default:
 			return fmt.Sprintf("DELETE FROM t WHERE id = %d", id)
 		}
