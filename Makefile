@@ -18,13 +18,16 @@ test:
 # console's Objects tab with 1,000 objects in Chromium (the browser harness is
 # the API tests', so that benchmark lives in internal/api); no-op dispatch
 # through a cluster's queue with one and three nodes against a lone engine;
-# a cluster's failover time over 10 SIGKILLs (docs/cluster.md).
+# a cluster's failover time over 10 SIGKILLs (docs/cluster.md); recording
+# the counters of a destination commit across 50 tables, one write a table
+# against one for all.
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
 	go test -run '^$$' -bench '^BenchmarkConsoleObjectsDense$$' -benchtime 1x -timeout 10m ./internal/api/
 	go test -run '^$$' -bench 'Chunk|RowInserts|CopyBaseline' -benchtime 3s -timeout 10m ./internal/sink/postgres/ ./internal/sink/sqlite/
 	go test -run '^$$' -bench '^BenchmarkClusterFailover$$' -benchtime 1x -timeout 10m ./internal/daemon/
+	go test -run '^$$' -bench '^BenchmarkAddCounters$$' -benchtime 2s -timeout 10m ./internal/store/
 
 # Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
 # 20) at random moments while four tables are written to and backfilled into

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -12,27 +16,82 @@ type Counters struct {
 	EventsProcessed, EventsLoaded, BytesProcessed, BytesLoaded int64
 }
 
+// TableCounters are one table's counters, for AddTablesCounters.
+type TableCounters struct {
+	Schema, Table string
+	Counters
+}
+
 // AddCounters adds c to the row for (stream, schema, table) on day's UTC
 // calendar day, creating the row if needed.
 func (s *Store) AddCounters(ctx context.Context, stream, schema, table string, day time.Time, c Counters) error {
-	if stream == "" || schema == "" || table == "" {
-		return fmt.Errorf("add counters %q %q.%q: stream, schema and table are required", stream, schema, table)
+	return s.AddTablesCounters(ctx, stream, day, []TableCounters{{Schema: schema, Table: table, Counters: c}})
+}
+
+// AddTablesCounters is AddCounters for several tables of a stream in one
+// transaction: a destination commit touches many tables, and a write of
+// its own for each (on SQLite, a sync of the file each) held the stream's
+// writer back before its next batch. Nothing is added when one is invalid.
+func (s *Store) AddTablesCounters(ctx context.Context, stream string, day time.Time, cs []TableCounters) error {
+	for _, c := range cs {
+		if stream == "" || c.Schema == "" || c.Table == "" {
+			return fmt.Errorf("add counters %q %q.%q: stream, schema and table are required", stream, c.Schema, c.Table)
+		}
+		if day.IsZero() {
+			return fmt.Errorf("add counters %s/%s.%s: zero day", stream, c.Schema, c.Table)
+		}
 	}
-	if day.IsZero() {
-		return fmt.Errorf("add counters %s/%s.%s: zero day", stream, schema, table)
+	if len(cs) == 0 {
+		return nil
 	}
-	_, err := s.exec(ctx, `INSERT INTO "counters" ("stream", "schema_name", "table_name", "day",
-			"events_processed", "events_loaded", "bytes_processed", "bytes_loaded")
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT ("stream", "schema_name", "table_name", "day") DO UPDATE SET
-			"events_processed" = "counters"."events_processed" + excluded."events_processed",
-			"events_loaded" = "counters"."events_loaded" + excluded."events_loaded",
-			"bytes_processed" = "counters"."bytes_processed" + excluded."bytes_processed",
-			"bytes_loaded" = "counters"."bytes_loaded" + excluded."bytes_loaded"`,
-		stream, schema, table, s.d.dayArg(day),
-		c.EventsProcessed, c.EventsLoaded, c.BytesProcessed, c.BytesLoaded)
+	// A table named twice is added once, summed (one statement cannot
+	// update a row twice), and every writer takes its row locks in one
+	// order.
+	sums := map[ObjectName]Counters{}
+	for _, c := range cs {
+		k := ObjectName{Schema: c.Schema, Table: c.Table}
+		t := sums[k]
+		t.EventsProcessed += c.EventsProcessed
+		t.EventsLoaded += c.EventsLoaded
+		t.BytesProcessed += c.BytesProcessed
+		t.BytesLoaded += c.BytesLoaded
+		sums[k] = t
+	}
+	names := slices.SortedFunc(maps.Keys(sums), func(a, b ObjectName) int {
+		return cmp.Or(cmp.Compare(a.Schema, b.Schema), cmp.Compare(a.Table, b.Table))
+	})
+	err := s.writeTx(ctx, "tx add_counters", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
+		const rows = 500 // 8 parameters a row
+		for start := 0; start < len(names); start += rows {
+			part := names[start:min(start+rows, len(names))]
+			var q strings.Builder
+			q.WriteString(`INSERT INTO "counters" ("stream", "schema_name", "table_name", "day",
+				"events_processed", "events_loaded", "bytes_processed", "bytes_loaded") VALUES `)
+			args := make([]any, 0, 8*len(part))
+			for i, n := range part {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+				c := sums[n]
+				args = append(args, stream, n.Schema, n.Table, s.d.dayArg(day), c.EventsProcessed, c.EventsLoaded, c.BytesProcessed, c.BytesLoaded)
+			}
+			q.WriteString(` ON CONFLICT ("stream", "schema_name", "table_name", "day") DO UPDATE SET
+				"events_processed" = "counters"."events_processed" + excluded."events_processed",
+				"events_loaded" = "counters"."events_loaded" + excluded."events_loaded",
+				"bytes_processed" = "counters"."bytes_processed" + excluded."bytes_processed",
+				"bytes_loaded" = "counters"."bytes_loaded" + excluded."bytes_loaded"`)
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q.String()), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("add counters %s/%s.%s: %w", stream, schema, table, err)
+		return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
 	}
 	return nil
 }

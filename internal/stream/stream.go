@@ -533,13 +533,14 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 		cnt.events += int64(c.rows)
 		cnt.bytes += c.bytes
 	}
-	day := time.Now().UTC()
+	counters := make([]store.TableCounters, 0, len(b.counters))
 	for id, c := range b.counters {
-		err := s.st.AddCounters(store.WithoutWriteFence(context.WithoutCancel(ctx)), s.cfg.Name, id.Schema, id.Name, day,
-			store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes})
-		if err != nil {
-			s.log.Error("record object counters", logkey.Object(id.String()), logkey.Err(err))
-		}
+		counters = append(counters, store.TableCounters{Schema: id.Schema, Table: id.Name,
+			Counters: store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes}})
+	}
+	err := s.st.AddTablesCounters(store.WithoutWriteFence(context.WithoutCancel(ctx)), s.cfg.Name, time.Now().UTC(), counters)
+	if err != nil {
+		s.log.Error("record object counters", "objects", len(counters), logkey.Err(err))
 	}
 	s.bf.committed(ctx, b)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
@@ -201,4 +202,38 @@ backfill: {mode: automatic}`, setup: `
 	e.exec(`DELETE FROM full_ident WHERE code = 'a'`)
 	e.exec(`UPDATE full_ident SET v = 20 WHERE code = 'b'`)
 	e.assertConverged("full_ident")
+}
+
+// TestCountersOfATransactionAcrossTables: one source transaction that
+// changes three tables is one destination commit, whose counters are
+// recorded for each table in one store write; each object's events are
+// its own changes.
+func TestCountersOfATransactionAcrossTables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{yaml: "backfill: {mode: manual}", setup: `
+		CREATE TABLE a (id int PRIMARY KEY, v text);
+		CREATE TABLE b (id int PRIMARY KEY, v text);
+		CREATE TABLE "c d" (id int PRIMARY KEY, v text);`})
+	e.start()
+	e.exec(`BEGIN;
+		INSERT INTO a SELECT g, 'a' FROM generate_series(1, 5) g;
+		INSERT INTO b SELECT g, 'b' FROM generate_series(1, 3) g;
+		INSERT INTO "c d" SELECT g, 'c' FROM generate_series(1, 2) g;
+		COMMIT`)
+	want := map[string]int64{"a": 5, "b": 3, "c d": 2}
+	got := map[string]store.Counters{}
+	e.waitFor("each table's counters", func() bool {
+		for table, events := range want {
+			c, err := e.st.SumCounters(e.ctx, e.cfg.Name, "public", table, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[table] = c
+			if c.EventsProcessed != events || c.EventsLoaded != events || c.BytesLoaded <= 0 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("%+v, want events %v", got, want) })
+	e.assertConverged("c d")
 }

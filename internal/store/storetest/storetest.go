@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"LateDates", testLateDates},
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
+		{"TablesCounters", testTablesCounters},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
@@ -512,6 +514,43 @@ func testCounters(t *testing.T, s *store.Store) {
 	if len(byObject) != len(want) || byObject[store.ObjectName{Schema: "public", Table: "t"}] != want[store.ObjectName{Schema: "public", Table: "t"}] ||
 		byObject[store.ObjectName{Schema: "public", Table: "other"}] != want[store.ObjectName{Schema: "public", Table: "other"}] {
 		t.Errorf("sums by object since day 2: %+v, want %+v", byObject, want)
+	}
+}
+
+// testTablesCounters: several tables' counters added in one call add up
+// as one call each would, a table named twice adds twice, and a call with
+// one invalid table adds nothing.
+func testTablesCounters(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	day := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	mustNil(t, s.AddCounters(ctx, "tc", "public", "a", day, cn(1, 1, 1, 1)))
+	mustNil(t, s.AddTablesCounters(ctx, "tc", day, []store.TableCounters{
+		{Schema: "public", Table: "b", Counters: cn(2, 3, 4, 5)},
+		{Schema: "public", Table: "a", Counters: cn(10, 10, 10, 10)},
+		{Schema: "other", Table: "a", Counters: cn(7, 7, 7, 7)},
+		{Schema: "public", Table: "b", Counters: cn(1, 1, 1, 1)},
+	}))
+	mustNil(t, s.AddTablesCounters(ctx, "tc", day, nil))
+	err := s.AddTablesCounters(ctx, "tc", day, []store.TableCounters{
+		{Schema: "public", Table: "a", Counters: cn(100, 100, 100, 100)},
+		{Schema: "public", Table: "", Counters: cn(100, 100, 100, 100)},
+	})
+	if err == nil || !strings.Contains(err.Error(), "required") {
+		t.Errorf("a table without a name: %v, want an error saying the table is required", err)
+	}
+	for _, tc := range []struct {
+		schema, table string
+		want          store.Counters
+	}{
+		{"public", "a", cn(11, 11, 11, 11)},
+		{"public", "b", cn(3, 4, 5, 6)},
+		{"other", "a", cn(7, 7, 7, 7)},
+	} {
+		got, err := s.SumCounters(ctx, "tc", tc.schema, tc.table, time.Time{})
+		mustNil(t, err)
+		if got != tc.want {
+			t.Errorf("%s.%s: %+v, want %+v", tc.schema, tc.table, got, tc.want)
+		}
 	}
 }
 
