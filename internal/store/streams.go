@@ -160,6 +160,40 @@ func (s *Store) PutObject(ctx context.Context, o Object) error {
 	return nil
 }
 
+// SetRunObjectStatus records status and reason on a stream's object when
+// its latest backfill is backfillID, and reports whether it was. One
+// statement, which neither reads the object first nor rewrites its columns:
+// a backfill initiated meanwhile (the object's latest then) is left alone.
+func (s *Store) SetRunObjectStatus(ctx context.Context, stream, schema, table string, backfillID int64, status, reason string) (bool, error) {
+	if !ValidStatus(status) {
+		return false, fmt.Errorf("set status of object %s/%s.%s: invalid status %q", stream, schema, table, status)
+	}
+	return s.updateRunObject(ctx, "set status of", `"status" = ?, "reason" = ?, "updated_at" = ?`,
+		[]any{status, reason, s.d.timeArg(now())}, stream, schema, table, backfillID)
+}
+
+// MarkRunObjectLoaded records a stream's object as loaded when its latest
+// backfill is backfillID, in one statement, and reports whether it was.
+func (s *Store) MarkRunObjectLoaded(ctx context.Context, stream, schema, table string, backfillID int64) (bool, error) {
+	return s.updateRunObject(ctx, "mark loaded", `"loaded" = ?, "updated_at" = ?`,
+		[]any{true, s.d.timeArg(now())}, stream, schema, table, backfillID)
+}
+
+// updateRunObject sets set (with args) on the object whose latest
+// backfill is backfillID.
+func (s *Store) updateRunObject(ctx context.Context, what, set string, args []any, stream, schema, table string, backfillID int64) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE "objects" SET `+set+`
+		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ? AND "backfill_id" = ?`,
+		append(args, stream, schema, table, backfillID)...)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil {
+			return n == 1, nil
+		}
+	}
+	return false, fmt.Errorf("%s object %s/%s.%s: %w", what, stream, schema, table, err)
+}
+
 // SetObjectColumns records an object's columns and leaves the rest of it
 // alone, so that it races no status change. An object not recorded yet is
 // left unrecorded.

@@ -236,15 +236,8 @@ func (m *backfills) finishLocked(ctx context.Context, r *run, status, errMsg str
 	if err != nil {
 		return err
 	}
-	o, err := m.st.GetObject(ctx, m.stream, rec.Schema, rec.Table)
-	if err != nil {
+	if _, err := m.st.SetRunObjectStatus(ctx, m.stream, rec.Schema, rec.Table, rec.ID, status, errMsg); err != nil {
 		return err
-	}
-	if o.BackfillID == rec.ID {
-		o.Status, o.Reason = status, errMsg
-		if err := m.st.PutObject(ctx, o); err != nil {
-			return err
-		}
 	}
 	m.logFinish(rec)
 	m.notify(rec)

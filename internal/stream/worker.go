@@ -331,15 +331,8 @@ func (m *backfills) completeLocked(ctx context.Context, r *run, loaded bool) err
 }
 
 func (m *backfills) markLoaded(ctx context.Context, rec store.Backfill) error {
-	o, err := m.st.GetObject(ctx, m.stream, rec.Schema, rec.Table)
-	if err != nil {
-		return err
-	}
-	if o.BackfillID == rec.ID && !o.Loaded {
-		o.Loaded = true
-		return m.st.PutObject(ctx, o)
-	}
-	return nil
+	_, err := m.st.MarkRunObjectLoaded(ctx, m.stream, rec.Schema, rec.Table, rec.ID)
+	return err
 }
 
 func (m *backfills) fail(r *run, err error) {
@@ -377,12 +370,7 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 
 // setObjectStatus records a run's status on its object; m.mu is held.
 func (m *backfills) setObjectStatus(r *run, status string) {
-	ctx := m.writeCtx()
-	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
-	if err == nil && o.BackfillID == r.rec.ID {
-		o.Status, o.Reason = status, ""
-		err = m.st.PutObject(ctx, o)
-	}
+	_, err := m.st.SetRunObjectStatus(m.writeCtx(), m.stream, r.rec.Schema, r.rec.Table, r.rec.ID, status, "")
 	if err != nil && !errors.Is(err, context.Canceled) {
 		m.log.Error("record object status", logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
 	}

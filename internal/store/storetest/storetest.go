@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"ConcurrentCreateBackfill", testConcurrentCreate},
 		{"Counters", testCounters},
 		{"TablesCounters", testTablesCounters},
+		{"RunObject", testRunObject},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
@@ -551,6 +552,45 @@ func testTablesCounters(t *testing.T, s *store.Store) {
 		if got != tc.want {
 			t.Errorf("%s.%s: %+v, want %+v", tc.schema, tc.table, got, tc.want)
 		}
+	}
+}
+
+// testRunObject: a run's status and its loading reach its object only
+// while the object's latest backfill is that run, leave its columns
+// alone, and an invalid status is refused.
+func testRunObject(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	cols := []store.ColumnInfo{{Name: "id", Type: "bigint", Key: true}, {Name: "v", Type: "text"}}
+	mustNil(t, s.PutObject(ctx, store.Object{Stream: "ro", Schema: "public", Table: "t", Status: store.StatusPending, BackfillID: 5, Columns: cols}))
+	get := func() store.Object {
+		t.Helper()
+		o, err := s.GetObject(ctx, "ro", "public", "t")
+		mustNil(t, err)
+		return o
+	}
+	if ok, err := s.SetRunObjectStatus(ctx, "ro", "public", "t", 4, store.StatusFailed, "an older run"); ok || err != nil {
+		t.Errorf("an older run's status: %v %v, want false and no error", ok, err)
+	}
+	if ok, err := s.MarkRunObjectLoaded(ctx, "ro", "public", "t", 4); ok || err != nil {
+		t.Errorf("an older run's load: %v %v, want false and no error", ok, err)
+	}
+	if o := get(); o.Status != store.StatusPending || o.Loaded {
+		t.Errorf("after an older run's writes: %+v, want pending and not loaded", o)
+	}
+	if ok, err := s.SetRunObjectStatus(ctx, "ro", "public", "t", 5, store.StatusCompleted, "why"); !ok || err != nil {
+		t.Errorf("the latest run's status: %v %v, want true", ok, err)
+	}
+	if ok, err := s.MarkRunObjectLoaded(ctx, "ro", "public", "t", 5); !ok || err != nil {
+		t.Errorf("the latest run's load: %v %v, want true", ok, err)
+	}
+	if o := get(); o.Status != store.StatusCompleted || o.Reason != "why" || !o.Loaded || o.BackfillID != 5 || len(o.Columns) != 2 || o.Columns[0] != cols[0] {
+		t.Errorf("after the latest run's writes: %+v", o)
+	}
+	if _, err := s.SetRunObjectStatus(ctx, "ro", "public", "t", 5, "done", ""); err == nil || !strings.Contains(err.Error(), "invalid status") {
+		t.Errorf("an invalid status: %v, want it refused", err)
+	}
+	if ok, err := s.SetRunObjectStatus(ctx, "ro", "public", "nope", 5, store.StatusCompleted, ""); ok || err != nil {
+		t.Errorf("an object not recorded: %v %v, want false and no error", ok, err)
 	}
 }
 
