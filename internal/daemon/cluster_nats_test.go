@@ -113,6 +113,9 @@ func (c *clusterEnv) freezeOwnerThroughBackfill(rows int) {
 	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
 		c.t.Fatal(err)
 	}
+	if b := c.backfill(); b.Status != store.StatusActive || b.RowsRead >= int64(rows) {
+		c.t.Fatalf("the backfill was %s with %d of %d rows read when its owner froze: it must still be running", b.Status, b.RowsRead, rows)
+	}
 	next := c.owner(owner)
 	if err := frozen.Signal(syscall.SIGCONT); err != nil {
 		c.t.Fatal(err)

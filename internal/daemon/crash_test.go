@@ -329,7 +329,7 @@ func startWriterPaced(t testing.TB, dsn string, pace time.Duration) func() int {
 }
 
 // startWriterOver is startWriterPaced on a table of rows rows: it updates
-// and deletes rows of the table's range and inserts past it.
+// and deletes rows of the table's range and upserts from its last row on.
 func startWriterOver(t testing.TB, dsn string, pace time.Duration, rows int) func() int {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)

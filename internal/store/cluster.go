@@ -335,18 +335,19 @@ func (s *Store) FenceBatchWrites(lease, node string, epoch int64) {
 type writeFenceKey struct{}
 
 // WithWriteFence makes every write of the store under ctx (a stream's
-// records, its backfills and counters) check, in its own transaction, that
-// node still holds lease at epoch, and fail with ErrFenced if not: a
-// cluster node woken from a freeze cannot write for work another node has
-// taken over. The check takes a share lock on the lease row, so a takeover
-// waits for a write in progress and no write commits after it.
+// records and its backfills; counters go without, see WithoutWriteFence)
+// check, in its own transaction, that node still holds lease at epoch,
+// and fail with ErrFenced if not: a cluster node woken from a freeze
+// cannot write for work another node has taken over. The check takes a
+// share lock on the lease row, so a takeover waits for a write in progress
+// and no write commits after it.
 func WithWriteFence(ctx context.Context, lease, node string, epoch int64) context.Context {
 	return context.WithValue(ctx, writeFenceKey{}, &leaseFence{lease: lease, node: node, epoch: epoch})
 }
 
 // WithoutWriteFence is ctx without its write fence: for counters, which
 // add up (a frozen node may add those of a batch the destination then
-// refused) and are written often, one statement each.
+// refused) and are written after every destination commit.
 func WithoutWriteFence(ctx context.Context) context.Context {
 	return context.WithValue(ctx, writeFenceKey{}, (*leaseFence)(nil))
 }

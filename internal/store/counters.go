@@ -60,40 +60,59 @@ func (s *Store) AddTablesCounters(ctx context.Context, stream string, day time.T
 	names := slices.SortedFunc(maps.Keys(sums), func(a, b ObjectName) int {
 		return cmp.Or(cmp.Compare(a.Schema, b.Schema), cmp.Compare(a.Table, b.Table))
 	})
+	fail := func(err error) error {
+		return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
+	}
+	if len(names) <= countersPerStatement { // one statement is atomic alone
+		q, args := s.addCountersSQL(stream, day, names, sums)
+		if _, err := s.exec(ctx, q, args...); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
 	err := s.writeTx(ctx, "tx add_counters", func(tx *sql.Tx) error {
 		if err := s.checkWriteFence(ctx, tx); err != nil {
 			return err
 		}
-		const rows = 500 // 8 parameters a row
-		for start := 0; start < len(names); start += rows {
-			part := names[start:min(start+rows, len(names))]
-			var q strings.Builder
-			q.WriteString(`INSERT INTO "counters" ("stream", "schema_name", "table_name", "day",
-				"events_processed", "events_loaded", "bytes_processed", "bytes_loaded") VALUES `)
-			args := make([]any, 0, 8*len(part))
-			for i, n := range part {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-				c := sums[n]
-				args = append(args, stream, n.Schema, n.Table, s.d.dayArg(day), c.EventsProcessed, c.EventsLoaded, c.BytesProcessed, c.BytesLoaded)
-			}
-			q.WriteString(` ON CONFLICT ("stream", "schema_name", "table_name", "day") DO UPDATE SET
-				"events_processed" = "counters"."events_processed" + excluded."events_processed",
-				"events_loaded" = "counters"."events_loaded" + excluded."events_loaded",
-				"bytes_processed" = "counters"."bytes_processed" + excluded."bytes_processed",
-				"bytes_loaded" = "counters"."bytes_loaded" + excluded."bytes_loaded"`)
-			if _, err := tx.ExecContext(ctx, s.d.rebind(q.String()), args...); err != nil {
-				return err
+		for start := 0; start < len(names); start += countersPerStatement {
+			part := names[start:min(start+countersPerStatement, len(names))]
+			q, args := s.addCountersSQL(stream, day, part, sums)
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+				return fmt.Errorf("tables %d to %d: %w", start+1, start+len(part), err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
+		return fail(err)
 	}
 	return nil
+}
+
+// countersPerStatement bounds the rows of one statement of
+// AddTablesCounters: 8 parameters a row.
+const countersPerStatement = 500
+
+// addCountersSQL is the statement that adds the counters of tables.
+func (s *Store) addCountersSQL(stream string, day time.Time, tables []ObjectName, sums map[ObjectName]Counters) (string, []any) {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO "counters" ("stream", "schema_name", "table_name", "day",
+		"events_processed", "events_loaded", "bytes_processed", "bytes_loaded") VALUES `)
+	args := make([]any, 0, 8*len(tables))
+	for i, n := range tables {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		c := sums[n]
+		args = append(args, stream, n.Schema, n.Table, s.d.dayArg(day), c.EventsProcessed, c.EventsLoaded, c.BytesProcessed, c.BytesLoaded)
+	}
+	q.WriteString(` ON CONFLICT ("stream", "schema_name", "table_name", "day") DO UPDATE SET
+		"events_processed" = "counters"."events_processed" + excluded."events_processed",
+		"events_loaded" = "counters"."events_loaded" + excluded."events_loaded",
+		"bytes_processed" = "counters"."bytes_processed" + excluded."bytes_processed",
+		"bytes_loaded" = "counters"."bytes_loaded" + excluded."bytes_loaded"`)
+	return q.String(), args
 }
 
 // SumCounters sums the counters of (stream, schema, table) over the UTC days

@@ -161,37 +161,78 @@ func (s *Store) PutObject(ctx context.Context, o Object) error {
 }
 
 // SetRunObjectStatus records status and reason on a stream's object when
-// its latest backfill is backfillID, and reports whether it was. One
+// its latest backfill is backfillID, and reports whether it did. One
 // statement, which neither reads the object first nor rewrites its columns:
 // a backfill initiated meanwhile (the object's latest then) is left alone.
 func (s *Store) SetRunObjectStatus(ctx context.Context, stream, schema, table string, backfillID int64, status, reason string) (bool, error) {
 	if !ValidStatus(status) {
 		return false, fmt.Errorf("set status of object %s/%s.%s: invalid status %q", stream, schema, table, status)
 	}
-	return s.updateRunObject(ctx, "set status of", `"status" = ?, "reason" = ?, "updated_at" = ?`,
-		[]any{status, reason, s.d.timeArg(now())}, stream, schema, table, backfillID)
+	return s.updateObject(ctx, objectRow{stream, schema, table, backfillID, false}, "set status of",
+		`"status" = ?, "reason" = ?, "updated_at" = ?`, status, reason, s.d.timeArg(now()))
+}
+
+// SetRunObjectReason is SetRunObjectStatus for the reason alone.
+func (s *Store) SetRunObjectReason(ctx context.Context, stream, schema, table string, backfillID int64, reason string) (bool, error) {
+	return s.updateObject(ctx, objectRow{stream, schema, table, backfillID, false}, "set reason of",
+		`"reason" = ?, "updated_at" = ?`, reason, s.d.timeArg(now()))
 }
 
 // MarkRunObjectLoaded records a stream's object as loaded when its latest
-// backfill is backfillID, in one statement, and reports whether it was.
+// backfill is backfillID and it is not loaded yet, in one statement, and
+// reports whether it did (false too when it already was).
 func (s *Store) MarkRunObjectLoaded(ctx context.Context, stream, schema, table string, backfillID int64) (bool, error) {
-	return s.updateRunObject(ctx, "mark loaded", `"loaded" = ?, "updated_at" = ?`,
-		[]any{true, s.d.timeArg(now())}, stream, schema, table, backfillID)
+	return s.updateObject(ctx, objectRow{stream, schema, table, backfillID, true}, "mark loaded",
+		`"loaded" = ?, "updated_at" = ?`, true, s.d.timeArg(now()))
 }
 
-// updateRunObject sets set (with args) on the object whose latest
-// backfill is backfillID.
-func (s *Store) updateRunObject(ctx context.Context, what, set string, args []any, stream, schema, table string, backfillID int64) (bool, error) {
-	res, err := s.exec(ctx, `UPDATE "objects" SET `+set+`
-		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ? AND "backfill_id" = ?`,
-		append(args, stream, schema, table, backfillID)...)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil {
-			return n == 1, nil
-		}
+// SetObjectStatus records status and reason on a stream's object whatever
+// its latest backfill, in one statement that leaves the rest of the object
+// alone (a backfill initiated meanwhile keeps its id and loaded flag). An
+// object not recorded is ErrNotFound.
+func (s *Store) SetObjectStatus(ctx context.Context, stream, schema, table, status, reason string) error {
+	if !ValidStatus(status) {
+		return fmt.Errorf("set status of object %s/%s.%s: invalid status %q", stream, schema, table, status)
 	}
-	return false, fmt.Errorf("%s object %s/%s.%s: %w", what, stream, schema, table, err)
+	ok, err := s.updateObject(ctx, objectRow{stream, schema, table, anyBackfill, false}, "set status of",
+		`"status" = ?, "reason" = ?, "updated_at" = ?`, status, reason, s.d.timeArg(now()))
+	if err == nil && !ok {
+		err = fmt.Errorf("set status of object %s/%s.%s: %w", stream, schema, table, ErrNotFound)
+	}
+	return err
+}
+
+// objectRow picks an object: of a backfill it must be the latest of
+// (anyBackfill: whichever), and when unloaded only if it is not loaded.
+type objectRow struct {
+	stream, schema, table string
+	backfillID            int64
+	unloaded              bool
+}
+
+const anyBackfill = -1
+
+// updateObject sets set, with args, on the object of row and reports
+// whether there was one to change.
+func (s *Store) updateObject(ctx context.Context, row objectRow, what, set string, args ...any) (bool, error) {
+	q := `UPDATE "objects" SET ` + set + ` WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?`
+	args = append(args, row.stream, row.schema, row.table)
+	if row.backfillID != anyBackfill {
+		q += ` AND "backfill_id" = ?`
+		args = append(args, row.backfillID)
+	}
+	if row.unloaded {
+		q += ` AND NOT "loaded"`
+	}
+	res, err := s.exec(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("%s object %s/%s.%s: %w", what, row.stream, row.schema, row.table, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("%s object %s/%s.%s: %w", what, row.stream, row.schema, row.table, err)
+	}
+	return n == 1, nil
 }
 
 // SetObjectColumns records an object's columns and leaves the rest of it

@@ -178,12 +178,7 @@ func (w *writer) reject(ctx context.Context, b *outBatch, err error) error {
 // The applier, told by refusals, ends the table's backfill (failObject).
 func (s *Stream) refuseObject(ctx context.Context, id change.TableID, reason string) error {
 	s.parkTable(id, reason)
-	o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name)
-	if err != nil {
-		return err
-	}
-	o.Status, o.Reason = StatusFailed, reason
-	return s.st.PutObject(ctx, o)
+	return s.st.SetObjectStatus(ctx, s.cfg.Name, id.Schema, id.Name, StatusFailed, reason)
 }
 
 // takeRefusals stops the tables the writer found refused.

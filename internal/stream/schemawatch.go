@@ -545,10 +545,5 @@ func (m *backfills) failObject(ctx context.Context, id change.TableID, reason st
 		}
 		m.scheduleLocked()
 	}
-	o, err := m.st.GetObject(ctx, m.stream, id.Schema, id.Name)
-	if err != nil {
-		return err
-	}
-	o.Status, o.Reason = StatusFailed, reason
-	return m.st.PutObject(ctx, o)
+	return m.st.SetObjectStatus(ctx, m.stream, id.Schema, id.Name, StatusFailed, reason)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,14 +207,20 @@ backfill: {mode: automatic}`, setup: `
 
 // TestCountersOfATransactionAcrossTables: one source transaction that
 // changes three tables is one destination commit, whose counters are
-// recorded for each table in one store write; each object's events are
-// its own changes.
+// recorded for each table in one store statement; each object's events
+// are its own changes.
 func TestCountersOfATransactionAcrossTables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{yaml: "backfill: {mode: manual}", setup: `
 		CREATE TABLE a (id int PRIMARY KEY, v text);
 		CREATE TABLE b (id int PRIMARY KEY, v text);
 		CREATE TABLE "c d" (id int PRIMARY KEY, v text);`})
+	var writes atomic.Int64
+	e.st.Observe(func(op string, _ time.Duration) {
+		if op == "insert counters" || op == "tx add_counters" {
+			writes.Add(1)
+		}
+	})
 	e.start()
 	e.exec(`BEGIN;
 		INSERT INTO a SELECT g, 'a' FROM generate_series(1, 5) g;
@@ -235,5 +242,8 @@ func TestCountersOfATransactionAcrossTables(t *testing.T) {
 		}
 		return true
 	}, func() string { return fmt.Sprintf("%+v, want events %v", got, want) })
+	if n := writes.Load(); n != 1 {
+		t.Errorf("the counters of one commit took %d store writes, want 1", n)
+	}
 	e.assertConverged("c d")
 }

@@ -87,13 +87,7 @@ func (m *backfills) endInterruptedVerifies(ctx context.Context, recs []store.Bac
 func (m *backfills) setReason(r *run, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ctx := m.writeCtx()
-	o, err := m.st.GetObject(ctx, m.stream, r.rec.Schema, r.rec.Table)
-	if err == nil && o.BackfillID == r.rec.ID {
-		o.Reason = reason
-		err = m.st.PutObject(ctx, o)
-	}
-	if err != nil {
+	if _, err := m.st.SetRunObjectReason(m.writeCtx(), m.stream, r.rec.Schema, r.rec.Table, r.rec.ID, reason); err != nil {
 		m.log.Error("record object reason", logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
 	}
 }

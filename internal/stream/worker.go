@@ -402,7 +402,7 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 			r.mu.Lock()
 			rec := r.rec
 			r.mu.Unlock()
-			m.mu.Lock() // object rows are read and written under the lock
+			m.mu.Lock() // initiate reads and writes the object under it
 			err := m.markLoaded(ctx, rec)
 			m.mu.Unlock()
 			if err != nil {

@@ -532,6 +532,19 @@ func testTablesCounters(t *testing.T, s *store.Store) {
 		{Schema: "public", Table: "b", Counters: cn(1, 1, 1, 1)},
 	}))
 	mustNil(t, s.AddTablesCounters(ctx, "tc", day, nil))
+	// More tables than one statement takes: added in one transaction.
+	many := make([]store.TableCounters, 1203)
+	for i := range many {
+		many[i] = store.TableCounters{Schema: "wide", Table: fmt.Sprintf("t%04d", i), Counters: cn(1, 2, 3, int64(i))}
+	}
+	mustNil(t, s.AddTablesCounters(ctx, "tc", day, many))
+	mustNil(t, s.AddTablesCounters(ctx, "tc", day, many))
+	if got, err := s.SumCounters(ctx, "tc", "wide", "", time.Time{}); err != nil || got != cn(2*1203, 4*1203, 6*1203, 1203*1202) {
+		t.Errorf("1,203 tables added twice: %+v %v, want %+v", got, err, cn(2*1203, 4*1203, 6*1203, 1203*1202))
+	}
+	if got, err := s.SumCounters(ctx, "tc", "wide", "t1202", time.Time{}); err != nil || got != cn(2, 4, 6, 2*1202) {
+		t.Errorf("the last of 1,203 tables: %+v %v", got, err)
+	}
 	err := s.AddTablesCounters(ctx, "tc", day, []store.TableCounters{
 		{Schema: "public", Table: "a", Counters: cn(100, 100, 100, 100)},
 		{Schema: "public", Table: "", Counters: cn(100, 100, 100, 100)},
