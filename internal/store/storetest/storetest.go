@@ -599,6 +599,25 @@ func testRunObject(t *testing.T, s *store.Store) {
 	if o := get(); o.Status != store.StatusCompleted || o.Reason != "why" || !o.Loaded || o.BackfillID != 5 || len(o.Columns) != 2 || o.Columns[0] != cols[0] {
 		t.Errorf("after the latest run's writes: %+v", o)
 	}
+	if ok, err := s.MarkRunObjectLoaded(ctx, "ro", "public", "t", 5); ok || err != nil {
+		t.Errorf("loading a loaded object again: %v %v, want false (nothing written) and no error", ok, err)
+	}
+	if ok, err := s.SetRunObjectReason(ctx, "ro", "public", "t", 4, "older"); ok || err != nil {
+		t.Errorf("an older run's reason: %v %v, want false and no error", ok, err)
+	}
+	if ok, err := s.SetRunObjectReason(ctx, "ro", "public", "t", 5, "the verify differed"); !ok || err != nil {
+		t.Errorf("the latest run's reason: %v %v, want true", ok, err)
+	}
+	if o := get(); o.Status != store.StatusCompleted || o.Reason != "the verify differed" {
+		t.Errorf("after the latest run's reason: %+v", o)
+	}
+	mustNil(t, s.SetObjectStatus(ctx, "ro", "public", "t", store.StatusFailed, "refused"))
+	if o := get(); o.Status != store.StatusFailed || o.Reason != "refused" || o.BackfillID != 5 || !o.Loaded || len(o.Columns) != 2 {
+		t.Errorf("after SetObjectStatus: %+v, want failed with the rest kept", o)
+	}
+	if err := s.SetObjectStatus(ctx, "ro", "public", "nope", store.StatusFailed, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetObjectStatus of an object not recorded: %v, want ErrNotFound", err)
+	}
 	if _, err := s.SetRunObjectStatus(ctx, "ro", "public", "t", 5, "done", ""); err == nil || !strings.Contains(err.Error(), "invalid status") {
 		t.Errorf("an invalid status: %v, want it refused", err)
 	}
