@@ -129,6 +129,7 @@ type BatchInstanceFilter struct {
 	Task       string
 	States     []string
 	AfterID    int64 // for paging: ID > AfterID
+	ThroughID  int64 // for paging a part: ID <= ThroughID (0: no bound)
 	Limit      int   // 0 means 10,000
 }
 

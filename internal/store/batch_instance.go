@@ -287,6 +287,17 @@ func (s *Store) ListBatchInstances(ctx context.Context, f BatchInstanceFilter) (
 	return list, nil
 }
 
+// BatchInstanceIDRange is the lowest and highest id of a backfill's
+// instances (0, 0 when it has none), from the index on backfill and id.
+func (s *Store) BatchInstanceIDRange(ctx context.Context, backfillID int64) (lo, hi int64, err error) {
+	var l, h sql.NullInt64
+	err = s.queryRow(ctx, `SELECT MIN("id"), MAX("id") FROM "batch_instances" WHERE "backfill_id" = ?`, backfillID).Scan(&l, &h)
+	if err != nil {
+		return 0, 0, fmt.Errorf("id range of the instances of backfill %d: %w", backfillID, err)
+	}
+	return l.Int64, h.Int64, nil
+}
+
 // batchInstanceListQuery returns the query (with ? placeholders) and
 // arguments of ListBatchInstances, or why f is invalid.
 func batchInstanceListQuery(f BatchInstanceFilter) (q string, args []any, err error) {
@@ -317,6 +328,10 @@ func batchInstanceListQuery(f BatchInstanceFilter) (q string, args []any, err er
 	if f.AfterID > 0 {
 		where = append(where, `"id" > ?`)
 		args = append(args, f.AfterID)
+	}
+	if f.ThroughID > 0 {
+		where = append(where, `"id" <= ?`)
+		args = append(args, f.ThroughID)
 	}
 	q = `SELECT ` + batchInstanceCols + ` FROM "batch_instances"`
 	if len(where) > 0 {

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
@@ -149,22 +152,41 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 // loadBackfill reads a backfill's instances page by page and adopts it.
 // The next page is read while the last one becomes nodes (readPages), so
 // the store's work and the engine's overlap, and the instances of a large
-// backfill are never all held twice.
+// backfill are never all held twice. A backfill of two pages or more is
+// read in two halves of its ids at once: reading is most of a restart's
+// time, and the store's reads of each half run on a core of their own.
 func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
 		return err
 	}
+	parts, err := e.loadParts(ctx, rec)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends readPages should this return early (a panic)
-	pages := make(chan []store.BatchInstance, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- e.readPages(ctx, rec.ID, pages) }()
+	pages := make(chan []store.BatchInstance, len(parts))
+	errc := make(chan error, len(parts))
+	var readers sync.WaitGroup
+	for _, p := range parts {
+		readers.Go(func() { errc <- e.readPages(ctx, rec.ID, p, pages) })
+	}
+	go func() {
+		readers.Wait()
+		close(pages)
+	}()
 	for page := range pages {
 		e.addNodes(bf, page)
 	}
-	if err := <-errc; err != nil {
-		return err
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			return err
+		}
+	}
+	if len(parts) > 1 { // the halves' pages came interleaved
+		slices.SortFunc(bf.nodes, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
 	}
 	e.finishAdopt(bf)
 	return nil
@@ -173,13 +195,34 @@ func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) erro
 // loadPageSize is how many instances loadBackfill reads at a time.
 const loadPageSize = 10000
 
-// readPages sends the instances of backfill id to pages, a page at a time
-// in id order, and closes it.
-func (e *Engine) readPages(ctx context.Context, id int64, pages chan<- []store.BatchInstance) error {
-	defer close(pages)
-	var after int64
+// idPart is a part of a backfill's instances by id: after < id <= through
+// (through 0: no bound).
+type idPart struct{ after, through int64 }
+
+// loadParts splits a backfill's instances in the parts loadBackfill reads
+// at once: one, or two halves of its ids for a backfill of two pages or
+// more.
+func (e *Engine) loadParts(ctx context.Context, rec store.BatchBackfill) ([]idPart, error) {
+	if rec.Instances < 2*loadPageSize {
+		return []idPart{{}}, nil
+	}
+	lo, hi, err := e.st.BatchInstanceIDRange(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	mid := lo + (hi-lo)/2
+	if mid <= lo {
+		return []idPart{{}}, nil
+	}
+	return []idPart{{through: mid}, {after: mid}}, nil
+}
+
+// readPages sends the instances of part of backfill id to pages, a page at
+// a time in id order.
+func (e *Engine) readPages(ctx context.Context, id int64, part idPart, pages chan<- []store.BatchInstance) error {
+	after := part.after
 	for {
-		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, Limit: loadPageSize})
+		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, ThroughID: part.through, Limit: loadPageSize})
 		if err != nil {
 			return fmt.Errorf("read the instances of backfill %d: %w", id, err)
 		}

@@ -55,6 +55,8 @@ func testBatchInstanceFilters(t *testing.T, s *store.Store) {
 		{"states", store.BatchInstanceFilter{BackfillID: b.ID, States: []string{store.InstanceFailed, store.InstanceBlocked}}, idsOf(1, 2)},
 		{"after", store.BatchInstanceFilter{BackfillID: b.ID, AfterID: insts[5].ID}, idsOf(6, 7)},
 		{"limit", store.BatchInstanceFilter{BackfillID: b.ID, AfterID: insts[1].ID, Limit: 3}, idsOf(2, 3, 4)},
+		{"through", store.BatchInstanceFilter{BackfillID: b.ID, ThroughID: insts[2].ID}, idsOf(0, 1, 2)},
+		{"after and through", store.BatchInstanceFilter{BackfillID: b.ID, AfterID: insts[2].ID, ThroughID: insts[4].ID}, idsOf(3, 4)},
 		{"task everywhere", store.BatchInstanceFilter{Task: "if_a", States: []string{store.InstanceWaiting}, AfterID: insts[4].ID},
 			append(idsOf(6), otherInsts[0].ID, schedID)},
 		{"scheduled", store.BatchInstanceFilter{Scheduled: true, Task: "if_a"}, []int64{schedID}},
@@ -63,6 +65,14 @@ func testBatchInstanceFilters(t *testing.T, s *store.Store) {
 	} {
 		if got := listBatchInstanceIDs(t, s, tc.f, wantDeps); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: ids = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		id     int64
+		lo, hi int64
+	}{{b.ID, insts[0].ID, insts[7].ID}, {other.ID, otherInsts[0].ID, otherInsts[0].ID}, {99999, 0, 0}} {
+		if lo, hi, err := s.BatchInstanceIDRange(ctx, tc.id); err != nil || lo != tc.lo || hi != tc.hi {
+			t.Errorf("BatchInstanceIDRange(%d) = %d, %d, %v; want %d, %d", tc.id, lo, hi, err, tc.lo, tc.hi)
 		}
 	}
 	// Whole rows come back as GetBatchInstance returns them.
