@@ -154,7 +154,8 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 // the store's work and the engine's overlap, and the instances of a large
 // backfill are never all held twice. A backfill of two pages or more is
 // read in two halves of its ids at once: reading is most of a restart's
-// time, and the store's reads of each half run on a core of their own.
+// time, and on PostgreSQL each half's reads run on a core of their own
+// (SQLite's one connection takes them in turn).
 func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
