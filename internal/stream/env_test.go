@@ -326,6 +326,18 @@ type readableSink interface {
 	sink.Reader
 }
 
+// connectDest is a connection to the test's PostgreSQL destination,
+// closed when the test ends.
+func (e *env) connectDest() *pgx.Conn {
+	e.t.Helper()
+	conn, err := pgx.Connect(e.ctx, e.dstDSN)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // openDest opens the destination the way the stream does.
 func (e *env) openDest() readableSink {
 	e.t.Helper()

@@ -52,11 +52,7 @@ func TestVerifyFindsOneChangedValue(t *testing.T) {
 	if by[ComparedByChecksums] == 0 {
 		t.Errorf("ranges compared: %v, want some by the servers' checksums", by)
 	}
-	dst, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close(e.ctx)
+	dst := e.connectDest()
 	if _, err := dst.Exec(e.ctx, `UPDATE big SET note = 'damaged' WHERE id = 31337`); err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +209,7 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		INSERT INTO t SELECT g, 'a' || g, CASE WHEN g % 10 = 0 THEN '' ELSE 'b' || g END FROM generate_series(1, 1000) g;`})
 	e.start()
 	e.waitLoaded("t")
-	dst, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close(e.ctx)
+	dst := e.connectDest()
 	if _, err := dst.Exec(e.ctx, `
 		UPDATE t SET a = CASE id WHEN 150 THEN 'a151' ELSE 'a150' END WHERE id IN (150, 151);
 		UPDATE t SET b = NULL WHERE id = 310;
@@ -257,11 +249,7 @@ func TestVerifyRowsWhenDestinationCannotSum(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
 		CREATE TABLE t (id int PRIMARY KEY, a text);
 		INSERT INTO t SELECT g, 'a' || g FROM generate_series(1, 500) g;`})
-	dst, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close(e.ctx)
+	dst := e.connectDest()
 	// The stream writes as a role that owns the destination database but
 	// may not run pg_catalog.hashtextextended there.
 	e.cfg.Destination.DSN = roleWithoutHash(t, e, dst, e.dstDSN, "")
@@ -299,11 +287,7 @@ func TestVerifyChecksumsAcrossTypes(t *testing.T) {
 	if by := comparedBy(checks); !checks[0].Match || by[ComparedByRows] != 0 {
 		t.Fatalf("verify of an intact table: match %v, ranges compared %v; want all by checksums", checks[0].Match, by)
 	}
-	dst, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close(e.ctx)
+	dst := e.connectDest()
 	if _, err := dst.Exec(e.ctx, `ALTER TABLE t ALTER COLUMN c TYPE char(6);
 		UPDATE t SET p = NULL WHERE id = 105;`); err != nil {
 		t.Fatal(err)
@@ -333,11 +317,7 @@ func TestVerifyStopsSummingWhereSumsMislead(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100, verify: false}", setup: `
 		CREATE TABLE t (id int PRIMARY KEY, a text);
 		INSERT INTO t SELECT g, 'café ' || g FROM generate_series(1, 1000) g;`})
-	admin, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(e.ctx)
+	admin := e.connectDest()
 	latin := admin.Config().Database + "_latin1"
 	if _, err := admin.Exec(e.ctx, `CREATE DATABASE `+pgx.Identifier{latin}.Sanitize()+
 		` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
@@ -383,11 +363,7 @@ func TestVerifyRowsWhenSourceCannotSum(t *testing.T) {
 	e.cfg.Source.DSN = roleWithoutHash(t, e, e.src, e.srcDSN, "REPLICATION", "ALTER TABLE t OWNER TO %s")
 	e.start()
 	e.waitLoaded("t")
-	dst, err := pgx.Connect(e.ctx, e.dstDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close(e.ctx)
+	dst := e.connectDest()
 	verifyByRowsFinds250(t, e, dst)
 }
 
