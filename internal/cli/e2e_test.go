@@ -248,6 +248,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return o.Status == stream.StatusCompleted && o.Loaded
 	})
+	// The commit that loaded the rows recorded their counters before it
+	// told of the load.
+	if o := object(); o.Events7d < 30 || o.Loaded7d < 30 || o.Bytes30d <= 0 {
+		t.Errorf("objects --json after the 30 rows loaded: events %d, loaded %d, bytes %d; want at least 30, 30 and some", o.Events7d, o.Loaded7d, o.Bytes30d)
+	}
 	if r := cli("objects", "s"); r.code != 0 || !strings.Contains(r.stdout, "public.t") || !strings.Contains(r.stdout, "completed") {
 		t.Errorf("objects: %s", r)
 	}
