@@ -10,29 +10,46 @@ import (
 
 // Kind names the checksum: a source and a destination compare sums only
 // when their kinds are equal.
-const Kind = "postgres-text-v1"
+const Kind = "postgres-v2"
 
 // Column is one column of a summed range: its quoted name (or qualified
-// reference) and whether its type is blank-padded character(n), whose cast
-// to text drops the trailing blanks its output keeps.
+// reference) and its base type (a domain's type underneath), as the
+// source describes it, which chooses how its values are hashed.
 type Column struct {
-	Ref    string
-	Padded bool
+	Ref     string
+	BaseOID uint32
 }
+
+// The base types hashed by their values rather than their text.
+const (
+	int8OID        = 20
+	int2OID        = 21
+	int4OID        = 23
+	bpcharOID      = 1042
+	timestampOID   = 1114
+	timestamptzOID = 1184
+	uuidOID        = 2950
+)
 
 // Select is the select list of a range's count and checksum over cols, in
 // table order, both as text.
 //
-// Each value is hashed to 64 bits as text (its cast to text; a character(n)
-// value as its output prints it, blanks and all), compared byte by byte
-// (COLLATE "C", so that a case-insensitive column still tells "a" from
-// "A"), seeded by its column's place so that values swapped between
-// columns differ; a NULL hashes to that place. A row's hashes are XORed and
-// mixed again, so that values swapped between rows differ too, and the
-// rows' hashes are added, exactly (numeric): the sum does not depend on the
-// rows' order and two equal rows do not cancel. Hashing each value apart
-// costs the server about half what hashing the row's text (ROW(...)::text)
-// does.
+// Each value is hashed to 64 bits, seeded by its column's place so that
+// values swapped between columns differ; a NULL hashes to that place. A
+// row's hashes are XORed and mixed again, so that values swapped between
+// rows differ too, and the rows' hashes are added, exactly (numeric): the
+// sum does not depend on the rows' order and two equal rows do not cancel.
+//
+// A value is hashed as its text (compared byte by byte, COLLATE "C", so
+// that a case-insensitive column still tells "a" from "A"; a
+// character(n) value as its output prints it, blanks and all), except
+// where the text says nothing the value does not and printing it is most
+// of the cost: integers (as int8, so that an int4 column still matches an
+// int8 one), timestamps (a timestamptz at UTC, whatever the session's time
+// zone) and uuids are hashed by the type's own hash of the value. (Not
+// numeric, float or jsonb: their hashes call 1.0 and 1.00, or 0 and -0,
+// equal.) A destination column of another type than the source's then
+// fails its sum, or differs, and the range is compared row by row.
 //
 // Every function, operator, type and collation is named in pg_catalog,
 // with arguments of the built-ins' exact types, so that nothing a user
@@ -43,22 +60,35 @@ func Select(cols []Column) string {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
 		seed := strconv.Itoa(i+1) + "::pg_catalog.int8"
-		hash := func(text string) string {
-			return "pg_catalog.hashtextextended(" + text + " COLLATE pg_catalog.\"C\", " + seed + ")"
-		}
-		if c.Padded {
+		parts[i] = "coalesce(" + valueHash(c, seed) + ", " + seed + ")"
+		if c.BaseOID == bpcharOID {
 			// concat prints NULL as '': tell it apart. (Not for every
 			// column: a composite value of NULL fields IS NULL too.)
-			parts[i] = "CASE WHEN " + c.Ref + " IS NULL THEN " + seed + " ELSE " + hash("pg_catalog.concat("+c.Ref+")") + " END"
-			continue
+			parts[i] = "CASE WHEN " + c.Ref + " IS NULL THEN " + seed + " ELSE " + valueHash(c, seed) + " END"
 		}
-		parts[i] = "coalesce(" + hash("("+c.Ref+")::pg_catalog.text") + ", " + seed + ")"
 	}
 	return "pg_catalog.count(*)::pg_catalog.text, coalesce(pg_catalog.sum(pg_catalog.hashint8extended(" +
 		strings.Join(parts, " OPERATOR(pg_catalog.#) ") + ", 0::pg_catalog.int8)), 0)::pg_catalog.text"
 }
 
-// Padded reports whether a column of base type oid is character(n).
-func Padded(baseOID uint32) bool { return baseOID == bpcharOID }
+// valueHash is the hash of column c's value with seed, NULL for a NULL
+// value (but a character(n) one's).
+func valueHash(c Column, seed string) string {
+	switch c.BaseOID {
+	case int2OID, int4OID, int8OID:
+		return "pg_catalog.hashint8extended((" + c.Ref + ")::pg_catalog.int8, " + seed + ")"
+	case timestampOID:
+		return "pg_catalog.timestamp_hash_extended(" + c.Ref + ", " + seed + ")"
+	case timestamptzOID:
+		return "pg_catalog.timestamp_hash_extended(pg_catalog.timezone('UTC'::pg_catalog.text, " + c.Ref + "), " + seed + ")"
+	case uuidOID:
+		return "pg_catalog.uuid_hash_extended(" + c.Ref + ", " + seed + ")"
+	case bpcharOID:
+		return textHash("pg_catalog.concat("+c.Ref+")", seed)
+	}
+	return textHash("("+c.Ref+")::pg_catalog.text", seed)
+}
 
-const bpcharOID = 1042
+func textHash(text, seed string) string {
+	return "pg_catalog.hashtextextended(" + text + " COLLATE pg_catalog.\"C\", " + seed + ")"
+}

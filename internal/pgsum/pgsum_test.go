@@ -13,7 +13,9 @@ import (
 // an unqualified one would resolve to whatever a user put first in the
 // search path (a public.hashtextextended(text, integer), say).
 func TestSelectNamesOnlyPgCatalog(t *testing.T) {
-	sql := "SELECT " + Select([]Column{{Ref: `"id"`}, {Ref: `d."c"`, Padded: true}, {Ref: `"p"`}}) + ` FROM "t" AS d`
+	sql := "SELECT " + Select([]Column{{Ref: `"id"`}, {Ref: `d."c"`, BaseOID: bpcharOID}, {Ref: `"p"`},
+		{Ref: `"i"`, BaseOID: int4OID}, {Ref: `"ts"`, BaseOID: timestamptzOID}, {Ref: `"t"`, BaseOID: timestampOID},
+		{Ref: `"u"`, BaseOID: uuidOID}}) + ` FROM "t" AS d`
 	out, err := pg_query.ParseToJSON(sql)
 	if err != nil {
 		t.Fatalf("the checksum query does not parse: %v\n%s", err, sql)
@@ -59,9 +61,10 @@ func TestSelectNamesOnlyPgCatalog(t *testing.T) {
 		}
 	}
 	walk("", tree)
-	// count, sum, hashint8extended, 3 × hashtextextended, concat; two
-	// XORs; the casts and the collations.
-	if counts["funccall"] != 7 || counts["a_expr"] != 2 || counts["typename"] == 0 || counts["collateclause"] != 3 {
+	// count, sum, hashint8extended, 3 × hashtextextended, concat,
+	// hashint8extended, timezone, 2 × timestamp_hash_extended,
+	// uuid_hash_extended; six XORs; the casts and the collations.
+	if counts["funccall"] != 12 || counts["a_expr"] != 6 || counts["typename"] == 0 || counts["collateclause"] != 3 {
 		t.Errorf("names checked: %v", counts)
 	}
 }

@@ -200,13 +200,16 @@ func TestCheckRangeDuplicatesDoNotCancel(t *testing.T) {
 // TestVerifyChecksumsCatchSubtleDamage damages the destination in ways a
 // careless checksum misses, each in a range of its own: two rows' values
 // swapped, an empty string turned NULL, a value's case, two columns'
-// values swapped. Each damaged range differs and names its keys; the
-// intact ranges are settled by the servers' checksums.
+// values swapped, a timestamp a microsecond off, an integer and a uuid
+// (hashed by value, not text) changed. Each damaged range differs and
+// names its keys; the intact ranges are settled by the servers' checksums.
 func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
-		CREATE TABLE t (id int PRIMARY KEY, a text, b text);
-		INSERT INTO t SELECT g, 'a' || g, CASE WHEN g % 10 = 0 THEN '' ELSE 'b' || g END FROM generate_series(1, 1000) g;`})
+		CREATE TABLE t (id int PRIMARY KEY, a text, b text, ts timestamptz, n bigint, u uuid);
+		INSERT INTO t SELECT g, 'a' || g, CASE WHEN g % 10 = 0 THEN '' ELSE 'b' || g END,
+			timestamptz '2024-01-01 00:00:00+00' + g * interval '1 minute', g * 1000, md5(g::text)::uuid
+		FROM generate_series(1, 1000) g;`})
 	e.start()
 	e.waitLoaded("t")
 	dst := e.connectDest()
@@ -214,7 +217,10 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		UPDATE t SET a = CASE id WHEN 150 THEN 'a151' ELSE 'a150' END WHERE id IN (150, 151);
 		UPDATE t SET b = NULL WHERE id = 310;
 		UPDATE t SET a = 'A520' WHERE id = 520;
-		UPDATE t SET a = b, b = a WHERE id = 777;`); err != nil {
+		UPDATE t SET a = b, b = a WHERE id = 777;
+		UPDATE t SET ts = ts + interval '1 microsecond' WHERE id = 640;
+		UPDATE t SET n = n + 1 WHERE id = 860;
+		UPDATE t SET u = md5('x')::uuid WHERE id = 920;`); err != nil {
 		t.Fatal(err)
 	}
 	checks, err := e.s.Verify(e.ctx, []change.TableID{{Schema: "public", Name: "t"}}, 100)
@@ -222,7 +228,8 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][][]string{
-		"[100]": {{"150"}, {"151"}}, "[300]": {{"310"}}, "[500]": {{"520"}}, "[700]": {{"777"}},
+		"[100]": {{"150"}, {"151"}}, "[300]": {{"310"}}, "[500]": {{"520"}}, "[600]": {{"640"}}, "[700]": {{"777"}},
+		"[800]": {{"860"}}, "[900]": {{"920"}},
 	}
 	got := map[string][][]string{}
 	for _, r := range checks[0].Ranges {
@@ -258,9 +265,10 @@ func TestVerifyRowsWhenDestinationCannotSum(t *testing.T) {
 	verifyByRowsFinds250(t, e, dst)
 }
 
-// TestVerifyChecksumsAcrossTypes: on a quiet table of many types (an enum
-// and a composite the destination holds as text, character(n) with its
-// blanks, NULLs) both servers' sums agree, so every range is settled by
+// TestVerifyChecksumsAcrossTypes: on a quiet table of many types (an enum,
+// a composite the destination holds as text, character(n) with its blanks,
+// the types hashed by value: integers, timestamps, an infinite one, a uuid,
+// a domain over timestamptz, NULLs) both servers' sums agree, so every range is settled by
 // them; and the sums tell apart what the row comparison tells apart: a
 // character value whose blanks the destination's wider column adds, and a
 // composite of NULL fields against NULL.
@@ -269,13 +277,16 @@ func TestVerifyChecksumsAcrossTypes(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 50}", setup: `
 		CREATE TYPE mood AS ENUM ('ok', 'sad');
 		CREATE TYPE pair AS (a int, b text);
+		CREATE DOMAIN happened AS timestamptz;
 		CREATE TABLE t (id int PRIMARY KEY, b bool, c char(5), n numeric(10,3), f float8, arr int[], j json, jb jsonb,
-			ts timestamptz, by bytea, m mood, p pair, iv interval);
+			ts timestamptz, by bytea, m mood, p pair, iv interval, s smallint, l bigint, lt timestamp, u uuid, h happened);
 		INSERT INTO t SELECT g, g % 2 = 0, CASE WHEN g % 7 = 0 THEN NULL ELSE left('ab', 1 + g % 2) END, g / 7.0, g / 3.0,
 			ARRAY[g, NULL], json_build_object('k', g, 's', ' x '), jsonb_build_object('k', g),
 			timestamptz '2024-01-01 00:00:00+00' + g * interval '1 minute', int4send(g),
 			CASE WHEN g % 3 = 0 THEN 'sad'::mood END, CASE WHEN g % 5 = 0 THEN ROW(NULL, NULL)::pair ELSE ROW(g, 'x')::pair END,
-			g * interval '90 minutes'
+			g * interval '90 minutes', CASE WHEN g % 4 <> 0 THEN g - 150 END, g * 10000000000,
+			CASE WHEN g % 6 <> 0 THEN timestamp '2024-06-01' + g * interval '1 second' ELSE 'infinity' END,
+			CASE WHEN g % 8 <> 0 THEN md5(g::text)::uuid END, now() - g * interval '1 day'
 		FROM generate_series(1, 300) g;`})
 	e.start()
 	e.waitLoaded("t")

@@ -279,7 +279,7 @@ func (ts *tableSQL) sumRangeSQL(t *change.Table, low, high bool) string {
 	return ts.memo.Get(maskKey("sum", []bool{low, high}), func() string {
 		cols := make([]pgsum.Column, len(ts.cols))
 		for i, c := range ts.cols {
-			cols[i] = pgsum.Column{Ref: "d." + c, Padded: pgsum.Padded(t.Columns[i].BaseOID)}
+			cols[i] = pgsum.Column{Ref: "d." + c, BaseOID: t.Columns[i].BaseOID}
 		}
 		return "SELECT " + pgsum.Select(cols) + " FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
 	})

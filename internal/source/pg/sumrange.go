@@ -46,7 +46,7 @@ func sumRange(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions)
 	}
 	cols := make([]pgsum.Column, len(t.Columns))
 	for i, c := range t.Columns {
-		cols[i] = pgsum.Column{Ref: quoteIdent(c.Name), Padded: pgsum.Padded(c.BaseOID)}
+		cols[i] = pgsum.Column{Ref: quoteIdent(c.Name), BaseOID: c.BaseOID}
 	}
 	where, params := rangeWhere(t, opt.After, upto)
 	res := tx.pgConn().ExecParams(ctx, "SELECT "+pgsum.Select(cols)+" FROM "+quoteTable(t.ID)+where, params, nil, nil, nil).Read()
