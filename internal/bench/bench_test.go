@@ -44,6 +44,9 @@ type bench struct {
 	big     sourceInfo // public.t
 	small   sourceInfo // public.t_small
 	results []result
+	// verifyTail is how long run (d)'s verify went on after its rows
+	// were loaded.
+	verifyTail time.Duration
 }
 
 // result is one timed run.
@@ -211,7 +214,7 @@ func (bn *bench) runTidemark() error {
 	if err := tm.stop(); err != nil {
 		return fmt.Errorf("stop the stream: %w", err)
 	}
-	return nil
+	return bn.runVerified(dst)
 }
 
 func (bn *bench) runBackfill(tm *tidemark, key, name, table string, src sourceInfo) error {

@@ -105,7 +105,7 @@ func (bn *bench) report() {
 		}
 	}
 	if share, ok := bn.verifyShare(); ok {
-		bn.b.ReportMetric(share, verifyKey+"/tidemark-empty-time")
+		bn.b.ReportMetric(share, verifiedKey+"-adds")
 	}
 }
 

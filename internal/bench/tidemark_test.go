@@ -56,9 +56,10 @@ type streamSpec struct {
 	srcDSN, schema string // schema holds the tables (for MySQL, the database)
 	destination    string // the destination's YAML flow mapping
 	mode           string // backfill.mode ("": manual)
+	verify         bool   // backfill.verify (off: it would read the table again while later phases measure)
 }
 
-// start starts the stream (backfill mode manual unless sp.mode, verify off) with its
+// start starts the stream (backfill mode manual unless sp.mode, verify off unless sp.verify) with its
 // metadata store in dir and waits until it is running.
 func (sp streamSpec) start(ctx context.Context, dir string, p params, extra ...string) (*tidemark, error) {
 	var more strings.Builder
@@ -69,14 +70,18 @@ func (sp streamSpec) start(ctx context.Context, dir string, p params, extra ...s
 	for _, line := range extra {
 		more.WriteString("    " + line + "\n")
 	}
+	verify := "false"
+	if sp.verify {
+		verify = "true"
+	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 streams:
   - name: %s
     source: {type: %s, dsn: "%s"}
     destination: %s
     include: ["%s.*"]
-    backfill: {mode: %s, chunk_size: %d%s, verify: false}
-%s`, sp.name, sp.srcType, sp.srcDSN, sp.destination, sp.schema, cmp.Or(sp.mode, "manual"), p.chunkSize, write, more.String())), func(string) (string, bool) { return "", false })
+    backfill: {mode: %s, chunk_size: %d%s, verify: %s}
+%s`, sp.name, sp.srcType, sp.srcDSN, sp.destination, sp.schema, cmp.Or(sp.mode, "manual"), p.chunkSize, write, verify, more.String())), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("parse stream configuration: %w", err)
 	}
@@ -169,6 +174,33 @@ func (tm *tidemark) backfill(ctx context.Context, table string) (time.Duration, 
 		return 0, store.Backfill{}, fmt.Errorf("read backfill record: %w", err)
 	}
 	return elapsed, rec, nil
+}
+
+// backfillVerified is backfill of a stream whose backfills end with a
+// verify: it also waits for the verify's result, which must be a match,
+// and returns the time to that and the time to Loaded.
+func (tm *tidemark) backfillVerified(ctx context.Context, table string) (total, loaded time.Duration, rec store.Backfill, err error) {
+	start := time.Now()
+	if loaded, rec, err = tm.backfill(ctx, table); err != nil {
+		return 0, 0, rec, err
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for rec.Verify == nil || rec.Verify.Status == stream.VerifyRunning {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, 0, rec, fmt.Errorf("wait for the verify of %s: %w", table, ctx.Err())
+		}
+		if rec, err = tm.st.GetBackfill(ctx, rec.ID); err != nil {
+			return 0, 0, rec, fmt.Errorf("read backfill record: %w", err)
+		}
+	}
+	total = time.Since(start)
+	if v := rec.Verify; v.Status != stream.VerifyMatch {
+		return total, loaded, rec, fmt.Errorf("the verify of %s: %s %s", table, v.Status, v.Error)
+	}
+	return total, loaded, rec, nil
 }
 
 // loaded tells whether the object's backfill id is Completed and Loaded.

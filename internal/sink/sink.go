@@ -110,6 +110,17 @@ type RangeSummer interface {
 	SumRange(ctx context.Context, t *change.Table, low, high change.Key) (rows int, sum string, err error)
 }
 
+// SnapshotSummer is a RangeSummer that can take the destination as
+// committed now and sum a range of it on a connection of its own, so that
+// the stream goes on writing while the sum runs (verify).
+type SnapshotSummer interface {
+	RangeSummer
+	// SumLater takes the snapshot and starts summing t's rows whose key
+	// lies in (low, high] in it; wait returns the sum, as SumRange does.
+	// Nothing needs to wait for it: the sum ends with ctx at the latest.
+	SumLater(ctx context.Context, t *change.Table, low, high change.Key) (wait func(context.Context) (rows int, sum string, err error), err error)
+}
+
 // ReplayReader is a Reader that answers from a replay of the events it
 // wrote, held in memory between reads (event.TableReader): each read
 // replays only what was written since the last. Verify calls EndReads

@@ -36,6 +36,9 @@ type ChunkResult struct {
 	sumFailed bool
 	// compare is a verified chunk's two sides, for the verify to compare.
 	compare *rangeCompare
+	// destSum is a summed chunk's destination sum still to come: the
+	// verify settles the range with it (verifysum.go).
+	destSum *destSum
 }
 
 // positionSource is what the applier needs of the source while merging.
@@ -96,6 +99,10 @@ type pendingChunk struct {
 	// table: a destination read by replay starts afresh at the first and
 	// drops its replay after the last.
 	passStart, passEnd bool
+	// sumLater has a verify's destination sum taken in a snapshot and
+	// run off the applier (a verify that trails a load: the load writes
+	// on meanwhile); otherwise the applier sums it itself.
+	sumLater bool
 }
 
 type windowTxn struct {

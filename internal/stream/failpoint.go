@@ -40,6 +40,7 @@ type chunkStage int
 const (
 	chunkRegistered chunkStage = iota // its window is open; not read yet
 	chunkRead                         // read; not merged yet
+	trailVerified                     // a range its run's verify trails is compared (verifytrail.go)
 )
 
 // chunkHook is a test-only hold: the worker calls it at each stage of each

@@ -23,18 +23,15 @@ const (
 
 // verifyEnd verifies what a completed run covered — its ranges, the rows up
 // to a sample's end, its filter and columns — and records the result in the
-// run. With backfill.verify off it records that it did not.
+// run; a run whose verify trailed its load (verifytrail.go) waits for its
+// last range. With backfill.verify off it records that it did not.
 func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *coverage) {
 	if !m.cfg.Verify {
 		m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyOff} })
 		return
 	}
 	m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyRunning} })
-	ranges := c.opts.ranges
-	if c.sampleEnd != nil {
-		ranges = []keyRange{{High: c.sampleEnd}}
-	}
-	oc, err := verifyObject(ctx, rt, r.table, m.cfg.ChunkSize, ranges, c.scope)
+	oc, err := m.verifyCovered(ctx, rt, r, c)
 	now := time.Now().UTC()
 	sum := &store.VerifySummary{Status: VerifyMatch, SourceRows: int64(oc.SourceRows), DestRows: int64(oc.DestRows),
 		Ranges: len(oc.Ranges), FinishedAt: &now}
@@ -63,6 +60,26 @@ func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *cover
 			"source_rows", sum.SourceRows, "destination_rows", sum.DestRows, "error", sum.Error)
 	}
 	m.update(r, func(b *store.Backfill) { b.Verify = sum }) // last: waiting on it sees the reason
+}
+
+// verifyCovered compares what run r covered: the result of its trail, or
+// a pass over its ranges now. A trail that failed (the source or the
+// destination unreachable for a moment while the run loaded) is not
+// believed: the pass is made again, whole, as it would have been.
+func (m *backfills) verifyCovered(ctx context.Context, rt *runtime, r *run, c *coverage) (ObjectCheck, error) {
+	if c.trail != nil {
+		oc, err := c.trail.result(ctx)
+		if err == nil || ctx.Err() != nil {
+			return oc, err
+		}
+		m.log.Warn("the verify that followed the backfill failed; verifying the whole table again", logkey.Backfill(r.rec.ID),
+			logkey.Object(r.table.ID.String()), logkey.Err(err))
+	}
+	ranges := c.opts.ranges
+	if c.sampleEnd != nil {
+		ranges = []keyRange{{High: c.sampleEnd}}
+	}
+	return verifyObject(ctx, rt, r.table, m.cfg.ChunkSize, ranges, c.scope)
 }
 
 // endInterruptedVerifies records, after a restart, the verifies the daemon

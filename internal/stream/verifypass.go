@@ -22,8 +22,7 @@ import (
 // Each read is registered before it is taken, so it gets its own window;
 // a prefetched chunk whose predecessor must be read again is dropped.
 func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize int, ranges []keyRange, scope chunkSpec) (ObjectCheck, error) {
-	v := &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope,
-		summer: rangeSummer(rt.applier, rt.src, scope)}
+	v := newVerifyPass(rt, t, chunkSize, scope)
 	oc := ObjectCheck{Object: config.FormatTable(t.ID), Match: true, id: t.ID}
 	if ranges == nil {
 		ranges = []keyRange{{}}
@@ -36,7 +35,13 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 	return oc, nil
 }
 
-// verifyPass is one verifyObject.
+// newVerifyPass is a pass over t in reads of chunkSize rows at most.
+func newVerifyPass(rt *runtime, t *change.Table, chunkSize int, scope chunkSpec) *verifyPass {
+	return &verifyPass{rt: rt, t: t, size: chunkSize, floor: timeoutFloor(chunkSize), scope: scope,
+		summer: rangeSummer(rt.applier, rt.src, scope)}
+}
+
+// verifyPass is one verifyObject, or one verifyTrail.
 type verifyPass struct {
 	rt          *runtime
 	t           *change.Table
@@ -51,6 +56,9 @@ type verifyPass struct {
 	// sumsDiffered marks the range being read again because its sums
 	// differed: should its rows match, the sums are no use here.
 	sumsDiffered bool
+	// trailing marks a pass that trails a load (verifytrail.go): the
+	// destination's sums are taken off the applier, which the load needs.
+	trailing bool
 }
 
 // retried takes a result that has the range read again, and says whether
@@ -95,6 +103,10 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 		}
 		pc.passEnd = pc.ends && last
 		res, err := v.submitReadingAhead(ctx, pc, rg.High, &next)
+		if err == nil && res.destSum != nil {
+			res = res.destSum.settle(ctx, v.rt.applier.log)
+			err = res.Err
+		}
 		if err != nil {
 			v.drop(next)
 			return fmt.Errorf("verify %s: %w", v.t.ID, err)
@@ -130,12 +142,8 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, upto change.Key, next **pendingChunk) (ChunkResult, error) {
 	// What the read ahead needs, taken before the applier has pc.
 	var lastKey change.Key
-	switch {
-	case pc.ends:
-	case pc.read.Sum != nil:
-		lastKey = pc.read.Sum.Last
-	case len(pc.read.Rows) > 0:
-		lastKey = v.t.RowKey(pc.read.Rows[len(pc.read.Rows)-1])
+	if !pc.ends {
+		lastKey = v.lastKey(pc.read)
 	}
 	type submitted struct {
 		res ChunkResult
@@ -213,6 +221,22 @@ func (v *verifyPass) readAhead(ctx context.Context, lastKey, upto change.Key) *p
 	return next
 }
 
+// lastKey is the key of the last row a read took (a sum's last key).
+func (v *verifyPass) lastKey(read ChunkRead) change.Key {
+	switch {
+	case read.Sum != nil:
+		return read.Sum.Last
+	case len(read.Rows) > 0:
+		return v.t.RowKey(read.Rows[len(read.Rows)-1])
+	}
+	return nil
+}
+
+// sameKey says whether two keys are the same, value by value as text.
+func sameKey(a, b change.Key) bool {
+	return a != nil && b != nil && a.Encode() == b.Encode()
+}
+
 // drop abandons a chunk read ahead that will not be compared.
 func (v *verifyPass) drop(pc *pendingChunk) {
 	if pc != nil {
@@ -224,7 +248,7 @@ func (v *verifyPass) drop(pc *pendingChunk) {
 // size on a statement timeout.
 func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bool) (*pendingChunk, error) {
 	for {
-		pc := &pendingChunk{table: v.t, low: after, verify: true, scope: v.scope, passStart: !v.started}
+		pc := &pendingChunk{table: v.t, low: after, verify: true, scope: v.scope, passStart: !v.started, sumLater: v.trailing}
 		if err := v.rt.applier.register(ctx, pc); err != nil {
 			return nil, err
 		}
@@ -255,6 +279,11 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 		pc.read, pc.upto, pc.ends = read, upto, len(read.Rows) < v.size
 		if read.Sum != nil {
 			pc.ends = read.Sum.Last == nil
+		}
+		if !pc.ends && upto != nil {
+			// A full read that ends at the range's bound ends the range:
+			// no read of the empty rest (a trail's range is a chunk's).
+			pc.ends = sameKey(v.lastKey(read), upto)
 		}
 		v.started = true
 		return pc, nil

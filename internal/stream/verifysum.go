@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -92,23 +93,68 @@ func (a *applier) verifySummed(ctx context.Context, pc *pendingChunk, high chang
 			defer rr.EndReads(t.ID)
 		}
 	}
-	rows, sum, err := ds.SumRange(ctx, t, pc.low, high)
-	if err != nil {
+	d := &destSum{t: t, low: pc.low, high: high, src: pc.read.Sum}
+	if later, ok := ds.(sink.SnapshotSummer); ok && pc.sumLater {
+		// The destination as committed now, summed on a connection of
+		// its own: the stream goes on writing meanwhile, and the verify
+		// settles the range when the sum is in (settle).
+		wait, err := later.SumLater(ctx, t, pc.low, high)
+		if err == nil {
+			d.wait = wait
+			a.finish(pc, ChunkResult{High: high, destSum: d})
+			return
+		}
+		d.err = err
+	} else {
+		d.rows, d.sum, d.err = ds.SumRange(ctx, t, pc.low, high)
+	}
+	a.finish(pc, d.result(a.log))
+}
+
+// destSum is the destination's side of a summed range, to hold against
+// the source's.
+type destSum struct {
+	t         *change.Table
+	low, high change.Key
+	src       *source.RangeSum
+	// wait waits for a sum taken later (sink.SnapshotSummer); nil once
+	// rows, sum and err hold it.
+	wait func(context.Context) (int, string, error)
+	rows int
+	sum  string
+	err  error
+}
+
+// settle waits for the destination's sum, if it is still to come, and
+// says what became of the range, as the applier does for a sum it took
+// itself.
+func (d *destSum) settle(ctx context.Context, log *slog.Logger) ChunkResult {
+	if d.wait != nil {
+		d.rows, d.sum, d.err = d.wait(ctx)
+		d.wait = nil
+		if d.err != nil && ctx.Err() != nil {
+			return ChunkResult{Err: ctx.Err()}
+		}
+	}
+	return d.result(log)
+}
+
+// result is the range's result once the destination's sum is in: a
+// match, or a retry row by row.
+func (d *destSum) result(log *slog.Logger) ChunkResult {
+	if d.err != nil {
 		// A destination that cannot sum (a server without the hash
 		// functions, say) is compared row by row; a real failure fails
 		// the row-by-row read too, and counts there.
-		a.log.Debug("the destination could not sum a range", logkey.Object(t.ID.String()), logkey.Err(err))
-		a.finish(pc, ChunkResult{Retry: true, ByRows: true, Reason: err.Error(), sumFailed: true})
-		return
+		log.Debug("the destination could not sum a range", logkey.Object(d.t.ID.String()), logkey.Err(d.err))
+		return ChunkResult{Retry: true, ByRows: true, Reason: d.err.Error(), sumFailed: true}
 	}
-	src := pc.read.Sum
-	if rows != src.Rows || sum != src.Sum {
-		byRows(reasonSumsDiffer)
-		return
+	if d.rows != d.src.Rows || d.sum != d.src.Sum {
+		return ChunkResult{Retry: true, ByRows: true, Reason: reasonSumsDiffer}
 	}
-	check := RangeCheck{Low: keyText(pc.low), High: keyText(high), SourceRows: src.Rows, DestRows: rows,
-		SourceSum: src.Sum, DestSum: sum, Match: true, ComparedBy: ComparedByChecksums}
-	a.finish(pc, ChunkResult{High: high, Rows: rows, compare: &rangeCompare{t: t, summed: &check}})
+	check := RangeCheck{Low: keyText(d.low), High: keyText(d.high), SourceRows: d.src.Rows, DestRows: d.rows,
+		SourceSum: d.src.Sum, DestSum: d.sum, Match: true, ComparedBy: ComparedByChecksums}
+	return ChunkResult{High: d.high, Rows: d.rows, compare: &rangeCompare{t: d.t, summed: &check}}
 }
 
 // windowTouches counts the window's changes that fall in the key range

@@ -42,6 +42,10 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	}(r.table.ID)
 	defer func() { <-estimated }()
 	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
+	if m.trails(rt, c) {
+		c.trail = m.startTrail(ctx, rt, r, c.scope)
+		defer c.trail.stop() // a run that ends otherwise drops it
+	}
 	ranges := c.opts.ranges
 	if ranges == nil {
 		ranges = []keyRange{{Low: after}}
@@ -75,6 +79,8 @@ type coverage struct {
 	// ceiling caps the chunk size once a read ran into the source's
 	// statement timeout (0: no cap).
 	ceiling int
+	// trail is the run's verify as it loads (nil: it verifies at its end).
+	trail *verifyTrail
 }
 
 // fill reads one key range of a run, chunk by chunk. done says the run has
@@ -144,6 +150,9 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		after, c.rowsBefore = res.High, c.rowsBefore+int64(res.Rows)
 		if pc.bounded {
 			c.sampleEnd = res.High
+		}
+		if c.trail != nil {
+			c.trail.merged(res.High, pc.last)
 		}
 		if pc.ends {
 			return pc.last, true

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/pgsum"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // ReadRange returns the rows whose key lies in (low, high], in key order,
@@ -40,6 +43,8 @@ func (s *Sink) readRange(ctx context.Context, t *change.Table, low, high change.
 	return textRows(s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil), nil)
 }
 
+var _ sink.SnapshotSummer = (*Sink)(nil)
+
 // SumKind names the checksum SumRange computes.
 func (s *Sink) SumKind() string { return pgsum.Kind }
 
@@ -69,7 +74,11 @@ func (s *Sink) sumRange(ctx context.Context, t *change.Table, low, high change.K
 	if err != nil {
 		return 0, "", err
 	}
-	res := s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil).Read()
+	return sumOf(s.conn.PgConn().ExecPrepared(ctx, name, append(keyArgs(low), keyArgs(high)...), nil, nil).Read())
+}
+
+// sumOf reads a range's count and checksum from its query's result.
+func sumOf(res *pgconn.Result) (int, string, error) {
 	if res.Err != nil {
 		return 0, "", res.Err
 	}
@@ -127,4 +136,91 @@ func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) 
 		return nil, err
 	}
 	return rows, nil
+}
+
+// maxSnapshotSums bounds the connections that sum ranges in snapshots
+// (SumLater): a verify has at most two ranges' sums outstanding, and a few
+// tables may be verified at once.
+const maxSnapshotSums = 4
+
+// SumLater takes a snapshot of the destination as committed now (a
+// repeatable-read transaction's first statement, on a connection of a
+// small pool of its own) and sums the range in it in the background; the
+// sink's connection is free again at once.
+func (s *Sink) SumLater(ctx context.Context, t *change.Table, low, high change.Key) (func(context.Context) (int, string, error), error) {
+	pool, err := s.summers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.table(t)
+	if err != nil {
+		return nil, err
+	}
+	sql, args := ts.sumRangeSQL(t, low != nil, high != nil), append(keyArgs(low), keyArgs(high)...)
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sum range of %s: %w", t.ID, err)
+	}
+	// One round trip: the SELECT, the transaction's first statement,
+	// takes its snapshot.
+	if _, err := c.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1").ReadAll(); err != nil {
+		c.Release() // in a transaction or broken: the pool closes it
+		return nil, fmt.Errorf("sum range of %s: take a snapshot: %w", t.ID, err)
+	}
+	type summed struct {
+		rows int
+		sum  string
+		err  error
+	}
+	done := make(chan summed, 1)
+	go func() {
+		var r summed
+		r.rows, r.sum, r.err = sumIn(ctx, c.Conn(), sql, args)
+		if r.err == nil {
+			_, r.err = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		}
+		c.Release() // still in the transaction after an error: closed, not reused
+		if r.err != nil {
+			r.err = fmt.Errorf("sum range of %s: %w", t.ID, r.err)
+		}
+		done <- r
+	}()
+	return func(ctx context.Context) (int, string, error) {
+		select {
+		case r := <-done:
+			return r.rows, r.sum, r.err
+		case <-ctx.Done():
+			return 0, "", ctx.Err()
+		}
+	}, nil
+}
+
+// sumIn runs a range's sum on conn, its statement prepared once a
+// connection (pgx.Conn.Prepare is idempotent).
+func sumIn(ctx context.Context, conn *pgx.Conn, sql string, args [][]byte) (int, string, error) {
+	name := statementName(sql)
+	if _, err := conn.Prepare(ctx, name, sql); err != nil {
+		return 0, "", err
+	}
+	return sumOf(conn.PgConn().ExecPrepared(ctx, name, args, nil, nil).Read())
+}
+
+// summers is the pool SumLater takes its snapshots on, opened at its
+// first use with the sink's connection settings.
+func (s *Sink) summers(ctx context.Context) (*pgxpool.Pool, error) {
+	if s.sumPool != nil {
+		return s.sumPool, nil
+	}
+	pc, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	pc.ConnConfig = s.cfg.Copy()
+	pc.MaxConns = maxSnapshotSums
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres sink %s:%d/%s to sum ranges: %w", s.cfg.Host, s.cfg.Port, s.cfg.Database, err)
+	}
+	s.sumPool = pool
+	return pool, nil
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/sink"
 )
@@ -47,6 +48,9 @@ type Sink struct {
 	// to (resolveType).
 	resolved map[resolveKey]string
 	schemas  map[string]bool // schemas known to exist (ensureSchema)
+	// sumPool is where ranges are summed in snapshots (SumLater); nil
+	// until the first.
+	sumPool *pgxpool.Pool
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -92,8 +96,12 @@ func (s *Sink) ensureConn(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection.
+// Close closes the connections.
 func (s *Sink) Close() error {
+	if s.sumPool != nil {
+		s.sumPool.Close()
+		s.sumPool = nil
+	}
 	if s.conn == nil {
 		return nil
 	}
@@ -103,14 +111,12 @@ func (s *Sink) Close() error {
 }
 
 // prepare returns the name of a prepared statement for sql on the current
-// connection. Names are derived from the SQL because the server truncates
-// statement names to NAMEDATALEN.
+// connection (statementName).
 func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
 	if name, ok := s.stmts[sql]; ok {
 		return name, nil
 	}
-	h := sha256.Sum256([]byte(sql))
-	name := "tidemark_" + hex.EncodeToString(h[:16])
+	name := statementName(sql)
 	// Parameters are left untyped (OID 0): the server infers each from the
 	// column it meets, and its input function parses our text.
 	if _, err := s.conn.PgConn().Prepare(ctx, name, sql, nil); err != nil {
@@ -118,6 +124,13 @@ func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
 	}
 	s.stmts[sql] = name
 	return name, nil
+}
+
+// statementName names sql's prepared statement: derived from the SQL,
+// because the server truncates statement names to NAMEDATALEN.
+func statementName(sql string) string {
+	h := sha256.Sum256([]byte(sql))
+	return "tidemark_" + hex.EncodeToString(h[:16])
 }
 
 // table returns the statement builder of t.

@@ -1,0 +1,135 @@
+package stream
+
+import (
+	"context"
+	"sync"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// A whole-table run's verify trails its load: each chunk's range is
+// verified once the chunk is merged (the verify's read waits, as any, for
+// the stream to pass it, and its comparison for the chunk's commit), while
+// later chunks load. The verify that ends the run is then left with its
+// last range, not the whole table (docs/backfill.md, "The verify that ends
+// a backfill").
+
+// verifyTrail is the verify of one run, fed the high key of each chunk
+// merged, in key order.
+type verifyTrail struct {
+	mu     sync.Mutex
+	highs  []change.Key // merged, not yet taken
+	final  bool         // the last chunk is merged: nothing follows highs
+	wake   chan struct{}
+	cancel context.CancelFunc
+	ended  chan struct{}
+	oc     ObjectCheck
+	err    error
+}
+
+// trails says whether run r's verify trails its load: a verify of what
+// it covers, of a whole table (not of ranges a repair names, nor of a
+// sample, whose end is known only at the end) into a destination that is
+// read back without a replay held in memory between reads (an event
+// destination holds the table's replay for as long as a verify's pass
+// lasts).
+func (m *backfills) trails(rt *runtime, c *coverage) bool {
+	if !m.cfg.Verify || c.opts.ranges != nil || c.opts.SampleRows > 0 || rt.applier.dest == nil {
+		return false
+	}
+	_, replay := rt.applier.dest.(sink.ReplayReader)
+	return !replay
+}
+
+// startTrail starts the verify of run r's table, in ranges of chunk_size
+// rows at most, that trails the run's load; ctx ends it.
+func (m *backfills) startTrail(ctx context.Context, rt *runtime, r *run, scope chunkSpec) *verifyTrail {
+	ctx, cancel := context.WithCancel(ctx)
+	tr := &verifyTrail{wake: make(chan struct{}, 1), cancel: cancel, ended: make(chan struct{})}
+	t := r.table
+	v := newVerifyPass(rt, t, m.cfg.ChunkSize, scope)
+	v.trailing = true
+	go tr.run(ctx, v, func() { m.atChunkStage(ctx, t.ID, trailVerified) })
+	return tr
+}
+
+// merged hands the trail a merged chunk's high key (nil for the last
+// chunk); final marks the run's last chunk. It never waits.
+func (tr *verifyTrail) merged(high change.Key, final bool) {
+	tr.mu.Lock()
+	tr.highs = append(tr.highs, high)
+	tr.final = tr.final || final
+	tr.mu.Unlock()
+	select {
+	case tr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next range to verify: up to the latest high merged
+// (several chunks at once when the verify fell behind), final when it is
+// the run's last.
+func (tr *verifyTrail) next(ctx context.Context) (high change.Key, final bool, err error) {
+	for {
+		tr.mu.Lock()
+		if n := len(tr.highs); n > 0 {
+			high, final = tr.highs[n-1], tr.final
+			tr.highs = tr.highs[:0]
+			tr.mu.Unlock()
+			return high, final, nil
+		}
+		tr.mu.Unlock()
+		select {
+		case <-tr.wake:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// run verifies, range after range, what the run merged; compared is
+// told of each range compared.
+func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func()) {
+	defer close(tr.ended)
+	tr.oc = ObjectCheck{Object: config.FormatTable(v.t.ID), Match: true, id: v.t.ID}
+	var low change.Key
+	for {
+		high, final, err := tr.next(ctx)
+		if err != nil {
+			tr.err = err
+			return
+		}
+		before := len(tr.oc.Ranges)
+		if err := v.verifyRange(ctx, &tr.oc, keyRange{Low: low, High: high}, final); err != nil {
+			tr.err = err
+			return
+		}
+		for range len(tr.oc.Ranges) - before {
+			compared()
+		}
+		if final {
+			return
+		}
+		low = high
+	}
+}
+
+// result waits for the trail to verify the run's last range and returns
+// what it found, as verifyObject does.
+func (tr *verifyTrail) result(ctx context.Context) (ObjectCheck, error) {
+	select {
+	case <-tr.ended:
+		return tr.oc, tr.err
+	case <-ctx.Done():
+		tr.stop()
+		return tr.oc, ctx.Err()
+	}
+}
+
+// stop ends the trail and waits for it: the run ended otherwise.
+func (tr *verifyTrail) stop() {
+	tr.cancel()
+	<-tr.ended
+}
