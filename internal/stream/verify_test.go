@@ -200,9 +200,11 @@ func TestCheckRangeDuplicatesDoNotCancel(t *testing.T) {
 // TestVerifyChecksumsCatchSubtleDamage damages the destination in ways a
 // careless checksum misses, each in a range of its own: two rows' values
 // swapped, an empty string turned NULL, a value's case, two columns'
-// values swapped, a timestamp a microsecond off, an integer and a uuid
-// (hashed by value, not text) changed. Each damaged range differs and
-// names its keys; the intact ranges are settled by the servers' checksums.
+// values swapped, a timestamp a microsecond off, a uuid and an integer
+// (both hashed by value, not text) changed, the integer to one whose two
+// halves fold to the source's 860000 (hashint8extended alone hashes them
+// alike). Each damaged range differs and names its keys; the intact
+// ranges are settled by the servers' checksums.
 func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: automatic, chunk_size: 100}", setup: `
@@ -219,7 +221,7 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		UPDATE t SET a = 'A520' WHERE id = 520;
 		UPDATE t SET a = b, b = a WHERE id = 777;
 		UPDATE t SET ts = ts + interval '1 microsecond' WHERE id = 640;
-		UPDATE t SET n = n + 1 WHERE id = 860;
+		UPDATE t SET n = 4295827297 WHERE id = 860;
 		UPDATE t SET u = md5('x')::uuid WHERE id = 920;`); err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +269,8 @@ func TestVerifyRowsWhenDestinationCannotSum(t *testing.T) {
 
 // TestVerifyChecksumsAcrossTypes: on a quiet table of many types (an enum,
 // a composite the destination holds as text, character(n) with its blanks,
-// the types hashed by value: integers, timestamps, an infinite one, a uuid,
-// a domain over timestamptz, NULLs) both servers' sums agree, so every range is settled by
+// integers and a uuid hashed by value, timestamps with an infinite one, a
+// domain over timestamptz, NULLs) both servers' sums agree, so every range is settled by
 // them; and the sums tell apart what the row comparison tells apart: a
 // character value whose blanks the destination's wider column adds, and a
 // composite of NULL fields against NULL.

@@ -221,13 +221,18 @@ func (v *verifyPass) readAhead(ctx context.Context, lastKey, upto change.Key) *p
 	return next
 }
 
-// lastKey is the key of the last row a read took (a sum's last key).
+// lastKey is the key of the last row a read took (a sum's last key), in
+// the shape it was read in.
 func (v *verifyPass) lastKey(read ChunkRead) change.Key {
 	switch {
 	case read.Sum != nil:
 		return read.Sum.Last
 	case len(read.Rows) > 0:
-		return v.t.RowKey(read.Rows[len(read.Rows)-1])
+		t := v.t
+		if read.Table != nil {
+			t = read.Table
+		}
+		return t.RowKey(read.Rows[len(read.Rows)-1])
 	}
 	return nil
 }

@@ -97,17 +97,18 @@ func (a *applier) verifySummed(ctx context.Context, pc *pendingChunk, high chang
 	if later, ok := ds.(sink.SnapshotSummer); ok && pc.sumLater {
 		// The destination as committed now, summed on a connection of
 		// its own: the stream goes on writing meanwhile, and the verify
-		// settles the range when the sum is in (settle).
+		// settles the range when the sum is in (settle). Should no
+		// snapshot be had (its connections busy or unreachable), the
+		// applier sums as for any verify.
 		wait, err := later.SumLater(ctx, t, pc.low, high)
 		if err == nil {
 			d.wait = wait
 			a.finish(pc, ChunkResult{High: high, destSum: d})
 			return
 		}
-		d.err = err
-	} else {
-		d.rows, d.sum, d.err = ds.SumRange(ctx, t, pc.low, high)
+		a.log.Debug("no snapshot to sum a range in; summing it now", logkey.Object(t.ID.String()), logkey.Err(err))
 	}
+	d.rows, d.sum, d.err = ds.SumRange(ctx, t, pc.low, high)
 	a.finish(pc, d.result(a.log))
 }
 
@@ -143,9 +144,9 @@ func (d *destSum) settle(ctx context.Context, log *slog.Logger) ChunkResult {
 // match, or a retry row by row.
 func (d *destSum) result(log *slog.Logger) ChunkResult {
 	if d.err != nil {
-		// A destination that cannot sum (a server without the hash
-		// functions, say) is compared row by row; a real failure fails
-		// the row-by-row read too, and counts there.
+		// A destination that cannot sum (a role that may not run the
+		// hash functions, say) is compared row by row from here on; an
+		// outage fails the row-by-row read too, and counts there.
 		log.Debug("the destination could not sum a range", logkey.Object(d.t.ID.String()), logkey.Err(d.err))
 		return ChunkResult{Retry: true, ByRows: true, Reason: d.err.Error(), sumFailed: true}
 	}

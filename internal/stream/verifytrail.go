@@ -29,8 +29,8 @@ type verifyTrail struct {
 	err    error
 }
 
-// trails says whether run r's verify trails its load: a verify of what
-// it covers, of a whole table (not of ranges a repair names, nor of a
+// trails says whether the verify of a run covering c trails its load: a
+// verify of what it covers, of a whole table (not of ranges a repair names, nor of a
 // sample, whose end is known only at the end) into a destination that is
 // read back without a replay held in memory between reads (an event
 // destination holds the table's replay for as long as a verify's pass
@@ -58,6 +58,11 @@ func (m *backfills) startTrail(ctx context.Context, rt *runtime, r *run, scope c
 // merged hands the trail a merged chunk's high key (nil for the last
 // chunk); final marks the run's last chunk. It never waits.
 func (tr *verifyTrail) merged(high change.Key, final bool) {
+	select {
+	case <-tr.ended:
+		return // failed: nothing takes them any more
+	default:
+	}
 	tr.mu.Lock()
 	tr.highs = append(tr.highs, high)
 	tr.final = tr.final || final

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -139,9 +141,18 @@ func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) 
 }
 
 // maxSnapshotSums bounds the connections that sum ranges in snapshots
-// (SumLater): a verify has at most two ranges' sums outstanding, and a few
-// tables may be verified at once.
-const maxSnapshotSums = 4
+// (SumLater): a verify that trails a load has one range's sum outstanding
+// at a time; with that many running, SumLater refuses (errSumsBusy) rather
+// than make the stream wait, and the caller sums on the sink's connection.
+// An idle one is closed after summerIdle: the server's connections are
+// shared, and a verify's are not needed between loads.
+const (
+	maxSnapshotSums = 2
+	summerIdle      = 2 * time.Second
+)
+
+// errSumsBusy: every connection SumLater may use is summing.
+var errSumsBusy = errors.New("every connection that sums in a snapshot is busy")
 
 // SumLater takes a snapshot of the destination as committed now (a
 // repeatable-read transaction's first statement, on a connection of a
@@ -157,13 +168,18 @@ func (s *Sink) SumLater(ctx context.Context, t *change.Table, low, high change.K
 		return nil, err
 	}
 	sql, args := ts.sumRangeSQL(t, low != nil, high != nil), append(keyArgs(low), keyArgs(high)...)
+	if pool.Stat().AcquiredConns() >= maxSnapshotSums {
+		return nil, errSumsBusy // only this goroutine acquires: no wait below
+	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sum range of %s: %w", t.ID, err)
 	}
 	// One round trip: the SELECT, the transaction's first statement,
-	// takes its snapshot.
-	if _, err := c.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1").ReadAll(); err != nil {
+	// takes its snapshot, and the table's lock, held until the sum is
+	// done (a rewriting ALTER TABLE is not MVCC-safe).
+	snapshot := "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1 FROM ONLY " + ts.name + " LIMIT 0"
+	if _, err := c.Conn().PgConn().Exec(ctx, snapshot).ReadAll(); err != nil {
 		c.Release() // in a transaction or broken: the pool closes it
 		return nil, fmt.Errorf("sum range of %s: take a snapshot: %w", t.ID, err)
 	}
@@ -176,10 +192,10 @@ func (s *Sink) SumLater(ctx context.Context, t *change.Table, low, high change.K
 	go func() {
 		var r summed
 		r.rows, r.sum, r.err = sumIn(ctx, c.Conn(), sql, args)
-		if r.err == nil {
-			_, r.err = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
-		}
-		c.Release() // still in the transaction after an error: closed, not reused
+		// A failed ROLLBACK leaves the connection in its transaction:
+		// Release closes it then. The sum stands either way.
+		_, _ = c.Conn().PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		c.Release()
 		if r.err != nil {
 			r.err = fmt.Errorf("sum range of %s: %w", t.ID, r.err)
 		}
@@ -216,7 +232,8 @@ func (s *Sink) summers(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	pc.ConnConfig = s.cfg.Copy()
-	pc.MaxConns = maxSnapshotSums
+	pc.MaxConns, pc.MinConns = maxSnapshotSums, 0
+	pc.MaxConnIdleTime, pc.HealthCheckPeriod = summerIdle, summerIdle/2
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres sink %s:%d/%s to sum ranges: %w", s.cfg.Host, s.cfg.Port, s.cfg.Database, err)

@@ -35,7 +35,9 @@ var sessionParams = map[string]string{
 }
 
 // Sink writes to one PostgreSQL database over a single connection; like every
-// sink it is used by one goroutine at a time.
+// sink it is used by one goroutine at a time. The ranges verify sums in
+// snapshots (SumLater) run on a small pool of their own, in the
+// background.
 type Sink struct {
 	cfg     *pgx.ConnConfig
 	conn    *pgx.Conn

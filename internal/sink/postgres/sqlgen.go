@@ -281,7 +281,7 @@ func (ts *tableSQL) sumRangeSQL(t *change.Table, low, high bool) string {
 		for i, c := range ts.cols {
 			cols[i] = pgsum.Column{Ref: "d." + c, BaseOID: t.Columns[i].BaseOID}
 		}
-		return "SELECT " + pgsum.Select(cols) + " FROM " + ts.name + " AS d WHERE " + ts.rangeCond("d.", low, high)
+		return pgsum.Query(cols, "FROM "+ts.name+" AS d WHERE "+ts.rangeCond("d.", low, high))
 	})
 }
 

@@ -49,7 +49,7 @@ func sumRange(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions)
 		cols[i] = pgsum.Column{Ref: quoteIdent(c.Name), BaseOID: c.BaseOID}
 	}
 	where, params := rangeWhere(t, opt.After, upto)
-	res := tx.pgConn().ExecParams(ctx, "SELECT "+pgsum.Select(cols)+" FROM "+quoteTable(t.ID)+where, params, nil, nil, nil).Read()
+	res := tx.pgConn().ExecParams(ctx, pgsum.Query(cols, "FROM "+quoteTable(t.ID)+where), params, nil, nil, nil).Read()
 	if res.Err != nil {
 		return Chunk{}, res.Err
 	}
