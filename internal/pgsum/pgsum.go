@@ -92,11 +92,12 @@ func valueHash(c Column, seed string) string {
 
 // int64Hash hashes an int8 expression x to 64 bits. hashint8extended
 // alone folds x's two halves into 32 bits first (-1 and 4294967295 hash
-// alike); the hash of the high half beside it tells every two values
-// apart but by chance. (x is evaluated twice.)
+// alike); the high half is hashed too, seeded by the hash of the folded
+// value, which tells every two values apart but by chance. (Chained, not
+// XORed: an XOR of the two would be symmetric, 1 and 4294967297 alike,
+// and 0 for 0 and -1.) x is evaluated twice.
 func int64Hash(x, seed string) string {
-	return "(pg_catalog.hashint8extended(" + x + ", " + seed + ") OPERATOR(pg_catalog.#) " +
-		"pg_catalog.hashint8extended(pg_catalog.int8shr(" + x + ", 32), " + seed + "))"
+	return "pg_catalog.hashint8extended(pg_catalog.int8shr(" + x + ", 32), pg_catalog.hashint8extended(" + x + ", " + seed + "))"
 }
 
 func textHash(text, seed string) string {

@@ -203,7 +203,9 @@ func TestCheckRangeDuplicatesDoNotCancel(t *testing.T) {
 // values swapped, a timestamp a microsecond off, a uuid and an integer
 // (both hashed by value, not text) changed, the integer to one whose two
 // halves fold to the source's 860000 (hashint8extended alone hashes them
-// alike). Each damaged range differs and names its keys; the intact
+// alike), another to the one whose folded value and high half are the
+// source's 250000 and 0 swapped (an XOR of the two halves' hashes is
+// symmetric). Each damaged range differs and names its keys; the intact
 // ranges are settled by the servers' checksums.
 func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 	t.Parallel()
@@ -222,6 +224,7 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 		UPDATE t SET a = b, b = a WHERE id = 777;
 		UPDATE t SET ts = ts + interval '1 microsecond' WHERE id = 640;
 		UPDATE t SET n = 4295827297 WHERE id = 860;
+		UPDATE t SET n = 1073741824250000 WHERE id = 250;
 		UPDATE t SET u = md5('x')::uuid WHERE id = 920;`); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +234,7 @@ func TestVerifyChecksumsCatchSubtleDamage(t *testing.T) {
 	}
 	want := map[string][][]string{
 		"[100]": {{"150"}, {"151"}}, "[300]": {{"310"}}, "[500]": {{"520"}}, "[600]": {{"640"}}, "[700]": {{"777"}},
-		"[800]": {{"860"}}, "[900]": {{"920"}},
+		"[800]": {{"860"}}, "[900]": {{"920"}}, "[200]": {{"250"}},
 	}
 	got := map[string][][]string{}
 	for _, r := range checks[0].Ranges {

@@ -221,10 +221,7 @@ func (w *Worker) start(ctx context.Context, f store.WorkerFence, a store.QueuedA
 	wg.Go(func() {
 		defer cancel()
 		res := w.run(actx, f, a)
-		// A failure as the node stops, or once its tasks' watchdogs may
-		// have ended them (a frozen node resumed, before it sees its
-		// leases lost), is the node's, not the attempt's: it runs again.
-		if res.Err != "" && !t.stopped.Load() && (ctx.Err() != nil || runner.WatchdogLapsed()) {
+		if ctx.Err() != nil && res.Err != "" && !t.stopped.Load() {
 			res.Interrupted = true
 		}
 		results <- finished{a: a, res: res}

@@ -71,15 +71,6 @@ func WatchTasks(killBy func() time.Time) bool {
 	return watchdog.Exe != ""
 }
 
-// WatchdogLapsed reports whether the time by which watched tasks must
-// have ended (WatchTasks) has passed: a task that failed now may have
-// been ended by its watchdog, not by its own doing (the node was frozen
-// or cut off from the store, and may not hold its leases any more).
-func WatchdogLapsed() bool {
-	w := currentWatchdog()
-	return w.KillBy != nil && !time.Now().Before(w.KillBy())
-}
-
 func currentWatchdog() Watchdog {
 	watchdogMu.Lock()
 	defer watchdogMu.Unlock()

@@ -213,22 +213,3 @@ func TestWatchdogEndsLeftovers(t *testing.T) {
 		})
 	}
 }
-
-// TestWatchdogLapsed: tasks' deadline has lapsed once the time WatchTasks
-// reads is past, not before, and never without a watchdog. (Not parallel:
-// the watchdog is the package's setting.)
-func TestWatchdogLapsed(t *testing.T) {
-	defer WatchTasks(nil)
-	WatchTasks(nil)
-	if WatchdogLapsed() {
-		t.Error("lapsed without a watchdog")
-	}
-	WatchTasks(func() time.Time { return time.Now().Add(time.Hour) })
-	if WatchdogLapsed() {
-		t.Error("lapsed an hour early")
-	}
-	WatchTasks(func() time.Time { return time.Now().Add(-time.Millisecond) })
-	if !WatchdogLapsed() {
-		t.Error("not lapsed once the time passed")
-	}
-}

@@ -148,7 +148,7 @@ func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) 
 // shared, and a verify's are not needed between loads.
 const (
 	maxSnapshotSums = 2
-	summerIdle      = 2 * time.Second
+	summerIdle      = 10 * time.Second
 )
 
 // errSumsBusy: every connection SumLater may use is summing.
@@ -175,10 +175,10 @@ func (s *Sink) SumLater(ctx context.Context, t *change.Table, low, high change.K
 	if err != nil {
 		return nil, fmt.Errorf("sum range of %s: %w", t.ID, err)
 	}
-	// One round trip: the SELECT, the transaction's first statement,
-	// takes its snapshot, and the table's lock, held until the sum is
-	// done (a rewriting ALTER TABLE is not MVCC-safe).
-	snapshot := "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1 FROM ONLY " + ts.name + " LIMIT 0"
+	// One round trip: the table's lock first, held until the sum is done
+	// (a rewriting ALTER TABLE is not MVCC-safe), then the SELECT, the
+	// transaction's first statement to need one, takes the snapshot.
+	snapshot := "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE " + ts.name + " IN ACCESS SHARE MODE; SELECT 1"
 	if _, err := c.Conn().PgConn().Exec(ctx, snapshot).ReadAll(); err != nil {
 		c.Release() // in a transaction or broken: the pool closes it
 		return nil, fmt.Errorf("sum range of %s: take a snapshot: %w", t.ID, err)
