@@ -132,12 +132,12 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	case shuttingDown:
 		n.nextTry = time.Time{}
 		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"
-	case errors.Is(end.res.Err, errNodeLost) && n.lostRuns+1 >= maxLostRuns:
+	case lostWithNode(end.res.Err) && n.lostRuns+1 >= maxLostRuns:
 		n.lostRuns = 0
 		return store.InstanceFailed, fmt.Sprintf("attempt %d was lost with its node (%v), %d attempts in a row were: the task may be what stops its nodes; it is not run again (rerun it by hand once that is ruled out)",
 			n.attempt, end.res.Err, maxLostRuns)
-	case errors.Is(end.res.Err, remote.ErrInterrupted), errors.Is(end.res.Err, errNodeLost):
-		if errors.Is(end.res.Err, errNodeLost) {
+	case errors.Is(end.res.Err, remote.ErrInterrupted), lostWithNode(end.res.Err):
+		if lostWithNode(end.res.Err) {
 			n.lostRuns++
 		}
 		n.retryBase++ // not the task's failure: no retry used
@@ -153,6 +153,14 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 			n.attempt, end.res.Err, used, n.task.Retries, n.nextTry.Format(time.RFC3339))
 	}
 	return store.InstanceFailed, ""
+}
+
+// lostWithNode reports whether an attempt ended because its node was
+// lost: its lease ran out, or its watchdog ended the task for want of a
+// renewed deadline (which the node may report before it sees its leases
+// lost).
+func lostWithNode(err error) bool {
+	return errors.Is(err, errNodeLost) || errors.Is(err, runner.ErrLapsed)
 }
 
 // maxLostRuns is how many attempts in a row an instance may lose with

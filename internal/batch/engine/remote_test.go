@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
 	"github.com/tidemark/tidemark/internal/batch/remote"
+	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -107,9 +108,18 @@ func TestDispatchAdoptedByNextLeader(t *testing.T) {
 // TestDispatchLostThriceFails: an attempt lost with its node runs again
 // without using a retry, but the third lost in a row fails the instance
 // (a task that kills every node it runs on must not go round the cluster
-// for ever), saying why.
+// for ever), saying why. An attempt its watchdog ended for want of a
+// renewed deadline, reported by a node that woke before it saw its lease
+// lost, counts as lost with its node, not as the task's failure.
 func TestDispatchLostThriceFails(t *testing.T) {
-	url, err := server.CreateDatabase(t.Context(), "dispatch_lost")
+	for _, lapse := range []bool{false, true} {
+		name := map[bool]string{false: "lease lost", true: "watchdog lapsed"}[lapse]
+		t.Run(name, func(t *testing.T) { loseThrice(t, lapse) })
+	}
+}
+
+func loseThrice(t *testing.T, lapse bool) {
+	url, err := server.CreateDatabase(t.Context(), fmt.Sprintf("dispatch_lost_%t", lapse))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +127,7 @@ func TestDispatchLostThriceFails(t *testing.T) {
 	bf := v.submit(rangeReq("p.a", "2025-01-01", "2025-01-01"))
 	for lost := 1; lost <= 3; lost++ {
 		// A node takes the attempt, records it started on this host, and
-		// dies.
+		// dies (or its watchdog ends the task, and it says so).
 		node := fmt.Sprintf("doomed%d", lost)
 		lease := remote.WorkerLeasePrefix + node
 		epoch, ok, err := v.st.AcquireLease(t.Context(), lease, node, time.Minute)
@@ -135,6 +145,13 @@ func TestDispatchLostThriceFails(t *testing.T) {
 		}
 		if err := v.st.StartBatchAttempt(t.Context(), f, got[0].InstanceID, got[0].Attempt, "h", 0, 0, 0); err != nil {
 			t.Fatal(err)
+		}
+		if lapse {
+			res := fmt.Sprintf(`{"error": "%s: killed by signal 9", "exit_code": -1, "lapsed": true, "node": %q}`, runner.ErrLapsed, node)
+			if refused, err := v.st.EndBatchAttempts(t.Context(), f, []store.AttemptEnd{{InstanceID: got[0].InstanceID, Attempt: got[0].Attempt, Result: res}}); err != nil || len(refused) != 0 {
+				t.Fatalf("end the attempt: refused %v, %v", refused, err)
+			}
+			continue
 		}
 		if err := v.st.ReleaseLease(t.Context(), lease, node, epoch); err != nil {
 			t.Fatal(err) // as good as its lease expiring

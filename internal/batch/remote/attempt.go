@@ -75,8 +75,14 @@ type Result struct {
 	Log      string            `json:"log,omitempty"`
 	// Interrupted: the node stopped (shut down, or its lease ran out)
 	// before the attempt ended; it runs again.
-	Interrupted bool   `json:"interrupted,omitempty"`
-	Node        string `json:"node"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Lapsed: the task's watchdog ended it because the node did not move
+	// its deadline on in time (runner.ErrLapsed): the node was frozen or
+	// cut off, and may see its leases lost only after it wrote this end.
+	// The attempt is lost with its node: it runs again, counted toward
+	// the limit of lost runs in a row.
+	Lapsed bool   `json:"lapsed,omitempty"`
+	Node   string `json:"node"`
 }
 
 // ErrInterrupted marks an attempt its node ended because the node stopped.
@@ -88,6 +94,8 @@ func (r Result) RunnerResult() runner.Result {
 	switch {
 	case r.Interrupted:
 		res.Err = fmt.Errorf("%w: node %s stopped while it ran", ErrInterrupted, r.Node)
+	case r.Lapsed:
+		res.Err = fmt.Errorf("%w (node %s): %s", runner.ErrLapsed, r.Node, r.Err)
 	case r.Err != "":
 		res.Err = errors.New(r.Err)
 	}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -44,11 +45,15 @@ func TestAttemptCarriesNoSecret(t *testing.T) {
 	}
 }
 
-// TestResult: an interrupted attempt reads as ErrInterrupted, a failure
-// as its message, a success as no error.
+// TestResult: an interrupted attempt reads as ErrInterrupted, a lapsed
+// one as runner.ErrLapsed, a failure as its message, a success as no
+// error.
 func TestResult(t *testing.T) {
 	if r := (Result{Interrupted: true, Err: "cancelled", Node: "a"}).RunnerResult(); r.Err == nil || !strings.Contains(r.Err.Error(), "node a stopped") {
 		t.Errorf("interrupted: %v", r.Err)
+	}
+	if r := (Result{Lapsed: true, Err: "killed by signal 9", ExitCode: -1, Node: "a"}).RunnerResult(); !errors.Is(r.Err, runner.ErrLapsed) || !strings.Contains(r.Err.Error(), "node a") {
+		t.Errorf("lapsed: %v", r.Err)
 	}
 	if r := (Result{Err: "exit status 3", ExitCode: 3}).RunnerResult(); r.Err == nil || r.Err.Error() != "exit status 3" || r.ExitCode != 3 {
 		t.Errorf("failed: %+v", r)

@@ -247,6 +247,7 @@ func (w *Worker) run(ctx context.Context, f store.WorkerFence, a store.QueuedAtt
 	res.Outputs, res.ExitCode, res.Log = out.Outputs, out.ExitCode, log.String()
 	if out.Err != nil {
 		res.Err = out.Err.Error()
+		res.Lapsed = errors.Is(out.Err, runner.ErrLapsed)
 	}
 	return res
 }

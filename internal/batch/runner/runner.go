@@ -89,6 +89,11 @@ var (
 	ErrTimeout = errors.New("timeout")
 	// ErrCancelled reports an attempt stopped because Run's context ended.
 	ErrCancelled = errors.New("cancelled")
+	// ErrLapsed reports a shell task ended by its watchdog because the
+	// daemon did not move its deadline on in time (WatchTasks): the
+	// daemon was frozen or its node cut off from the metadata store. The
+	// task did not fail; its node is lost or about to be.
+	ErrLapsed = errors.New("its node's watchdog deadline passed")
 )
 
 // Run executes one attempt and returns how it ended. Its output (a shell

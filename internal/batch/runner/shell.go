@@ -50,10 +50,9 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	cmd := exec.Command("/bin/sh", "-c", spec.Script)
 	// Under a watchdog, it leads the group and starts the shell.
 	w := currentWatchdog()
-	var beat *os.File
-	var closeRead func()
+	var beat *heartbeat
 	if w.Exe != "" {
-		if cmd, beat, closeRead, err = watchedCommand(w, cmd.Args); err != nil {
+		if cmd, beat, err = watchedCommand(w, cmd.Args); err != nil {
 			return failed(err)
 		}
 	}
@@ -72,18 +71,18 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	}
 	cmd.WaitDelay = pipeDelay
 	err = cmd.Start()
-	if closeRead != nil {
-		closeRead() // the watchdog's end: its exit then fails the beats
+	if beat != nil {
+		beat.closeRead()
 	}
 	if err != nil {
 		if beat != nil {
-			beat.Close()
+			beat.pipe.Close()
 		}
 		return failed(fmt.Errorf("start %s: %w", cmd.Path, err))
 	}
 	g := watchGroup(cmd.Process.Pid)
 	if beat != nil {
-		go beatUntil(beat, w.KillBy, g.exited)
+		go beat.beatUntil(g.exited)
 	}
 
 	var stopErr error
@@ -121,6 +120,9 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 		return Result{ExitCode: code, Err: stopErr}
 	}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if ws.Signal() == syscall.SIGKILL && beat != nil && beat.lapsed(g.exitedAt) {
+			return Result{ExitCode: code, Err: fmt.Errorf("%w: killed by signal 9 at or after the deadline its watchdog was given", ErrLapsed)}
+		}
 		return Result{ExitCode: code, Err: fmt.Errorf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())}
 	}
 	if code != 0 {
@@ -138,15 +140,17 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 
 // group is a started script's process group, led by the script's shell.
 type group struct {
-	pgid   int
-	exited chan struct{} // closed when the leader has exited (not reaped)
+	pgid     int
+	exited   chan struct{} // closed when the leader has exited (not reaped)
+	exitedAt time.Time     // when exited was seen; read after exited
 }
 
 func watchGroup(pid int) *group {
 	g := &group{pgid: pid, exited: make(chan struct{})}
 	go func() {
-		defer close(g.exited)
 		_ = waitExited(pid) // fails only if someone else reaped the leader
+		g.exitedAt = time.Now()
+		close(g.exited)
 	}()
 	return g
 }

@@ -87,27 +87,44 @@ const heartbeatFD = 3
 // beatEvery is how often the daemon sends the time.
 const beatEvery = 100 * time.Millisecond
 
-// watchedCommand is the command that runs argv under w, and the pipe end
-// the daemon beats on (beatUntil).
-func watchedCommand(w Watchdog, argv []string) (*exec.Cmd, *os.File, func(), error) {
-	r, beat, err := os.Pipe() // close-on-exec: no other child holds it
+// heartbeat is the daemon's end of a watched task's heartbeat pipe.
+type heartbeat struct {
+	pipe   *os.File // the daemon's end
+	read   *os.File // the watchdog's end, closed once the watchdog started
+	killBy func() time.Time
+	// given is the last deadline the watchdog was given: it ends the group
+	// at that time or later (the milliseconds sent are rounded down, so up
+	// to a millisecond before it), never earlier. Read after stopped.
+	given   time.Time
+	stopped chan struct{}
+}
+
+// watchedCommand is the command that runs argv under w, and the
+// heartbeat the daemon beats on (beatUntil).
+func watchedCommand(w Watchdog, argv []string) (*exec.Cmd, *heartbeat, error) {
+	r, pipe, err := os.Pipe() // close-on-exec: no other child holds it
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("heartbeat pipe: %w", err)
+		return nil, nil, fmt.Errorf("heartbeat pipe: %w", err)
 	}
-	left := time.Until(w.KillBy()).Milliseconds()
+	h := &heartbeat{pipe: pipe, read: r, killBy: w.KillBy, given: w.KillBy(), stopped: make(chan struct{})}
+	left := time.Until(h.given).Milliseconds()
 	args := append([]string{WatchdogArg, strconv.FormatInt(left, 10)}, argv...)
 	cmd := exec.Command(w.Exe, args...)
 	cmd.Args[0] = "tidemark" // as ps shows it
 	cmd.ExtraFiles = []*os.File{r}
-	closeRead := func() { r.Close() }
-	return cmd, beat, closeRead, nil
+	return cmd, h, nil
 }
 
+// closeRead closes the watchdog's end once it is started (or failed to
+// start): the watchdog's exit then fails the beats.
+func (h *heartbeat) closeRead() { h.read.Close() }
+
 // beatUntil sends the time left until killBy's every beatEvery (an 8-byte
-// big-endian count of milliseconds) until done is closed, then closes
-// beat.
-func beatUntil(beat *os.File, killBy func() time.Time, done <-chan struct{}) {
-	defer beat.Close()
+// big-endian count of milliseconds) until done is closed or the watchdog
+// is gone, then closes the pipe.
+func (h *heartbeat) beatUntil(done <-chan struct{}) {
+	defer close(h.stopped)
+	defer h.pipe.Close()
 	t := time.NewTicker(beatEvery)
 	defer t.Stop()
 	var rec [8]byte
@@ -116,12 +133,23 @@ func beatUntil(beat *os.File, killBy func() time.Time, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
-			binary.BigEndian.PutUint64(rec[:], uint64(time.Until(killBy()).Milliseconds()))
-			if _, err := beat.Write(rec[:]); err != nil {
+			at := h.killBy()
+			binary.BigEndian.PutUint64(rec[:], uint64(time.Until(at).Milliseconds()))
+			if _, err := h.pipe.Write(rec[:]); err != nil {
 				return // the watchdog is gone: the task has ended
 			}
+			h.given = at
 		}
 	}
+}
+
+// lapsed reports whether a watchdog that died of SIGKILL seen at ended
+// may have been ended by its own deadline: the daemon failed to move the
+// deadline on in time (it was frozen, or its node could not renew its
+// leases). Called once beatUntil has been told to stop.
+func (h *heartbeat) lapsed(ended time.Time) bool {
+	<-h.stopped
+	return !ended.Before(h.given.Add(-time.Millisecond))
 }
 
 // RunWatchdog is the watchdog's main (args after WatchdogArg: the

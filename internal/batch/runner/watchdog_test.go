@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,29 @@ func TestShellUnderWatchdog(t *testing.T) {
 	}
 }
 
+// TestShellLapsedUnderWatchdog: a task its watchdog ended because the
+// daemon stopped moving its deadline on reports ErrLapsed (its node is
+// lost, not the task failed); one killed by SIGKILL before its deadline
+// reports the signal, not a lapse. (Not parallel: the watchdog is the
+// package's setting.)
+func TestShellLapsedUnderWatchdog(t *testing.T) {
+	ctx := context.Background()
+	at := time.Now().Add(500 * time.Millisecond) // never renewed
+	if !WatchTasks(func() time.Time { return at }) {
+		t.Fatal("the test binary cannot be a watchdog")
+	}
+	defer WatchTasks(nil)
+	res, log, _ := shell(t, ctx, Spec{Script: "sleep 300"})
+	if !errors.Is(res.Err, ErrLapsed) || res.ExitCode != -1 || !strings.Contains(log, "about to expire") {
+		t.Errorf("a task past its node's deadline: %+v, log %q; want ErrLapsed", res, log)
+	}
+	WatchTasks(func() time.Time { return time.Now().Add(time.Hour) })
+	res, _, _ = shell(t, ctx, Spec{Script: "kill -KILL $$"})
+	if errors.Is(res.Err, ErrLapsed) || res.Err == nil || !strings.Contains(res.Err.Error(), "killed by signal 9 ") {
+		t.Errorf("a task killed before its deadline: %+v; want killed by signal 9, not lapsed", res)
+	}
+}
+
 // TestWatchdogEndsGroup: the watchdog ends the task's whole process group
 // when the daemon's heartbeat pipe closes (the daemon died), when the
 // time it was given passes without a later one (the daemon froze after
@@ -81,7 +105,7 @@ func TestWatchdogEndsGroup(t *testing.T) {
 				killBy = func() time.Time { return at }
 			}
 			w := Watchdog{Exe: os.Args[0], KillBy: killBy}
-			cmd, beat, closeRead, err := watchedCommand(w, []string{"/bin/sh", "-c", "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait"})
+			cmd, beat, err := watchedCommand(w, []string{"/bin/sh", "-c", "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,16 +115,16 @@ func TestWatchdogEndsGroup(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			closeRead()
+			beat.closeRead()
 			done := make(chan struct{})
 			if tc.name == "daemon frozen" {
 				// Beats for two seconds, then falls silent with the pipe open.
-				defer beat.Close()
+				defer beat.pipe.Close()
 				go func() {
 					for range 20 {
 						var rec [8]byte
 						binary.BigEndian.PutUint64(rec[:], uint64(time.Until(killBy()).Milliseconds()))
-						if _, err := beat.Write(rec[:]); err != nil {
+						if _, err := beat.pipe.Write(rec[:]); err != nil {
 							return
 						}
 						time.Sleep(beatEvery)
@@ -108,7 +132,7 @@ func TestWatchdogEndsGroup(t *testing.T) {
 					close(done)
 				}()
 			} else {
-				go beatUntil(beat, killBy, done)
+				go beat.beatUntil(done)
 			}
 			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
 			pid := readPID(t, pidFile)
@@ -185,11 +209,11 @@ func TestWatchdogEndsLeftovers(t *testing.T) {
 			t.Parallel()
 			pidFile := filepath.Join(t.TempDir(), "child")
 			w := Watchdog{Exe: os.Args[0], KillBy: func() time.Time { return time.Now().Add(time.Second) }}
-			cmd, beat, closeRead, err := watchedCommand(w, []string{"/bin/sh", "-c", fmt.Sprintf(tc.script, pidFile)})
+			cmd, beat, err := watchedCommand(w, []string{"/bin/sh", "-c", fmt.Sprintf(tc.script, pidFile)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer beat.Close() // open and silent: the daemon is frozen
+			defer beat.pipe.Close() // open and silent: the daemon is frozen
 			logR, logW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -200,7 +224,7 @@ func TestWatchdogEndsLeftovers(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			closeRead()
+			beat.closeRead()
 			logW.Close()
 			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
 			pid := readPID(t, pidFile)
