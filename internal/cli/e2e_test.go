@@ -262,6 +262,15 @@ func TestEndToEnd(t *testing.T) {
 	if len(recs) != 1 || recs[0].Status != stream.StatusCompleted || recs[0].RowsRead != 30 || recs[0].StartedBy != store.StartedByCLI {
 		t.Errorf("backfill list: %+v", recs)
 	}
+	// The verify the backfill ended with, ranges of chunk_size rows
+	// compared as the chunks loaded, is on its record.
+	poll(t, d, "the backfill's verify to end", func() bool {
+		cliJSON(&recs, "backfill", "list", "--stream", "s")
+		return len(recs) == 1 && recs[0].Verify != nil && recs[0].Verify.FinishedAt != nil
+	})
+	if v := recs[0].Verify; v.Status != "match" || v.SourceRows != 30 || v.DestRows != 30 || v.Ranges < 6 || v.DifferingRanges != 0 {
+		t.Errorf("backfill list --json: verify %+v, want a match of 30 rows in at least 6 ranges", v)
+	}
 	expect(t, 0, []string{"public.t", "ok", "30"}, append(addr, "verify", "s")...)
 	// --json says how each range was compared: a SQLite destination
 	// cannot sum one, so by its rows.

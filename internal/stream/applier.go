@@ -183,6 +183,9 @@ type applier struct {
 	// joined counts the chunks merged into a batch another chunk opened
 	// (joinReady), for tests.
 	joined atomic.Int64
+	// summedLater counts the ranges whose destination sum was taken in a
+	// snapshot off the applier (verifysum.go): a test's evidence.
+	summedLater atomic.Int64
 	pace   *chunkPace // learns chunk write times; nil: not paced
 }
 

@@ -102,6 +102,7 @@ func (a *applier) verifySummed(ctx context.Context, pc *pendingChunk, high chang
 		// applier sums as for any verify.
 		wait, err := later.SumLater(ctx, t, pc.low, high)
 		if err == nil {
+			a.summedLater.Add(1)
 			d.wait = wait
 			a.finish(pc, ChunkResult{High: high, destSum: d})
 			return
