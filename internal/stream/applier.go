@@ -186,7 +186,7 @@ type applier struct {
 	// summedLater counts the ranges whose destination sum was taken in a
 	// snapshot off the applier (verifysum.go): a test's evidence.
 	summedLater atomic.Int64
-	pace   *chunkPace // learns chunk write times; nil: not paced
+	pace        *chunkPace // learns chunk write times; nil: not paced
 }
 
 type appliedTxn struct {
