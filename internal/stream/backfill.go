@@ -99,6 +99,8 @@ type backfills struct {
 	wakeAt time.Time
 	// hook holds chunks for tests (failpoint.go); nil outside them.
 	hook atomic.Pointer[chunkHook]
+	// trailFault is a test-only fault in a trailing verify (nil: none).
+	trailFault atomic.Pointer[trailFault]
 	// term is the context of the cluster term the stream runs in (RunAs),
 	// kept for the writes made outside any caller's context, so that they
 	// carry its fence (store.WithWriteFence); none outside a cluster.

@@ -54,3 +54,18 @@ func (m *backfills) atChunkStage(ctx context.Context, id change.TableID, at chun
 		(*h)(ctx, id, at)
 	}
 }
+
+// trailFault is a test-only fault: a trailing verify (verifytrail.go)
+// calls it after each range it compared, with how many it has; an error
+// fails the trail there, as a source that could not be read would.
+type trailFault func(id change.TableID, compared int) error
+
+// trailCompared tells the test hooks of a range the trail of table id
+// compared, compared in all so far; an error fails the trail.
+func (m *backfills) trailCompared(ctx context.Context, id change.TableID, compared int) error {
+	m.atChunkStage(ctx, id, trailVerified)
+	if f := m.trailFault.Load(); f != nil {
+		return (*f)(id, compared)
+	}
+	return nil
+}

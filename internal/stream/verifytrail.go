@@ -51,7 +51,7 @@ func (m *backfills) startTrail(ctx context.Context, rt *runtime, r *run, scope c
 	t := r.table
 	v := newVerifyPass(rt, t, m.cfg.ChunkSize, scope)
 	v.trailing = true
-	go tr.run(ctx, v, func() { m.atChunkStage(ctx, t.ID, trailVerified) })
+	go tr.run(ctx, v, func(n int) error { return m.trailCompared(ctx, t.ID, n) })
 	return tr
 }
 
@@ -95,8 +95,9 @@ func (tr *verifyTrail) next(ctx context.Context) (high change.Key, final bool, e
 }
 
 // run verifies, range after range, what the run merged; compared is
-// told of each range compared.
-func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func()) {
+// told of each range compared, and how many there are (its error, a
+// test's fault, fails the trail).
+func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func(int) error) {
 	defer close(tr.ended)
 	tr.oc = ObjectCheck{Object: config.FormatTable(v.t.ID), Match: true, id: v.t.ID}
 	var low change.Key
@@ -111,8 +112,11 @@ func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func()) 
 			tr.err = err
 			return
 		}
-		for range len(tr.oc.Ranges) - before {
-			compared()
+		for n := before + 1; n <= len(tr.oc.Ranges); n++ {
+			if err := compared(n); err != nil {
+				tr.err = err
+				return
+			}
 		}
 		if final {
 			return

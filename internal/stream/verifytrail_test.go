@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -78,5 +79,47 @@ func TestVerifyTrailsTheLoad(t *testing.T) {
 	// have said it compares rows from then on.
 	if strings.Contains(logs.String(), "verify compares rows") {
 		t.Errorf("the trailing verify stopped summing:\n%s", logs.String())
+	}
+}
+
+// TestVerifyTrailFailedIsRedoneWhole: a trailing verify that fails while
+// the run loads (here a fault after its third range, as a source that
+// could not be read) takes no more ranges, and the run's verify is made
+// again, whole, at its end: a match over every range, not an error.
+func TestVerifyTrailFailedIsRedoneWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100}", setup: `
+		CREATE TABLE t (id int PRIMARY KEY, a text);
+		INSERT INTO t SELECT g, 'a' || g FROM generate_series(1, 1050) g;`})
+	id := change.TableID{Schema: "public", Name: "t"}
+	var faulted, after atomic.Int64
+	fault := trailFault(func(tid change.TableID, compared int) error {
+		switch {
+		case tid != id:
+		case compared == 3:
+			faulted.Add(1)
+			return errors.New("injected: the source could not be read")
+		case compared > 3:
+			after.Add(1)
+		}
+		return nil
+	})
+	var logs testutil.LockedBuffer
+	e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	e.s.bf.trailFault.Store(&fault)
+	recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := e.waitVerified(recs[0].ID)
+	v := run.Verify
+	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
+		t.Fatalf("the run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
+	}
+	if faulted.Load() != 1 || after.Load() != 0 {
+		t.Errorf("the trail faulted %d times and compared %d ranges after its fault; want once, none", faulted.Load(), after.Load())
+	}
+	if !strings.Contains(logs.String(), "verifying the whole table again") || !strings.Contains(logs.String(), "injected") {
+		t.Errorf("the failed trail was not redone whole, or not said why:\n%s", logs.String())
 	}
 }
