@@ -294,8 +294,7 @@ type Backfill struct {
 	RowsPerSecond    int       // 0 is unlimited
 	WindowMaxChanges int       // bound on changes buffered per chunk window
 	// ChunkWriteTarget shrinks chunks while live changes flow so that
-	// writing one's rows adds about this long to a commit's own cost (0:
-	// always ChunkSize).
+	// one's write takes about this long (0: always ChunkSize).
 	ChunkWriteTarget time.Duration
 	// Verify ends every backfill with a verify of what it covered,
 	// recorded in its run (docs/backfill.md).

@@ -32,9 +32,6 @@ type writer struct {
 	// nil: every rejection fails the stream.
 	refused *refusals
 	fail    func(ctx context.Context, id change.TableID, reason string) error
-	// pace learns a commit's fixed cost from the batches without chunks
-	// (chunkpace.go); nil: it does not.
-	pace *chunkPace
 	// hint says what to do about a rejection that fails the stream.
 	hint string
 	// record stores the dates the batches' chunks change (changed.go);
@@ -59,9 +56,6 @@ func (w *writer) run(ctx context.Context) error {
 				return err
 			}
 			chunkCommitted(b) // a test-only failpoint; inert unless set
-			if len(b.chunks) == 0 {
-				w.pace.observeCommit(b.changes, b.took)
-			}
 			w.confirm(b.Position)
 			// What was committed is recorded even when the stream is stopping.
 			w.committed(context.WithoutCancel(ctx), b)
