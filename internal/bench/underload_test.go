@@ -53,6 +53,9 @@ type loadParams struct {
 	load       loadSpec
 	duration   time.Duration // how long the load runs at least
 	batchDelay string        // tidemark's batch.max_delay, "" for the default
+	// destRTT, when set, puts tidemark's destination that much further
+	// away: its connections go through a delayProxy.
+	destRTT time.Duration
 }
 
 // readLoadParams reads the environment overrides (docs/benchmark.md); with
@@ -93,6 +96,13 @@ func readLoadParams(short bool) (loadParams, error) {
 			return p, fmt.Errorf("TIDEMARK_BENCH_BATCH_DELAY=%q: want a duration such as 20ms", s)
 		}
 		p.batchDelay = s
+	}
+	if s := os.Getenv("TIDEMARK_BENCH_DEST_RTT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > time.Second {
+			return p, fmt.Errorf("TIDEMARK_BENCH_DEST_RTT=%q: want a duration up to 1s such as 5ms", s)
+		}
+		p.destRTT = d
 	}
 	return p, nil
 }
@@ -226,7 +236,16 @@ func (ul *underLoad) runTidemark() error {
 		extra = append(extra, "batch: {max_delay: "+ul.p.batchDelay+"}")
 	}
 	dst := ul.sv.dst.DSN(tidemarkDB)
-	tm, err := startTidemark(ul.ctx, ul.sv.src.DSN(srcDB), dst, ul.b.TempDir(), ul.p.params, extra...)
+	streamDst := dst // the stream's; the load polls the destination directly
+	if ul.p.destRTT > 0 {
+		proxy, err := startDelayProxy(fmt.Sprintf("127.0.0.1:%d", ul.sv.dst.Port), ul.p.destRTT)
+		if err != nil {
+			return err
+		}
+		defer proxy.Close()
+		streamDst = fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", proxy.Addr(), tidemarkDB)
+	}
+	tm, err := startTidemark(ul.ctx, ul.sv.src.DSN(srcDB), streamDst, ul.b.TempDir(), ul.p.params, extra...)
 	if err != nil {
 		return err
 	}
