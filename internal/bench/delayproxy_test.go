@@ -17,7 +17,8 @@ type delayProxy struct {
 	half   time.Duration
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	conns  []net.Conn
+	conns  []net.Conn // both ends of every connection, until Close
+	closed bool
 }
 
 func startDelayProxy(target string, rtt time.Duration) (*delayProxy, error) {
@@ -38,6 +39,7 @@ func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
 func (p *delayProxy) Close() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
@@ -57,6 +59,12 @@ func (p *delayProxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed { // accepted as Close ran: it would not end them
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Go(func() { p.forward(s, c) })

@@ -455,6 +455,9 @@ func (ul *underLoad) print(out io.Writer) {
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, PostgreSQL %s; two servers on this machine: source (db %q), destination (dbs %q, %q)\n",
 		runtime.NumCPU(), cpuModel(), runtime.Version(), ul.src.version, srcDB, nativeDB, tidemarkDB)
 	fmt.Fprintf(out, "source public.t: %d rows, %.1f MB\n", ul.src.rows, float64(ul.src.bytes)/1e6)
+	if ul.p.destRTT > 0 {
+		fmt.Fprintf(out, "tidemark's destination %s away (TIDEMARK_BENCH_DEST_RTT: through a delaying proxy; native's is not)\n", ul.p.destRTT)
+	}
 	fmt.Fprintf(out, "load: %.0f updates/s on a fixed schedule over %d connections, random keys: %s\n", spec.rate, spec.conns, updateSQL)
 	fmt.Fprintf(out, "lag: 1 update in %d is a probe, from its commit (the UPDATE returned) until a poll of the destination every %s shows it\n",
 		spec.sampleEvery, spec.pollEvery)

@@ -71,7 +71,10 @@ func TestVerifyTrailsTheLoad(t *testing.T) {
 	if n := compared.Load(); n != 11 {
 		t.Errorf("%d ranges compared as the run loaded, want 11", n)
 	}
-	if n := e.s.bf.rt.applier.summedLater.Load(); n < 10 {
+	e.s.bf.mu.Lock()
+	summedLater := e.s.bf.rt.applier.summedLater.Load()
+	e.s.bf.mu.Unlock()
+	if n := summedLater; n < 10 {
 		t.Errorf("%d ranges summed in snapshots off the applier, want at least the 10 compared while the last chunk was held", n)
 	}
 	// The destination's sums, taken in snapshots off the applier, agreed

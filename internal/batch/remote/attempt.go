@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/runner"
@@ -92,10 +93,11 @@ var ErrInterrupted = errors.New("interrupted")
 func (r Result) RunnerResult() runner.Result {
 	res := runner.Result{Outputs: r.Outputs, ExitCode: r.ExitCode}
 	switch {
+	case r.Lapsed:
+		detail := strings.TrimPrefix(strings.TrimPrefix(r.Err, runner.ErrLapsed.Error()), ": ")
+		res.Err = fmt.Errorf("%w on node %s: %s", runner.ErrLapsed, r.Node, detail)
 	case r.Interrupted:
 		res.Err = fmt.Errorf("%w: node %s stopped while it ran", ErrInterrupted, r.Node)
-	case r.Lapsed:
-		res.Err = fmt.Errorf("%w (node %s): %s", runner.ErrLapsed, r.Node, r.Err)
 	case r.Err != "":
 		res.Err = errors.New(r.Err)
 	}

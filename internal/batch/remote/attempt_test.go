@@ -52,7 +52,9 @@ func TestResult(t *testing.T) {
 	if r := (Result{Interrupted: true, Err: "cancelled", Node: "a"}).RunnerResult(); r.Err == nil || !strings.Contains(r.Err.Error(), "node a stopped") {
 		t.Errorf("interrupted: %v", r.Err)
 	}
-	if r := (Result{Lapsed: true, Err: "killed by signal 9", ExitCode: -1, Node: "a"}).RunnerResult(); !errors.Is(r.Err, runner.ErrLapsed) || !strings.Contains(r.Err.Error(), "node a") {
+	lapsed := Result{Lapsed: true, Interrupted: true, Err: runner.ErrLapsed.Error() + ": its watchdog ended it", ExitCode: -1, Node: "a"}
+	if r := lapsed.RunnerResult(); !errors.Is(r.Err, runner.ErrLapsed) || errors.Is(r.Err, ErrInterrupted) ||
+		r.Err.Error() != runner.ErrLapsed.Error()+" on node a: its watchdog ended it" {
 		t.Errorf("lapsed: %v", r.Err)
 	}
 	if r := (Result{Err: "exit status 3", ExitCode: 3}).RunnerResult(); r.Err == nil || r.Err.Error() != "exit status 3" || r.ExitCode != 3 {

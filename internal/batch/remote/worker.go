@@ -221,7 +221,9 @@ func (w *Worker) start(ctx context.Context, f store.WorkerFence, a store.QueuedA
 	wg.Go(func() {
 		defer cancel()
 		res := w.run(actx, f, a)
-		if ctx.Err() != nil && res.Err != "" && !t.stopped.Load() {
+		// A lapse is the node's loss even when its work was told to stop
+		// (its leases ran out): counted as such, not as a shutdown's.
+		if ctx.Err() != nil && res.Err != "" && !t.stopped.Load() && !res.Lapsed {
 			res.Interrupted = true
 		}
 		results <- finished{a: a, res: res}

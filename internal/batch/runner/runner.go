@@ -92,7 +92,8 @@ var (
 	// ErrLapsed reports a shell task ended by its watchdog because the
 	// daemon did not move its deadline on in time (WatchTasks): the
 	// daemon was frozen or its node cut off from the metadata store. The
-	// task did not fail; its node is lost or about to be.
+	// task did not fail; its node may be lost (the deadline comes a
+	// little before its leases expire).
 	ErrLapsed = errors.New("its node's watchdog deadline passed")
 )
 

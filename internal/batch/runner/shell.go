@@ -72,11 +72,12 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	cmd.WaitDelay = pipeDelay
 	err = cmd.Start()
 	if beat != nil {
-		beat.closeRead()
+		beat.closeChildEnds()
 	}
 	if err != nil {
 		if beat != nil {
 			beat.pipe.Close()
+			beat.fired.Close()
 		}
 		return failed(fmt.Errorf("start %s: %w", cmd.Path, err))
 	}
@@ -114,15 +115,24 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 		waitErr = nil
 	}
 
-	state := cmd.ProcessState
+	lapsed := beat != nil && beat.lapsed()
+	return shellResult(cmd.ProcessState, lapsed, stopErr, waitErr, outputsPath)
+}
+
+// shellResult says how a shell task ended: lapsed (its watchdog ended it
+// for want of a later deadline), stopped (stopErr), killed, failed, or
+// succeeded with the outputs it wrote.
+func shellResult(state *os.ProcessState, lapsed bool, stopErr, waitErr error, outputsPath string) Result {
 	code := state.ExitCode()
+	if lapsed {
+		// Before a stop or a timeout: one that came while the daemon was
+		// frozen is seen as it wakes, beside the watchdog's end.
+		return Result{ExitCode: code, Err: fmt.Errorf("%w: its watchdog ended it", ErrLapsed)}
+	}
 	if stopErr != nil {
 		return Result{ExitCode: code, Err: stopErr}
 	}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		if ws.Signal() == syscall.SIGKILL && beat != nil && beat.lapsed(g.exitedAt) {
-			return Result{ExitCode: code, Err: fmt.Errorf("%w: killed by signal 9 at or after the deadline its watchdog was given", ErrLapsed)}
-		}
 		return Result{ExitCode: code, Err: fmt.Errorf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())}
 	}
 	if code != 0 {
@@ -140,17 +150,15 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 
 // group is a started script's process group, led by the script's shell.
 type group struct {
-	pgid     int
-	exited   chan struct{} // closed when the leader has exited (not reaped)
-	exitedAt time.Time     // when exited was seen; read after exited
+	pgid   int
+	exited chan struct{} // closed when the leader has exited (not reaped)
 }
 
 func watchGroup(pid int) *group {
 	g := &group{pgid: pid, exited: make(chan struct{})}
 	go func() {
+		defer close(g.exited)
 		_ = waitExited(pid) // fails only if someone else reaped the leader
-		g.exitedAt = time.Now()
-		close(g.exited)
 	}()
 	return g
 }

@@ -81,22 +81,25 @@ func currentWatchdog() Watchdog {
 }
 
 // heartbeatFD is the watchdog's end of the daemon's heartbeat pipe (the
-// first of exec.Cmd.ExtraFiles).
-const heartbeatFD = 3
+// first of exec.Cmd.ExtraFiles); firedFD the one of the pipe on which it
+// tells the daemon that the time came (the second).
+const (
+	heartbeatFD = 3
+	firedFD     = 4
+)
 
 // beatEvery is how often the daemon sends the time.
 const beatEvery = 100 * time.Millisecond
 
-// heartbeat is the daemon's end of a watched task's heartbeat pipe.
+// heartbeat is the daemon's end of a watched task's pipes.
 type heartbeat struct {
-	pipe   *os.File // the daemon's end
-	read   *os.File // the watchdog's end, closed once the watchdog started
+	pipe   *os.File // the heartbeats' daemon end
 	killBy func() time.Time
-	// given is the last deadline the watchdog was given: it ends the group
-	// at that time or later (the milliseconds sent are rounded down, so up
-	// to a millisecond before it), never earlier. Read after stopped.
-	given   time.Time
-	stopped chan struct{}
+	// fired is the daemon's end of the pipe on which the watchdog says,
+	// before it ends the group, that the time came without a later one.
+	fired *os.File
+	// childEnds are the watchdog's ends, closed once it started.
+	childEnds []*os.File
 }
 
 // watchedCommand is the command that runs argv under w, and the
@@ -106,24 +109,33 @@ func watchedCommand(w Watchdog, argv []string) (*exec.Cmd, *heartbeat, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat pipe: %w", err)
 	}
-	h := &heartbeat{pipe: pipe, read: r, killBy: w.KillBy, given: w.KillBy(), stopped: make(chan struct{})}
-	left := time.Until(h.given).Milliseconds()
+	fired, firedW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		pipe.Close()
+		return nil, nil, fmt.Errorf("watchdog pipe: %w", err)
+	}
+	h := &heartbeat{pipe: pipe, killBy: w.KillBy, fired: fired, childEnds: []*os.File{r, firedW}}
+	left := time.Until(w.KillBy()).Milliseconds()
 	args := append([]string{WatchdogArg, strconv.FormatInt(left, 10)}, argv...)
 	cmd := exec.Command(w.Exe, args...)
 	cmd.Args[0] = "tidemark" // as ps shows it
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = h.childEnds
 	return cmd, h, nil
 }
 
-// closeRead closes the watchdog's end once it is started (or failed to
-// start): the watchdog's exit then fails the beats.
-func (h *heartbeat) closeRead() { h.read.Close() }
+// closeChildEnds closes the watchdog's ends once it is started (or failed
+// to start): its exit then fails the beats and ends what fired can read.
+func (h *heartbeat) closeChildEnds() {
+	for _, f := range h.childEnds {
+		f.Close()
+	}
+}
 
 // beatUntil sends the time left until killBy's every beatEvery (an 8-byte
 // big-endian count of milliseconds) until done is closed or the watchdog
 // is gone, then closes the pipe.
 func (h *heartbeat) beatUntil(done <-chan struct{}) {
-	defer close(h.stopped)
 	defer h.pipe.Close()
 	t := time.NewTicker(beatEvery)
 	defer t.Stop()
@@ -133,23 +145,28 @@ func (h *heartbeat) beatUntil(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
-			at := h.killBy()
-			binary.BigEndian.PutUint64(rec[:], uint64(time.Until(at).Milliseconds()))
+			binary.BigEndian.PutUint64(rec[:], uint64(time.Until(h.killBy()).Milliseconds()))
 			if _, err := h.pipe.Write(rec[:]); err != nil {
 				return // the watchdog is gone: the task has ended
 			}
-			h.given = at
 		}
 	}
 }
 
-// lapsed reports whether a watchdog that died of SIGKILL seen at ended
-// may have been ended by its own deadline: the daemon failed to move the
-// deadline on in time (it was frozen, or its node could not renew its
-// leases). Called once beatUntil has been told to stop.
-func (h *heartbeat) lapsed(ended time.Time) bool {
-	<-h.stopped
-	return !ended.Before(h.given.Add(-time.Millisecond))
+// lapsed reports, once the watchdog has ended, whether it ended the group
+// because its time came without a later one: the daemon did not move it
+// on (it was frozen, or its node could not renew its leases). The
+// watchdog said so before the kill; the daemon may only hear it after
+// waking, and after sending more beats, so no clock can tell.
+func (h *heartbeat) lapsed() bool {
+	defer h.fired.Close()
+	// Every writer is gone (the watchdog is dead, the script never had
+	// it): the read returns at once. The deadline guards against a
+	// process that escaped with it all the same.
+	_ = h.fired.SetReadDeadline(time.Now().Add(time.Second))
+	var b [1]byte
+	n, _ := h.fired.Read(b[:])
+	return n == 1
 }
 
 // RunWatchdog is the watchdog's main (args after WatchdogArg: the
@@ -183,7 +200,9 @@ func RunWatchdog(args []string) int {
 		return 2
 	}
 	syscall.CloseOnExec(heartbeatFD) // the daemon's, not the script's
+	syscall.CloseOnExec(firedFD)
 	heartbeat := os.NewFile(heartbeatFD, "heartbeat")
+	fired := os.NewFile(firedFD, "fired")
 	cmd := exec.Command(args[1], args[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// The command stays in the watchdog's process group.
@@ -192,7 +211,7 @@ func RunWatchdog(args []string) int {
 		fmt.Fprintf(os.Stderr, "tidemark watchdog: start %s: %v\n", args[1], err)
 		return 127
 	}
-	go watchHeartbeat(heartbeat, killAt)
+	go watchHeartbeat(heartbeat, fired, killAt)
 	_ = cmd.Wait()
 	select {
 	case <-stopping:
@@ -262,22 +281,29 @@ func dieFromSignal(sig syscall.Signal) {
 }
 
 // watchHeartbeat ends the process group, the watchdog with it, at killAt
-// as the daemon last moved it, or when the pipe closes.
-func watchHeartbeat(heartbeat *os.File, killAt time.Time) {
+// as the daemon last moved it, or when the pipe closes. When the time
+// came, it says so on fired first: the daemon, woken, learns that its
+// node was lost (ErrLapsed), not that the task failed.
+func watchHeartbeat(heartbeat, fired *os.File, killAt time.Time) {
 	var rec [8]byte
 	why := "its node's leases were about to expire: the daemon is frozen or cut off from the metadata store"
+	lapsed := true
 	for time.Now().Before(killAt) {
 		if err := heartbeat.SetReadDeadline(killAt); err != nil {
-			why = err.Error()
+			why, lapsed = err.Error(), false
 			break
 		}
 		if _, err := io.ReadFull(heartbeat, rec[:]); err != nil {
 			if !os.IsTimeout(err) {
-				why = "its daemon stopped"
+				why, lapsed = "its daemon stopped", false
 			}
 			break
 		}
 		killAt = time.Now().Add(time.Duration(int64(binary.BigEndian.Uint64(rec[:]))) * time.Millisecond)
+	}
+	if lapsed {
+		// An empty pipe takes a byte at once; a dead daemon's refuses it.
+		_, _ = fired.Write([]byte{1})
 	}
 	// Last words, if the log takes them at once: a frozen daemon reads
 	// nothing, and a full pipe must not hold the kill up.

@@ -49,8 +49,8 @@ func TestShellUnderWatchdog(t *testing.T) {
 			t.Errorf("a script killed by SIG%s: %+v", sig, res)
 		}
 	}
-	if _, log, _ := shell(t, ctx, Spec{Script: "[ -e /proc/$$/fd/3 ] && echo 'fd 3 open'; true"}); log != "" {
-		t.Errorf("the script inherited the watchdog's heartbeat pipe: %q", log)
+	if _, log, _ := shell(t, ctx, Spec{Script: "[ -e /proc/$$/fd/3 ] && echo 'fd 3 open'; [ -e /proc/$$/fd/4 ] && echo 'fd 4 open'; true"}); log != "" {
+		t.Errorf("the script inherited the watchdog's pipes: %q", log)
 	}
 	pidFile := filepath.Join(dir, "child")
 	res, _, proc = shell(t, ctx, Spec{Script: "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait", Timeout: 300 * time.Millisecond})
@@ -115,7 +115,7 @@ func TestWatchdogEndsGroup(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			beat.closeRead()
+			beat.closeChildEnds()
 			done := make(chan struct{})
 			if tc.name == "daemon frozen" {
 				// Beats for two seconds, then falls silent with the pipe open.
@@ -150,6 +150,10 @@ func TestWatchdogEndsGroup(t *testing.T) {
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("the watchdog ended with %v, stderr %q; want SIGKILL and %q", err, stderr.String(), tc.want)
+			}
+			// It says when its time came, not when its daemon died.
+			if got, want := beat.lapsed(), tc.name != "daemon died"; got != want {
+				t.Errorf("the watchdog said its time came: %v, want %v", got, want)
 			}
 			if tc.name == "lease not renewed" {
 				close(done)
@@ -214,6 +218,7 @@ func TestWatchdogEndsLeftovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer beat.pipe.Close() // open and silent: the daemon is frozen
+			defer beat.fired.Close()
 			logR, logW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +229,7 @@ func TestWatchdogEndsLeftovers(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			beat.closeRead()
+			beat.closeChildEnds()
 			logW.Close()
 			waitFor(t, "the script's child", func() bool { _, err := os.Stat(pidFile); return err == nil })
 			pid := readPID(t, pidFile)
