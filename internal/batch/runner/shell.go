@@ -119,12 +119,15 @@ func runShell(ctx context.Context, spec Spec, log io.Writer, started func(Proc) 
 	return shellResult(cmd.ProcessState, lapsed, stopErr, waitErr, outputsPath)
 }
 
-// shellResult says how a shell task ended: lapsed (its watchdog ended it
-// for want of a later deadline), stopped (stopErr), killed, failed, or
+// shellResult says how a shell task ended: lapsed (its watchdog said its
+// time came, and ended it), stopped (stopErr), killed, failed, or
 // succeeded with the outputs it wrote.
 func shellResult(state *os.ProcessState, lapsed bool, stopErr, waitErr error, outputsPath string) Result {
 	code := state.ExitCode()
-	if lapsed {
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	// A script that ended by itself while the watchdog said its last
+	// words is reported as it ended: the watchdog's kill never came.
+	if lapsed && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 		// Before a stop or a timeout: one that came while the daemon was
 		// frozen is seen as it wakes, beside the watchdog's end.
 		return Result{ExitCode: code, Err: fmt.Errorf("%w: its watchdog ended it", ErrLapsed)}
@@ -132,7 +135,7 @@ func shellResult(state *os.ProcessState, lapsed bool, stopErr, waitErr error, ou
 	if stopErr != nil {
 		return Result{ExitCode: code, Err: stopErr}
 	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws.Signaled() {
 		return Result{ExitCode: code, Err: fmt.Errorf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())}
 	}
 	if code != 0 {
