@@ -12,10 +12,6 @@ import (
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
-// maxPipeline bounds how many statements wait for one round trip, so huge
-// batches do not buffer without limit.
-const maxPipeline = 1000
-
 // emptyText is a non-nil empty parameter: pgconn sends a nil one as NULL.
 var emptyText = []byte{}
 
@@ -57,16 +53,10 @@ func rejected(err error) bool {
 const foreignKeyViolation = "23503"
 
 func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
-	tx, err := s.conn.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	// No-op after Commit; after a failure it ends the transaction (or pgx
-	// closes a broken connection, and the next call reconnects).
-	defer tx.Rollback(ctx)
 	p := &pipeline{s: s}
-	fenced, err := s.queueFenceCheck(ctx, p)
-	if err != nil {
+	p.begin()                 // with the first round trip
+	defer s.rollbackOpen(ctx) // after a failure; a committed batch left none open
+	if err := s.queueFenceCheck(ctx, p); err != nil {
 		return err
 	}
 	staged := make(map[change.TableID]bool)
@@ -93,17 +83,23 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	if err := s.queueCheckpoint(ctx, p, b); err != nil {
 		return err
 	}
-	if err := p.flush(ctx); err != nil {
-		return err
-	}
-	if err := fenced(); err != nil {
-		return err
-	}
-	if err := b.CallBeforeCommit(ctx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if b.BeforeCommit == nil {
+		// The commit goes in the last round trip: a statement that fails
+		// before it (the fence check included) fails the transaction, and
+		// the server skips the rest of the round trip.
+		if err := p.commit(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+		if err := b.CallBeforeCommit(ctx); err != nil {
+			return err
+		}
+		if err := p.commit(ctx); err != nil {
+			return err
+		}
 	}
 	for _, report := range reports {
 		report()
@@ -111,69 +107,15 @@ func (s *Sink) apply(ctx context.Context, b *sink.Batch) error {
 	return nil
 }
 
-// pipeline queues prepared statements and sends them in one round trip.
-type pipeline struct {
-	s     *Sink
-	batch pgconn.Batch
-	what  []string                  // what each queued statement does, for errors
-	done  []func(pgconn.CommandTag) // optional, called with each statement's tag
-	rows  []func([][]byte)          // optional, called with each row it returns (text)
-}
-
-func (p *pipeline) queue(ctx context.Context, sql string, args [][]byte, what string) error {
-	return p.queueTagged(ctx, sql, args, what, nil)
-}
-
-// queueTagged queues a statement; done, if not nil, receives its command tag.
-func (p *pipeline) queueTagged(ctx context.Context, sql string, args [][]byte, what string, done func(pgconn.CommandTag)) error {
-	return p.queueRows(ctx, sql, args, what, done, nil)
-}
-
-// queueRows queues a statement; done and rows, when not nil, receive its
-// command tag and each row it returns, in text.
-func (p *pipeline) queueRows(ctx context.Context, sql string, args [][]byte, what string, done func(pgconn.CommandTag), rows func([][]byte)) error {
-	name, err := p.s.prepare(ctx, sql)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+// rollbackOpen ends the transaction a failed batch left open. A
+// connection that cannot is closed: the next batch reconnects.
+func (s *Sink) rollbackOpen(ctx context.Context) {
+	if s.conn.IsClosed() || s.conn.PgConn().TxStatus() == 'I' {
+		return
 	}
-	// nil formats: all parameters and results in text.
-	p.batch.ExecPrepared(name, args, nil, nil)
-	p.what = append(p.what, what)
-	p.done = append(p.done, done)
-	p.rows = append(p.rows, rows)
-	if len(p.what) >= maxPipeline {
-		return p.flush(ctx)
+	if _, err := s.conn.PgConn().Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+		_ = s.conn.Close(ctx)
 	}
-	return nil
-}
-
-// flush runs the queued statements.
-func (p *pipeline) flush(ctx context.Context) error {
-	if len(p.what) == 0 {
-		return nil
-	}
-	what, done, rows := p.what, p.done, p.rows
-	mrr := p.s.conn.PgConn().ExecBatch(ctx, &p.batch)
-	p.batch, p.what, p.done, p.rows = pgconn.Batch{}, nil, nil, nil
-	i := 0
-	for ; mrr.NextResult(); i++ {
-		rr := mrr.ResultReader()
-		for rows[i] != nil && rr.NextRow() {
-			rows[i](rr.Values())
-		}
-		tag, err := rr.Close()
-		if err != nil {
-			mrr.Close()
-			return fmt.Errorf("%s: %w", what[i], err)
-		}
-		if done[i] != nil {
-			done[i](tag)
-		}
-	}
-	if err := mrr.Close(); err != nil {
-		return fmt.Errorf("%s: %w", what[min(i, len(what)-1)], err)
-	}
-	return nil
 }
 
 func (s *Sink) queueChange(ctx context.Context, p *pipeline, c *change.Change) error {

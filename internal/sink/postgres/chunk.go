@@ -54,7 +54,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// Only now: a first backfill of a table of one chunk never needs its
 	// staging table, whose creation (and the eviction of another's) was
 	// most of such a chunk's cost in a stream of many small tables.
-	if err := s.ensureStaging(ctx, ts); err != nil {
+	if err := s.ensureStaging(ctx, p, ts); err != nil {
 		return err
 	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)

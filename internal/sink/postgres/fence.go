@@ -27,6 +27,12 @@ const (
 	// checkFenceSQL locks the stream's fence row for the transaction; it
 	// updates no row when another epoch holds it.
 	checkFenceSQL = `UPDATE "_tidemark"."fence" SET "epoch" = "epoch" WHERE "stream" = $1 AND "epoch" = $2`
+	// holdFenceSQL is checkFenceSQL that fails the transaction (division
+	// by zero, as the comment in the server's log says) when it updates
+	// no row.
+	holdFenceSQL = `WITH "held" AS (` + checkFenceSQL + ` RETURNING 1)
+		SELECT 1 / count(*)::int /* zero: a newer owner fenced this stream off */ FROM "held"`
+	divisionByZero = "22012"
 )
 
 // fence is the epoch this sink's batches must still hold (0: none).
@@ -96,24 +102,20 @@ func (s *Sink) checkFence(ctx context.Context) error {
 	return nil
 }
 
-// queueFenceCheck queues the fence check first in a batch's transaction;
-// the returned func reports, once the pipeline is flushed, whether it held.
-func (s *Sink) queueFenceCheck(ctx context.Context, p *pipeline) (func() error, error) {
+// queueFenceCheck queues the fence check first in a batch's transaction.
+// When another epoch holds the fence it fails the transaction, so the
+// commit queued behind it in the same round trip never runs.
+func (s *Sink) queueFenceCheck(ctx context.Context, p *pipeline) error {
 	if s.fence.epoch == 0 {
-		return func() error { return nil }, nil
+		return nil
 	}
-	held := false
 	args := [][]byte{[]byte(s.fence.stream), []byte(strconv.FormatInt(s.fence.epoch, 10))}
-	err := p.queueTagged(ctx, checkFenceSQL, args, "check the stream's fence", func(tag pgconn.CommandTag) {
-		held = tag.RowsAffected() == 1
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() error {
-		if !held {
+	return p.queueStep(ctx, holdFenceSQL, args, step{what: "check the stream's fence", fail: func(err error) error {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == divisionByZero {
+			// Not wrapped: the server's error is no rejection of the batch.
 			return fmt.Errorf("stream %q, epoch %d: %w", s.fence.stream, s.fence.epoch, sink.ErrFenced)
 		}
-		return nil
-	}, nil
+		return fmt.Errorf("check the stream's fence: %w", err)
+	}})
 }

@@ -45,8 +45,13 @@ func TestFence(t *testing.T) {
 			t.Fatalf("the former owner's write: %v, want ErrFenced (or its ended session)", err)
 		}
 	}
-	if err := insert(old, "2", 20); !errors.Is(err, sink.ErrFenced) {
-		t.Errorf("the former owner's write after reconnecting: %v, want ErrFenced", err)
+	// The fence check fails the transaction the commit is queued in; that
+	// is no rejection of the batch, and leaves no transaction open.
+	if err := insert(old, "2", 20); !errors.Is(err, sink.ErrFenced) || errors.Is(err, sink.ErrRejected) {
+		t.Errorf("the former owner's write after reconnecting: %v, want ErrFenced (not a rejection)", err)
+	}
+	if st := old.conn.PgConn().TxStatus(); st != 'I' {
+		t.Errorf("the former owner's connection after its fenced write: transaction status %q, want idle", st)
 	}
 	if err := old.Fence(ctx, "s", 1); !errors.Is(err, sink.ErrFenced) {
 		t.Errorf("fencing again at the old epoch: %v, want ErrFenced", err)

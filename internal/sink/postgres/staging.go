@@ -59,12 +59,16 @@ func (st *stagingTables) forget(id change.TableID) {
 // connection: a temporary table shaped like the target, without its
 // indexes, emptied by every commit (in place: unlike TRUNCATE, no new
 // relfilenode and no catalog churn per chunk). When maxStaging exist, the
-// least recently used one is dropped first, in the same transaction.
-func (s *Sink) ensureStaging(ctx context.Context, ts *tableSQL) error {
+// least recently used one is dropped first, in the same transaction (p's,
+// flushed first: it may not be open yet).
+func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL) error {
 	st := &s.staging
 	if st.has(ts.id) {
 		st.touch(ts.id)
 		return nil
+	}
+	if err := p.flush(ctx); err != nil {
+		return err
 	}
 	if len(st.order) >= maxStaging {
 		old := st.order[0]

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -86,6 +87,22 @@ func TestStagingTablesBounded(t *testing.T) {
 	if err := s.Apply(t.Context(), bad); err == nil {
 		t.Fatal("a chunk with a non-integer key was applied")
 	}
+	// Again with a filtered chunk first, which reads nothing before it
+	// makes its staging table. The creations and drops were in the
+	// batches' transactions (which open with their first round trip, not
+	// before): the session holds what the sink records.
+	bad.Ops[0].Chunk = &sink.Chunk{Table: tables[2], Rows: rows("c"), Keep: true}
+	if err := s.Apply(t.Context(), bad); err == nil {
+		t.Fatal("a chunk with a non-integer key was applied")
+	}
+	var recorded []string
+	for _, id := range s.staging.order {
+		recorded = append(recorded, stagingName(id))
+	}
+	slices.Sort(recorded)
+	if held := stagingNames(t, conn); !slices.Equal(held, recorded) {
+		t.Errorf("after a rolled-back batch the session holds staging tables %q, the sink records %q", held, recorded)
+	}
 	for _, tbl := range tables[:maxStaging+2] {
 		if err := apply(tbl, "d"); err != nil {
 			t.Fatalf("after a rolled-back batch: %v", err)
@@ -94,6 +111,14 @@ func TestStagingTablesBounded(t *testing.T) {
 	if n := staging(); n != maxStaging {
 		t.Errorf("%d staging tables on the session after the rollback, want %d", n, maxStaging)
 	}
+}
+
+// stagingNames are the staging tables of every temporary schema, sorted,
+// as stagingName names them.
+func stagingNames(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	return query(t, conn, `SELECT 'pg_temp."' || c.relname || '"' FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relpersistence = 't' AND n.nspname LIKE 'pg_temp_%' AND c.relname LIKE '\_tidemark\_chunk\_%' ORDER BY 1`)
 }
 
 // countStaging counts the staging tables of every temporary schema. The
