@@ -163,10 +163,22 @@ func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old [
 	if ch.Changed != nil {
 		return old, nil
 	}
+	ts, err := s.table(ch.Table)
+	if err != nil {
+		return nil, err
+	}
+	// In the pipeline: with the transaction's start, the fence check and
+	// the range's probe, one round trip.
+	var rows []change.Row
+	err = p.queueRows(ctx, ts.selectRangeSQL(ch.Low != nil, ch.High != nil), append(keyArgs(ch.Low), keyArgs(ch.High)...),
+		"read the range of "+ts.id.String(), nil, func(vals [][]byte) { rows = append(rows, textRow(vals)) })
+	if err != nil {
+		return nil, err
+	}
 	if err := p.flush(ctx); err != nil {
 		return nil, err
 	}
-	return s.readRange(ctx, ch.Table, ch.Low, ch.High)
+	return rows, nil
 }
 
 // copyInto COPYs rows without Unchanged values straight into the table,

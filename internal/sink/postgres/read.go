@@ -123,21 +123,25 @@ func (s *Sink) ReadKeys(ctx context.Context, t *change.Table, keys []change.Key)
 // textRows appends a result's rows, as text values, to rows.
 func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) {
 	for rr.NextRow() {
-		vals := rr.Values()
-		row := make(change.Row, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				row[i] = change.Null
-			} else {
-				row[i] = change.Text(string(v))
-			}
-		}
-		rows = append(rows, row)
+		rows = append(rows, textRow(rr.Values()))
 	}
 	if _, err := rr.Close(); err != nil {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// textRow is a row of text results, copied out of the reader's buffer.
+func textRow(vals [][]byte) change.Row {
+	row := make(change.Row, len(vals))
+	for i, v := range vals {
+		if v == nil {
+			row[i] = change.Null
+		} else {
+			row[i] = change.Text(string(v))
+		}
+	}
+	return row
 }
 
 // maxSnapshotSums bounds the connections that sum ranges in snapshots
