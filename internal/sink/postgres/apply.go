@@ -26,6 +26,10 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 		if stalePlan(err) && !s.conn.IsClosed() {
 			s.dropStatements(ctx) // the retry prepares them again
 		}
+		if errors.Is(err, sink.ErrFenced) {
+			// Whichever round trip found it, no op of the batch is at fault.
+			return fmt.Errorf("apply batch of stream %q at epoch %d: %w", b.Stream, s.fence.epoch, sink.ErrFenced)
+		}
 		if rejected(err) {
 			return fmt.Errorf("apply batch of stream %q: %w: %w", b.Stream, sink.ErrRejected, err)
 		}

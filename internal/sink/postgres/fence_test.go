@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -49,6 +50,13 @@ func TestFence(t *testing.T) {
 	// is no rejection of the batch, and leaves no transaction open.
 	if err := insert(old, "2", 20); !errors.Is(err, sink.ErrFenced) || errors.Is(err, sink.ErrRejected) {
 		t.Errorf("the former owner's write after reconnecting: %v, want ErrFenced (not a rejection)", err)
+	}
+	// A chunk's first round trip finds it, inside the chunk's op: the
+	// error blames no op.
+	chunk := &sink.Batch{Stream: "s", Position: 20, Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, BackfillID: 1,
+		Rows: []change.Row{{change.Text("2"), change.Text("x")}}}}}}
+	if err := old.Apply(ctx, chunk); !errors.Is(err, sink.ErrFenced) || strings.Contains(err.Error(), "op 0") {
+		t.Errorf("the former owner's chunk: %v, want ErrFenced, blaming no op", err)
 	}
 	if st := old.conn.PgConn().TxStatus(); st != 'I' {
 		t.Errorf("the former owner's connection after its fenced write: transaction status %q, want idle", st)
