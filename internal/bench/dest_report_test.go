@@ -48,6 +48,10 @@ func (db *destBench) print(out io.Writer) {
 		fmt.Fprintf(out, "sqlite destination: %s the rows/s of a plain INSERT of the same rows in one transaction (target 0.8×)\n\n",
 			ratioTo(rs, lite, sqliteInsertKey))
 	}
+	if pq, ok := findResult(rs, "dest-files_parquet"); ok {
+		fmt.Fprintf(out, "files destination, Parquet: %s the rows/s of a plain Parquet write of the same rows\n\n",
+			ratioTo(rs, pq, parquetWriteKey))
+	}
 	for _, r := range db.results {
 		fmt.Fprintf(out, "%s: %s; held: %s\n", r.name, r.note, r.heldWhat)
 	}
@@ -76,5 +80,10 @@ func (db *destBench) report() {
 	insert, ok2 := findResult(rs, sqliteInsertKey)
 	if ok1 && ok2 {
 		db.b.ReportMetric(lite.rowsPerSec()/insert.rowsPerSec(), "dest-sqlite/"+sqliteInsertKey)
+	}
+	pq, ok1 := findResult(rs, "dest-files_parquet")
+	plain, ok2 := findResult(rs, parquetWriteKey)
+	if ok1 && ok2 {
+		db.b.ReportMetric(pq.rowsPerSec()/plain.rowsPerSec(), "dest-files_parquet/"+parquetWriteKey)
 	}
 }

@@ -45,33 +45,46 @@ func (db *destBench) runSQLiteInsert() error {
 		return fmt.Errorf("plain INSERT baseline: connect to source: %w", err)
 	}
 	defer conn.Close(db.ctx)
-	if err := db.sv.checkpoint(db.ctx); err != nil {
-		return err
-	}
-	r := result{key: sqliteInsertKey, name: "plain INSERT into SQLite", rows: db.src.rows}
-	if lite, ok := findResult(db.plain(), "dest-sqlite"); ok {
-		r.bytes = lite.bytes // the same rows: MB/s comparable with the destination's
-	}
-	db.logf("%s …", r.name)
-	r, err = timeRun(r, db.hwm, func() cpuTimes { return readCPUOf(db.sv.src.PID(), db.sv.dst.PID()) }, func() (time.Duration, error) {
-		start := time.Now()
-		n, err := insertAll(db, conn, lite)
-		if err == nil && n != db.src.rows {
-			err = fmt.Errorf("inserted %d rows, want %d", n, db.src.rows)
-		}
-		return time.Since(start), err
-	})
+	r, err := db.timePipe(sqliteInsertKey, "plain INSERT into SQLite", "dest-sqlite",
+		"source rows read with pgx, inserted by one prepared statement in one transaction",
+		func() (int64, error) { return insertAll(db, conn, lite) })
 	if err != nil {
 		return err
 	}
-	r.note = "source rows read with pgx, inserted by one prepared statement in one transaction"
-	db.logf("%s: %.2fs, %.0f rows/s", r.name, r.elapsed.Seconds(), r.rowsPerSec())
 	held, what, err := sqliteHeld(path)
 	if err != nil {
 		return err
 	}
 	db.results = append(db.results, destResult{result: r, held: held, heldWhat: what})
 	return nil
+}
+
+// timePipe times a baseline pipe of the same rows into what the
+// destination named like writes to (whose bytes it reports, for
+// comparable MB/s); copy returns how many rows it copied.
+func (db *destBench) timePipe(key, name, like, note string, copy func() (int64, error)) (result, error) {
+	if err := db.sv.checkpoint(db.ctx); err != nil {
+		return result{}, err
+	}
+	r := result{key: key, name: name, rows: db.src.rows}
+	if d, ok := findResult(db.plain(), like); ok {
+		r.bytes = d.bytes
+	}
+	db.logf("%s …", r.name)
+	r, err := timeRun(r, db.hwm, func() cpuTimes { return readCPUOf(db.sv.src.PID(), db.sv.dst.PID()) }, func() (time.Duration, error) {
+		start := time.Now()
+		n, err := copy()
+		if err == nil && n != db.src.rows {
+			err = fmt.Errorf("%s: copied %d rows, want %d", name, n, db.src.rows)
+		}
+		return time.Since(start), err
+	})
+	if err != nil {
+		return r, err
+	}
+	r.note = note
+	db.logf("%s: %.2fs, %.0f rows/s", r.name, r.elapsed.Seconds(), r.rowsPerSec())
+	return r, nil
 }
 
 // insertAll copies public.t from the source into lite's table t.

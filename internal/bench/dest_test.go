@@ -116,7 +116,12 @@ func (db *destBench) runAll() error {
 		}
 	}
 	if db.sqlite != "" {
-		return db.runSQLiteInsert()
+		if err := db.runSQLiteInsert(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(kinds, "files_parquet") {
+		return db.runParquetWrite()
 	}
 	return nil
 }

@@ -115,6 +115,35 @@ func (e *Encoder) Row(t *change.Table, r change.Row, o Origin) (Message, error) 
 	return e.rowEvent(t, OpRead, r, o)
 }
 
+// Head is an event without its row images and key: what a format that
+// encodes before and after from the row's values (Parquet) takes instead
+// of the event's JSON.
+type Head struct {
+	Op     string
+	Source []byte // the source block, as the event's JSON has it
+	TsMs   int64
+	// Frame is the length of the event's JSON less its after's (Row's
+	// event's length is Frame plus AppendRow's).
+	Frame int
+}
+
+// RowHead is the head of the event Row writes for a row of t, for every
+// row of a chunk at once.
+func (e *Encoder) RowHead(t *change.Table, o Origin) (Head, error) {
+	o.Backfill = true
+	src, err := e.appendSource(nil, t.ID, o)
+	if err != nil {
+		return Head{}, err
+	}
+	h := Head{Op: OpRead, Source: src, TsMs: e.now().UnixMilli()}
+	frame, err := e.envelope(t, OpRead, nil, nil, o) // after: null
+	if err != nil {
+		return Head{}, err
+	}
+	h.Frame = len(frame) - len("null")
+	return h, nil
+}
+
 func (e *Encoder) rowEvent(t *change.Table, op string, r change.Row, o Origin) (Message, error) {
 	key, err := keyJSON(t, t.RowKey(r))
 	if err != nil {
@@ -257,14 +286,24 @@ func keyJSON(t *change.Table, k change.Key) ([]byte, error) {
 
 // rowJSON writes a row as {"col":value,…} in column order.
 func rowJSON(t *change.Table, r change.Row) ([]byte, error) {
+	return AppendRow(nil, t, r)
+}
+
+// AppendRow appends r, a row of t, as an event's after holds it, to b;
+// it refuses what Row refuses.
+func AppendRow(b []byte, t *change.Table, r change.Row) ([]byte, error) {
 	if len(r) != len(t.Columns) {
 		return nil, fmt.Errorf("table %s: row of %d values, want %d", t.ID, len(r), len(t.Columns))
 	}
-	return object(t.Columns, r)
+	return appendObject(b, t.Columns, r)
 }
 
 func object(cols []change.Column, vals []change.Value) ([]byte, error) {
-	b := []byte{'{'}
+	return appendObject(nil, cols, vals)
+}
+
+func appendObject(b []byte, cols []change.Column, vals []change.Value) ([]byte, error) {
+	b = append(b, '{')
 	for i, c := range cols {
 		if i > 0 {
 			b = append(b, ',')

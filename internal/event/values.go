@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -96,9 +97,18 @@ func appendValue(b []byte, c change.Column, v change.Value) ([]byte, error) {
 	return appendString(b, s), nil
 }
 
+// appendString writes s as encoding/json does. Most values are plain
+// ASCII that it writes as they are, quoted, without its cost.
 func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // appendFloat writes a number; NaN and the infinities, which JSON lacks,

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/event"
 )
 
 // FormatJSONL and FormatParquet are the file formats the destination
@@ -21,11 +22,23 @@ const (
 // encoded from.
 type fileEvent struct {
 	value []byte
+	// head, for a format that encodesRows, stands for a chunk row's value,
+	// whose length is size.
+	head  *event.Head
+	size  int
 	table *change.Table
 	// row is the row of a "c", "u" or "r" event, oldKey the key of a "d"
 	// event's before.
 	row    change.Row
 	oldKey change.Key
+}
+
+// jsonSize is the length of the event's JSON.
+func (e fileEvent) jsonSize() int64 {
+	if e.head != nil {
+		return int64(e.size)
+	}
+	return int64(len(e.value))
 }
 
 // fileFormat is the seam between the write path (temp files, fsync,
@@ -35,6 +48,9 @@ type fileFormat interface {
 	ext() string
 	// create starts a file's encoding into w.
 	create(w *bufio.Writer) fileEncoder
+	// encodesRows says the format encodes a row's values itself: a chunk's
+	// rows come to it as the event's head and the row, without the JSON.
+	encodesRows() bool
 }
 
 // fileEncoder encodes one data file's events.
@@ -72,6 +88,8 @@ type jsonlFormat struct{}
 func (jsonlFormat) ext() string { return ".jsonl" }
 
 func (jsonlFormat) create(w *bufio.Writer) fileEncoder { return jsonlEncoder{w} }
+
+func (jsonlFormat) encodesRows() bool { return false }
 
 type jsonlEncoder struct{ w io.Writer }
 

@@ -150,7 +150,7 @@ type fileWriter struct {
 }
 
 func (fw *fileWriter) add(e fileEvent) error {
-	if fw.f != nil && fw.size > 0 && (fw.size+int64(len(e.value))+1 > fw.maxBytes || !fw.enc.fits(e)) {
+	if fw.f != nil && fw.size > 0 && (fw.size+e.jsonSize()+1 > fw.maxBytes || !fw.enc.fits(e)) {
 		if err := fw.close(); err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func (fw *fileWriter) add(e fileEvent) error {
 		fw.f, fw.w, fw.size = f, bufio.NewWriterSize(f, 256<<10), 0
 		fw.enc = fw.format.create(fw.w)
 	}
-	fw.size += int64(len(e.value)) + 1
+	fw.size += e.jsonSize() + 1
 	return fw.enc.write(e)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -29,6 +30,8 @@ func (parquetFormat) ext() string { return ".parquet" }
 
 func (parquetFormat) create(w *bufio.Writer) fileEncoder { return &parquetEncoder{out: w} }
 
+func (parquetFormat) encodesRows() bool { return true }
+
 // pqLayout is what a file's schema is built from: the table's shape and
 // the source block's fields with their kinds (string, int64, bool).
 type pqLayout struct {
@@ -38,6 +41,11 @@ type pqLayout struct {
 	types  []pqType
 	schema *parquet.Schema
 	groups map[string][]int // the leaf columns of each top-level group
+	// rowLeaves are the leaves of before's and after's columns, by the
+	// table's column; sourceLeaves the source block's, by field: looked
+	// up once, not for every value.
+	rowLeaves    map[string][]parquet.LeafColumn
+	sourceLeaves []parquet.LeafColumn
 }
 
 type pqField struct {
@@ -101,6 +109,18 @@ func (l *pqLayout) init(schema *parquet.Schema) {
 			l.groups[path[0]] = append(l.groups[path[0]], i)
 		}
 	}
+	l.rowLeaves = map[string][]parquet.LeafColumn{}
+	for _, group := range []string{"before", "after"} {
+		for _, c := range l.Table.Columns {
+			leaf, _ := schema.Lookup(group, c.Name)
+			l.rowLeaves[group] = append(l.rowLeaves[group], leaf)
+		}
+	}
+	l.sourceLeaves = nil
+	for _, f := range l.Source {
+		leaf, _ := schema.Lookup("source", f.Name)
+		l.sourceLeaves = append(l.sourceLeaves, leaf)
+	}
 }
 
 // fits reports whether an event of this table and source block goes
@@ -136,7 +156,7 @@ type parsedEvent struct {
 	TsMs   int64           `json:"ts_ms"`
 	Source json.RawMessage `json:"source"`
 	Chunk  *chunkFields    `json:"chunk"`
-	fields []rawField
+	src    *sourceBlock
 }
 
 type chunkFields struct {
@@ -148,17 +168,47 @@ type chunkFields struct {
 	Last     bool            `json:"last"`
 }
 
-func parseEvent(value []byte) (*parsedEvent, error) {
-	var p parsedEvent
-	if err := json.Unmarshal(value, &p); err != nil {
-		return nil, fmt.Errorf("event: %w", err)
-	}
-	fields, err := sourceFields(p.Source)
+// sourceBlock is a source block's fields, in order, and their values.
+type sourceBlock struct {
+	raw    []byte
+	fields []rawField
+	values []parquet.Value // by field; null for a null one
+}
+
+// parseSource parses a source block and its fields' values.
+func parseSource(raw []byte) (*sourceBlock, error) {
+	fields, err := sourceFields(raw)
 	if err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
 	}
-	p.fields = fields
-	return &p, nil
+	sb := &sourceBlock{raw: raw, fields: fields, values: make([]parquet.Value, len(fields))}
+	for i, f := range fields {
+		if sb.values[i], err = fieldValue(f); err != nil {
+			return nil, fmt.Errorf("parquet: source field %s: %w", f.name, err)
+		}
+	}
+	return sb, nil
+}
+
+// fieldValue is a source field's value by its kind; null stays null.
+func fieldValue(f rawField) (parquet.Value, error) {
+	switch kindOf(f.value) {
+	case "string":
+		var s string
+		if err := json.Unmarshal(f.value, &s); err != nil {
+			return parquet.Value{}, err
+		}
+		return parquet.ByteArrayValue([]byte(s)), nil
+	case "bool":
+		return parquet.BooleanValue(string(f.value) == "true"), nil
+	case "int64":
+		n, err := strconv.ParseInt(string(f.value), 10, 64)
+		if err != nil {
+			return parquet.Value{}, fmt.Errorf("%s: not a whole number within 64 bits", f.value)
+		}
+		return parquet.Int64Value(n), nil
+	}
+	return parquet.Value{}, nil
 }
 
 // sourceFields splits the source block, an object of scalars as

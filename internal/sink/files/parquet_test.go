@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -346,4 +348,40 @@ streams:
 			t.Errorf("format %s: %v, want %q", format, err, want)
 		}
 	}
+}
+
+// TestBackfillPartsAlike: a chunk's rows reach Parquet without their
+// events' JSON, yet max_file_bytes counts that JSON for both formats: a
+// chunk larger than the limit splits into the same parts, holding the
+// same events, as JSONL and as Parquet.
+func TestBackfillPartsAlike(t *testing.T) {
+	t.Parallel()
+	parts := map[string][]string{}
+	var events [2][]string
+	for i, format := range formats {
+		dir := t.TempDir()
+		s, err := OpenFormat(dir, format, minFileBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseEncoder(typesEncoder())
+		s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC) }
+		c := &sink.Chunk{Table: table, BackfillID: 1, Low: change.Key{change.Text("0")}, High: change.Key{change.Text("1000")}}
+		for id := 1; id <= 1000; id++ {
+			c.Rows = append(c.Rows, change.Row{change.Text(strconv.Itoa(id)), change.Text(strings.Repeat("x", 100+id%50))})
+		}
+		if err := s.Apply(context.Background(), &sink.Batch{Stream: "s", Position: 10, Ops: []sink.Op{{Chunk: c}}}); err != nil {
+			t.Fatal(err)
+		}
+		files, evs := fileEvents(t, dir, table.ID)
+		for _, f := range files {
+			parts[format] = append(parts[format], strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
+		}
+		events[i] = evs
+	}
+	if len(parts[FormatJSONL]) < 3 || !slices.Equal(parts[FormatJSONL], parts[FormatParquet]) {
+		t.Errorf("a chunk of about 200 KB of events in parts of %d bytes: JSONL %q, Parquet %q; want the same parts, three or more",
+			minFileBytes, parts[FormatJSONL], parts[FormatParquet])
+	}
+	sameEvents(t, events[0], events[1])
 }

@@ -2,11 +2,11 @@ package files
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -23,13 +23,22 @@ type parquetEncoder struct {
 	w      *parquet.Writer
 	// next is the event fits parsed, which write then takes.
 	next *parsedEvent
+	// src is the last source block parsed: a chunk's rows, and a
+	// transaction's changes, share one.
+	src *sourceBlock
+	// rows wait to be written together: the writer's cost is per call as
+	// much as per row.
+	rows []parquet.Row
 }
 
+// rowsPerWrite is how many rows go to the Parquet writer at once.
+const rowsPerWrite = 256
+
 func (e *parquetEncoder) fits(ev fileEvent) bool {
-	p, err := parseEvent(ev.value)
+	p, err := e.parse(ev)
 	e.next = p
 	// An event that does not parse fails in write, with its error.
-	return err != nil || e.layout == nil || e.layout.fits(ev.table, p.fields)
+	return err != nil || e.layout == nil || e.layout.fits(ev.table, p.src.fields)
 }
 
 func (e *parquetEncoder) write(ev fileEvent) error {
@@ -37,7 +46,7 @@ func (e *parquetEncoder) write(ev fileEvent) error {
 	e.next = nil
 	if p == nil {
 		var err error
-		if p, err = parseEvent(ev.value); err != nil {
+		if p, err = e.parse(ev); err != nil {
 			return err
 		}
 	}
@@ -50,8 +59,35 @@ func (e *parquetEncoder) write(ev fileEvent) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.w.WriteRows([]parquet.Row{row})
+	if e.rows = append(e.rows, row); len(e.rows) >= rowsPerWrite {
+		return e.flushRows()
+	}
+	return nil
+}
+
+func (e *parquetEncoder) flushRows() error {
+	_, err := e.w.WriteRows(e.rows)
+	e.rows = e.rows[:0]
 	return err
+}
+
+// parse takes what a row keeps of an event: from its head, or its JSON.
+func (e *parquetEncoder) parse(ev fileEvent) (*parsedEvent, error) {
+	p := &parsedEvent{}
+	if h := ev.head; h != nil {
+		p.Op, p.TsMs, p.Source = h.Op, h.TsMs, h.Source
+	} else if err := json.Unmarshal(ev.value, p); err != nil {
+		return nil, fmt.Errorf("event: %w", err)
+	}
+	if e.src == nil || !bytes.Equal(e.src.raw, p.Source) {
+		src, err := parseSource(p.Source)
+		if err != nil {
+			return nil, err
+		}
+		e.src = src
+	}
+	p.src = e.src
+	return p, nil
 }
 
 func (e *parquetEncoder) start(ev fileEvent, p *parsedEvent) error {
@@ -59,7 +95,7 @@ func (e *parquetEncoder) start(ev fileEvent, p *parsedEvent) error {
 		return errors.New("parquet: an event without its table's shape")
 	}
 	l := &pqLayout{Table: ev.table}
-	for _, f := range p.fields {
+	for _, f := range p.src.fields {
 		l.Source = append(l.Source, pqField{Name: f.name, Kind: cmp.Or(kindOf(f.value), "string")})
 	}
 	meta, err := json.Marshal(l)
@@ -76,6 +112,9 @@ func (e *parquetEncoder) finish() error {
 	if e.w == nil {
 		return nil
 	}
+	if err := e.flushRows(); err != nil {
+		return err
+	}
 	return e.w.Close()
 }
 
@@ -89,6 +128,10 @@ type rowBuilder struct {
 
 func (b *rowBuilder) set(v parquet.Value, path ...string) {
 	leaf, _ := b.l.schema.Lookup(path...)
+	b.setLeaf(v, leaf)
+}
+
+func (b *rowBuilder) setLeaf(v parquet.Value, leaf parquet.LeafColumn) {
 	b.row[leaf.ColumnIndex] = v.Level(0, leaf.MaxDefinitionLevel, leaf.ColumnIndex)
 }
 
@@ -144,9 +187,9 @@ func (b *rowBuilder) envelope(p *parsedEvent) error {
 	b.set(parquet.ByteArrayValue([]byte(p.Op)), "op")
 	b.set(parquet.Int64Value(p.TsMs), "ts_ms")
 	b.present("source")
-	for _, f := range p.fields {
-		if err := setField(b.set, f); err != nil {
-			return fmt.Errorf("parquet: source field %s: %w", f.name, err)
+	for i, v := range p.src.values { // fits matched the fields to the layout's
+		if !v.IsNull() {
+			b.setLeaf(v, b.l.sourceLeaves[i])
 		}
 	}
 	c := p.Chunk
@@ -179,7 +222,7 @@ func (b *rowBuilder) values(group string, cols []int, vals []change.Value) {
 		default:
 			pv, ok := b.l.types[i].encode(v.Text)
 			if ok {
-				b.set(pv, group, c.Name)
+				b.setLeaf(pv, b.l.rowLeaves[group][i])
 				continue
 			}
 			if b.outside[group] == nil {
@@ -188,25 +231,4 @@ func (b *rowBuilder) values(group string, cols []int, vals []change.Value) {
 			b.outside[group][c.Name] = v.Text
 		}
 	}
-}
-
-// setField stores a source field by its kind; null stays null.
-func setField(set func(parquet.Value, ...string), f rawField) error {
-	switch kindOf(f.value) {
-	case "string":
-		var s string
-		if err := json.Unmarshal(f.value, &s); err != nil {
-			return err
-		}
-		set(parquet.ByteArrayValue([]byte(s)), "source", f.name)
-	case "bool":
-		set(parquet.BooleanValue(string(f.value) == "true"), "source", f.name)
-	case "int64":
-		n, err := strconv.ParseInt(string(f.value), 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s: not a whole number within 64 bits", f.value)
-		}
-		set(parquet.Int64Value(n), "source", f.name)
-	}
-	return nil
 }

@@ -209,12 +209,33 @@ func (s *Sink) writeChunk(bf *batchFiles, b *sink.Batch, c *sink.Chunk) error {
 	t := c.Table
 	o := b.Origin(sink.Op{}, bf.at)
 	w := bf.writer(t.ID, max(c.BackfillID, 1))
-	for _, r := range c.Rows {
-		m, err := s.enc.Row(t, r, o)
+	var head *event.Head
+	if s.format.encodesRows() {
+		h, err := s.enc.RowHead(t, o)
 		if err != nil {
 			return sink.Rejected(t.ID, err)
 		}
-		if err := w.add(fileEvent{value: m.Value, table: t, row: r}); err != nil {
+		head = &h
+	}
+	var after []byte
+	for _, r := range c.Rows {
+		e := fileEvent{head: head, table: t, row: r}
+		if head != nil {
+			// The JSON's length only, for max_file_bytes; its values are
+			// checked as Row checks them.
+			var err error
+			if after, err = event.AppendRow(after[:0], t, r); err != nil {
+				return sink.Rejected(t.ID, err)
+			}
+			e.size = head.Frame + len(after)
+		} else {
+			m, err := s.enc.Row(t, r, o)
+			if err != nil {
+				return sink.Rejected(t.ID, err)
+			}
+			e.value = m.Value
+		}
+		if err := w.add(e); err != nil {
 			return fmt.Errorf("files destination: %w", err)
 		}
 	}
