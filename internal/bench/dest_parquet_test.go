@@ -42,7 +42,7 @@ func (db *destBench) runParquetWrite() error {
 	}
 	defer conn.Close(db.ctx)
 	path := filepath.Join(db.b.TempDir(), "plain.parquet")
-	r, err := db.timePipe(parquetWriteKey, "plain Parquet write", "dest-files_parquet",
+	r, err := db.timePipe(parquetWriteKey, "plain Parquet write", "dest-files_parquet", db.sv.dst.PID(),
 		"source rows read with pgx, written by parquet-go's GenericWriter (Snappy) to one file",
 		func() (int64, error) { return writeParquet(db, conn, path) })
 	if err != nil {

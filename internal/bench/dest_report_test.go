@@ -44,14 +44,12 @@ func (db *destBench) print(out io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
-	if lite, ok := findResult(rs, "dest-sqlite"); ok {
-		fmt.Fprintf(out, "sqlite destination: %s the rows/s of a plain INSERT of the same rows in one transaction (target 0.8×)\n\n",
-			ratioTo(rs, lite, sqliteInsertKey))
+	for _, p := range destPipes {
+		if d, ok := findResult(rs, p.dest); ok {
+			fmt.Fprintf(out, "%s: %s the rows/s of %s\n", d.name, ratioTo(rs, d, p.key), p.what)
+		}
 	}
-	if pq, ok := findResult(rs, "dest-files_parquet"); ok {
-		fmt.Fprintf(out, "files destination, Parquet: %s the rows/s of a plain Parquet write of the same rows\n\n",
-			ratioTo(rs, pq, parquetWriteKey))
-	}
+	fmt.Fprintln(out)
 	for _, r := range db.results {
 		fmt.Fprintf(out, "%s: %s; held: %s\n", r.name, r.note, r.heldWhat)
 	}
@@ -76,14 +74,11 @@ func (db *destBench) report() {
 			db.b.ReportMetric(r.rowsPerSec()/base.rowsPerSec(), r.key+"/postgres")
 		}
 	}
-	lite, ok1 := findResult(rs, "dest-sqlite")
-	insert, ok2 := findResult(rs, sqliteInsertKey)
-	if ok1 && ok2 {
-		db.b.ReportMetric(lite.rowsPerSec()/insert.rowsPerSec(), "dest-sqlite/"+sqliteInsertKey)
-	}
-	pq, ok1 := findResult(rs, "dest-files_parquet")
-	plain, ok2 := findResult(rs, parquetWriteKey)
-	if ok1 && ok2 {
-		db.b.ReportMetric(pq.rowsPerSec()/plain.rowsPerSec(), "dest-files_parquet/"+parquetWriteKey)
+	for _, p := range destPipes {
+		d, ok1 := findResult(rs, p.dest)
+		pipe, ok2 := findResult(rs, p.key)
+		if ok1 && ok2 {
+			db.b.ReportMetric(d.rowsPerSec()/pipe.rowsPerSec(), p.dest+"/"+p.key)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func (db *destBench) runSQLiteInsert() error {
 		return fmt.Errorf("plain INSERT baseline: connect to source: %w", err)
 	}
 	defer conn.Close(db.ctx)
-	r, err := db.timePipe(sqliteInsertKey, "plain INSERT into SQLite", "dest-sqlite",
+	r, err := db.timePipe(sqliteInsertKey, "plain INSERT into SQLite", "dest-sqlite", db.sv.dst.PID(),
 		"source rows read with pgx, inserted by one prepared statement in one transaction",
 		func() (int64, error) { return insertAll(db, conn, lite) })
 	if err != nil {
@@ -61,8 +61,9 @@ func (db *destBench) runSQLiteInsert() error {
 
 // timePipe times a baseline pipe of the same rows into what the
 // destination named like writes to (whose bytes it reports, for
-// comparable MB/s); copy returns how many rows it copied.
-func (db *destBench) timePipe(key, name, like, note string, copy func() (int64, error)) (result, error) {
+// comparable MB/s), served by process pid (for its CPU time); copyRows
+// returns how many rows it copied.
+func (db *destBench) timePipe(key, name, like string, pid int, note string, copyRows func() (int64, error)) (result, error) {
 	if err := db.sv.checkpoint(db.ctx); err != nil {
 		return result{}, err
 	}
@@ -71,9 +72,9 @@ func (db *destBench) timePipe(key, name, like, note string, copy func() (int64, 
 		r.bytes = d.bytes
 	}
 	db.logf("%s …", r.name)
-	r, err := timeRun(r, db.hwm, func() cpuTimes { return readCPUOf(db.sv.src.PID(), db.sv.dst.PID()) }, func() (time.Duration, error) {
+	r, err := timeRun(r, db.hwm, func() cpuTimes { return readCPUOf(db.sv.src.PID(), pid) }, func() (time.Duration, error) {
 		start := time.Now()
-		n, err := copy()
+		n, err := copyRows()
 		if err == nil && n != db.src.rows {
 			err = fmt.Errorf("%s: copied %d rows, want %d", name, n, db.src.rows)
 		}

@@ -125,14 +125,5 @@ func natsHeld(ctx context.Context, url, stream string) (int64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	name := "tidemark_" + stream
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return 0, "", fmt.Errorf("JetStream stream %s: %w", name, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, "", fmt.Errorf("JetStream stream %s: %w", name, err)
-	}
-	return int64(info.State.Bytes), fmt.Sprintf("the JetStream stream's bytes, %d messages", info.State.Msgs), nil
+	return natsStreamHeld(ctx, js, "tidemark_"+stream)
 }

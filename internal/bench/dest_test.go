@@ -121,9 +121,11 @@ func (db *destBench) runAll() error {
 		}
 	}
 	if slices.Contains(kinds, "files_parquet") {
-		return db.runParquetWrite()
+		if err := db.runParquetWrite(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return db.runEventPipes(kinds)
 }
 
 // run backfills public.t into a fresh destination of the given kind

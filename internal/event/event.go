@@ -120,7 +120,7 @@ func (e *Encoder) Row(t *change.Table, r change.Row, o Origin) (Message, error) 
 // of the event's JSON.
 type Head struct {
 	Op     string
-	Source []byte // the source block, as the event's JSON has it
+	Source []byte // the source block, as the event's JSON has it (read only: the writer keeps it)
 	TsMs   int64
 	// Frame is the length of the event's JSON less its after's (Row's
 	// event's length is Frame plus AppendRow's).
@@ -136,7 +136,7 @@ func (e *Encoder) RowHead(t *change.Table, o Origin) (Head, error) {
 		return Head{}, err
 	}
 	h := Head{Op: OpRead, Source: src, TsMs: e.now().UnixMilli()}
-	frame, err := e.envelope(t, OpRead, nil, nil, o) // after: null
+	frame, err := e.envelopeAt(t, OpRead, nil, nil, o, h.TsMs) // after: null
 	if err != nil {
 		return Head{}, err
 	}
@@ -177,6 +177,11 @@ func (e *Encoder) deleteEvent(t *change.Table, k change.Key, o Origin) ([]Messag
 
 // envelope writes {"before":…,"after":…,"source":{…},"op":…,"ts_ms":…}.
 func (e *Encoder) envelope(t *change.Table, op string, before, after []byte, o Origin) ([]byte, error) {
+	return e.envelopeAt(t, op, before, after, o, e.now().UnixMilli())
+}
+
+// envelopeAt is envelope with ts_ms tsMs.
+func (e *Encoder) envelopeAt(t *change.Table, op string, before, after []byte, o Origin, tsMs int64) ([]byte, error) {
 	b := make([]byte, 0, 256+len(before)+len(after))
 	b = append(b, `{"before":`...)
 	b = appendRaw(b, before)
@@ -190,7 +195,7 @@ func (e *Encoder) envelope(t *change.Table, op string, before, after []byte, o O
 	b = append(b, `,"op":`...)
 	b = appendString(b, op)
 	b = append(b, `,"ts_ms":`...)
-	b = strconv.AppendInt(b, e.now().UnixMilli(), 10)
+	b = strconv.AppendInt(b, tsMs, 10)
 	return append(b, '}'), nil
 }
 
@@ -290,7 +295,7 @@ func rowJSON(t *change.Table, r change.Row) ([]byte, error) {
 }
 
 // AppendRow appends r, a row of t, as an event's after holds it, to b;
-// it refuses what Row refuses.
+// it refuses a row of the wrong length and a value Row cannot write.
 func AppendRow(b []byte, t *change.Table, r change.Row) ([]byte, error) {
 	if len(r) != len(t.Columns) {
 		return nil, fmt.Errorf("table %s: row of %d values, want %d", t.ID, len(r), len(t.Columns))

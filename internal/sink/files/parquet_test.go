@@ -171,19 +171,25 @@ func fileEvents(t *testing.T, dir string, id change.TableID) (files, events []st
 	}
 	sort.Slice(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
 	for _, f := range files {
-		if filepath.Ext(f) == ".parquet" {
-			if err := parquetEvents(f, func(b []byte) error { events = append(events, string(b)); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
+		events = append(events, eventsOf(t, f)...)
 	}
 	return files, events
+}
+
+// eventsOf lists a data file's events.
+func eventsOf(t *testing.T, f string) (events []string) {
+	t.Helper()
+	if filepath.Ext(f) == ".parquet" {
+		if err := parquetEvents(f, func(b []byte) error { events = append(events, string(b)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return events
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
 // sameEvents checks that two formats' files hold the same events.
@@ -357,15 +363,11 @@ streams:
 func TestBackfillPartsAlike(t *testing.T) {
 	t.Parallel()
 	parts := map[string][]string{}
+	perPart := map[string][][]string{} // each part's events
 	var events [2][]string
 	for i, format := range formats {
 		dir := t.TempDir()
-		s, err := OpenFormat(dir, format, minFileBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.UseEncoder(typesEncoder())
-		s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC) }
+		s := openFixed(t, dir, format)
 		c := &sink.Chunk{Table: table, BackfillID: 1, Low: change.Key{change.Text("0")}, High: change.Key{change.Text("1000")}}
 		for id := 1; id <= 1000; id++ {
 			c.Rows = append(c.Rows, change.Row{change.Text(strconv.Itoa(id)), change.Text(strings.Repeat("x", 100+id%50))})
@@ -376,6 +378,7 @@ func TestBackfillPartsAlike(t *testing.T) {
 		files, evs := fileEvents(t, dir, table.ID)
 		for _, f := range files {
 			parts[format] = append(parts[format], strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)))
+			perPart[format] = append(perPart[format], eventsOf(t, f))
 		}
 		events[i] = evs
 	}
@@ -384,4 +387,52 @@ func TestBackfillPartsAlike(t *testing.T) {
 			minFileBytes, parts[FormatJSONL], parts[FormatParquet])
 	}
 	sameEvents(t, events[0], events[1])
+	for i := range min(len(perPart[FormatJSONL]), len(perPart[FormatParquet])) {
+		if j, p := perPart[FormatJSONL][i], perPart[FormatParquet][i]; len(j) != len(p) || j[0] != p[0] {
+			t.Errorf("part %d: JSONL holds %d events from %.40s, Parquet %d from %.40s", i+1, len(j), j[0], len(p), p[0])
+		}
+	}
+}
+
+// TestParquetSourcePerEvent: changes of two transactions in one batch go
+// to one file, each with its own source block (the same length, other
+// values): Parquet holds each event's, as JSONL does.
+func TestParquetSourcePerEvent(t *testing.T) {
+	t.Parallel()
+	var events [2][]string
+	for i, format := range formats {
+		dir := t.TempDir()
+		s := openFixed(t, dir, format)
+		b := &sink.Batch{Stream: "s", Position: 20}
+		for n := range 4 {
+			txn := &change.Txn{Xid: uint32(700 + n/2), CommitLSN: change.LSN(11 + n/2), CommitTime: time.Date(2026, 1, 2, 3, 0, n/2, 0, time.UTC)}
+			b.Ops = append(b.Ops, sink.Op{Txn: txn, Change: &change.Change{Kind: change.Insert, Table: table,
+				Row: change.Row{change.Text(strconv.Itoa(n)), change.Text("v")}}})
+		}
+		if err := s.Apply(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		files, evs := fileEvents(t, dir, table.ID)
+		if len(files) != 1 || len(evs) != 4 {
+			t.Fatalf("%s: %d files, %d events; want one file of 4", format, len(files), len(evs))
+		}
+		events[i] = evs
+	}
+	if events[0][1] == events[0][2] || !strings.Contains(events[0][2], `"pos":12`) {
+		t.Fatalf("the two transactions' events do not differ as meant: %s, %s", events[0][1], events[0][2])
+	}
+	sameEvents(t, events[0], events[1])
+}
+
+// openFixed opens the destination in dir with typesEncoder and a fixed
+// clock, in parts of minFileBytes.
+func openFixed(t *testing.T, dir, format string) *Sink {
+	t.Helper()
+	s, err := OpenFormat(dir, format, minFileBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseEncoder(typesEncoder())
+	s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC) }
+	return s
 }
