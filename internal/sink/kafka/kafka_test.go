@@ -3,10 +3,12 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -331,5 +333,44 @@ func TestKafkaFence(t *testing.T) {
 	}
 	if err := old.Fence(ctx, "fence", 3); err != nil {
 		t.Errorf("fenced again (a later term on the old node): %v", err)
+	}
+}
+
+// TestKafkaTopicPerTable: a batch whose changes alternate between two
+// tables puts each change in its table's topic.
+func TestKafkaTopicPerTable(t *testing.T) {
+	const stream = "pertable"
+	s := open(t, destination(stream))
+	other := &change.Table{ID: change.TableID{Schema: "public", Name: "u"}, Key: table.Key, Columns: table.Columns}
+	b := &sink.Batch{Stream: stream, Position: 100}
+	for i := range 6 {
+		tbl := []*change.Table{table, other}[i%2]
+		b.Ops = append(b.Ops, sink.Op{Change: &change.Change{Kind: change.Insert, Table: tbl,
+			Row: change.Row{change.Text(fmt.Sprint(i)), change.Text(tbl.ID.Name)}}})
+	}
+	apply(t, s, b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, tbl := range []*change.Table{table, other} {
+		var got []string
+		err := consume(t.Context(), []kgo.Opt{kgo.SeedBrokers(broker)}, kadm.NewClient(cl), TopicName(DefaultTopic, stream, tbl.ID), func(r *kgo.Record) error {
+			var ev struct {
+				After struct{ V string } `json:"after"`
+			}
+			if err := json.Unmarshal(r.Value, &ev); err != nil {
+				return err
+			}
+			got = append(got, ev.After.V)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || slices.ContainsFunc(got, func(v string) bool { return v != tbl.ID.Name }) {
+			t.Errorf("topic of %s holds rows of %q, want three of its own", tbl.ID, got)
+		}
 	}
 }

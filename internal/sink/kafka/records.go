@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/sink"
 )
@@ -42,8 +43,12 @@ var markCtx = context.WithValue(context.Background(), everyPartition{}, true)
 func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]*kgo.Record, error) {
 	var out []*kgo.Record
 	at := s.now().UTC()
+	var named change.TableID // the table topic names, a chunk's rows all alike
+	var topic string
 	add := func(m event.Message, all bool) error {
-		topic := TopicName(s.cfg.Topic, b.Stream, m.Table)
+		if topic == "" || m.Table != named {
+			named, topic = m.Table, TopicName(s.cfg.Topic, b.Stream, m.Table)
+		}
 		if size := len(m.Key) + len(m.Value); int64(size) > s.maxBytes {
 			return sink.Rejected(m.Table, fmt.Errorf("an event of %d bytes (key %.200s) is over the destination's max_message_bytes (%d): raise max_message_bytes (and the broker's message.max.bytes) or make the value smaller on the source",
 				size, m.Key, s.maxBytes))
