@@ -50,7 +50,7 @@ func (db *destBench) runParquetWrite() error {
 	}
 	info, err := os.Stat(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("plain Parquet write: %w", err)
 	}
 	db.results = append(db.results, destResult{result: r, held: info.Size(), heldWhat: "the one Parquet file"})
 	return nil

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -76,8 +77,10 @@ func (db *destBench) eachJSONRow(put func([]byte) error) (int64, error) {
 		}
 		n++
 	}
-	_, err = rr.Close()
-	return n, err
+	if _, err := rr.Close(); err != nil {
+		return n, fmt.Errorf("read the source's rows as JSON: %w", err)
+	}
+	return n, nil
 }
 
 func (db *destBench) runJSONLWrite() error {
@@ -92,7 +95,9 @@ func (db *destBench) runJSONLWrite() error {
 			defer f.Close()
 			w := bufio.NewWriterSize(f, 1<<20)
 			n, err := db.eachJSONRow(func(row []byte) error {
-				w.Write(row)
+				if _, err := w.Write(row); err != nil {
+					return err
+				}
 				return w.WriteByte('\n')
 			})
 			if err == nil {
@@ -117,23 +122,31 @@ func (db *destBench) runJSONLWrite() error {
 func (db *destBench) runNATSPublish() error {
 	srv, err := natsserver.Start(db.ctx, natsserver.Options{})
 	if err != nil {
-		return err
+		return fmt.Errorf("plain NATS publish: %w", err)
 	}
 	defer srv.Stop()
 	nc, err := nats.Connect(srv.URL())
 	if err != nil {
-		return err
+		return fmt.Errorf("plain NATS publish: %w", err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	var mu sync.Mutex
+	var failed error
+	// The destination's timeout; every ack's error counts.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(time.Minute),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			failed = cmp.Or(failed, err)
+		}))
 	if err != nil {
-		return err
+		return fmt.Errorf("plain NATS publish: %w", err)
 	}
 	if _, err := js.CreateStream(db.ctx, jetstream.StreamConfig{Name: "pipe", Subjects: []string{"pipe.>"}, Storage: jetstream.FileStorage}); err != nil {
 		return fmt.Errorf("plain NATS publish: create the stream: %w", err)
 	}
 	r, err := db.timePipe("nats-publish", "plain JetStream publish", "dest-nats", srv.PID(),
-		"source rows as row_to_json, each published asynchronously to one subject of a file-storage stream, every ack awaited",
+		"source rows as row_to_json, each published asynchronously to one subject of a file-storage stream, every ack awaited and checked",
 		func() (int64, error) {
 			n, err := db.eachJSONRow(func(row []byte) error {
 				_, err := js.PublishAsync("pipe.t", slices.Clone(row)) // kept for a retry
@@ -144,10 +157,12 @@ func (db *destBench) runNATSPublish() error {
 			}
 			select {
 			case <-js.PublishAsyncComplete():
-				return n, nil
 			case <-db.ctx.Done():
 				return n, db.ctx.Err()
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			return n, failed
 		})
 	if err != nil {
 		return err
@@ -176,12 +191,12 @@ func natsStreamHeld(ctx context.Context, js jetstream.JetStream, name string) (i
 func (db *destBench) runKafkaProduce() error {
 	c, err := kafkatest.Start(db.ctx, kafkaPartitions)
 	if err != nil {
-		return err
+		return fmt.Errorf("plain Kafka produce: %w", err)
 	}
 	defer c.Stop()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.DefaultProduceTopic("pipe"))
 	if err != nil {
-		return err
+		return fmt.Errorf("plain Kafka produce: %w", err)
 	}
 	defer cl.Close()
 	if _, err := kadm.NewClient(cl).CreateTopic(db.ctx, kafkaPartitions, -1, nil, "pipe"); err != nil {

@@ -75,7 +75,10 @@ func (db *destBench) timePipe(key, name, like string, pid int, note string, copy
 	r, err := timeRun(r, db.hwm, func() cpuTimes { return readCPUOf(db.sv.src.PID(), pid) }, func() (time.Duration, error) {
 		start := time.Now()
 		n, err := copyRows()
-		if err == nil && n != db.src.rows {
+		switch {
+		case err != nil:
+			err = fmt.Errorf("%s: %w", name, err)
+		case n != db.src.rows:
 			err = fmt.Errorf("%s: copied %d rows, want %d", name, n, db.src.rows)
 		}
 		return time.Since(start), err

@@ -39,6 +39,16 @@ func TestRowHead(t *testing.T) {
 		if got := h.Frame + len(after) - len("left over"); got != len(m.Value) {
 			t.Errorf("Frame + row = %d bytes, Row's event %d: %s", got, len(m.Value), m.Value)
 		}
+		var ev struct {
+			Source json.RawMessage `json:"source"`
+			TsMs   int64           `json:"ts_ms"`
+		}
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Source) != string(h.Source) || ev.TsMs != h.TsMs {
+			t.Errorf("head source %s at %d, Row's event %s at %d", h.Source, h.TsMs, ev.Source, ev.TsMs)
+		}
 	}
 	bad := change.Row{change.Text("seven"), change.Text("A"), change.Null, change.Text("a@x")}
 	if _, err := enc.Row(tbl, bad, o); err == nil {
