@@ -77,17 +77,11 @@ func (cc countedConn) Write(b []byte) (int, error) {
 	return cc.Conn.Write(b)
 }
 
-// TestBatchRoundTrips: a batch of live changes, fenced and with its
-// checkpoint, costs one round trip to the destination (its transaction
-// opens with the first and commits with the last); one whose BeforeCommit
-// must run between its writes and its commit, two; a chunk into an empty
-// range three (the range read, the COPY, the commit). A destination far
-// away pays each on every batch.
-func TestBatchRoundTrips(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
+// openCounted opens a sink on a new database whose connection counts
+// its round trips.
+func openCounted(t *testing.T) (*Sink, *waitCounter) {
+	t.Helper()
 	s := open(t, newDB(t))
-	defer s.Close()
 	counter := &waitCounter{}
 	dial := s.cfg.DialFunc
 	s.cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -97,7 +91,21 @@ func TestBatchRoundTrips(t *testing.T) {
 		}
 		return countedConn{conn, counter}, nil
 	}
-	s.conn.Close(ctx) // the next batch reconnects through the counter
+	s.conn.Close(t.Context()) // the next batch reconnects through the counter
+	return s, counter
+}
+
+// TestBatchRoundTrips: a batch of live changes, fenced and with its
+// checkpoint, costs one round trip to the destination (its transaction
+// opens with the first and commits with the last); one whose BeforeCommit
+// must run between its writes and its commit, two; a chunk into an empty
+// range three (the range read, the COPY, the commit). A destination far
+// away pays each on every batch.
+func TestBatchRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, counter := openCounted(t)
+	defer s.Close()
 	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "rt"}, Key: []int{0}, Columns: []change.Column{
 		{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23},
 		{Name: "v", Type: "text", TypeOID: 25, BaseOID: 25, Collation: "C"},

@@ -95,12 +95,7 @@ func TestStagingTablesBounded(t *testing.T) {
 	if err := s.Apply(t.Context(), bad); err == nil {
 		t.Fatal("a chunk with a non-integer key was applied")
 	}
-	var recorded []string
-	for _, id := range s.staging.order {
-		recorded = append(recorded, stagingName(id))
-	}
-	slices.Sort(recorded)
-	if held := stagingNames(t, conn); !slices.Equal(held, recorded) {
+	if held, recorded := stagingNames(t, conn), recordedStaging(s); !slices.Equal(held, recorded) {
 		t.Errorf("after a rolled-back batch the session holds staging tables %q, the sink records %q", held, recorded)
 	}
 	for _, tbl := range tables[:maxStaging+2] {
@@ -111,6 +106,16 @@ func TestStagingTablesBounded(t *testing.T) {
 	if n := staging(); n != maxStaging {
 		t.Errorf("%d staging tables on the session after the rollback, want %d", n, maxStaging)
 	}
+}
+
+// recordedStaging are the staging tables the sink records, sorted.
+func recordedStaging(s *Sink) []string {
+	var names []string
+	for _, id := range s.staging.order {
+		names = append(names, stagingName(id))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // stagingNames are the staging tables of every temporary schema, sorted,
