@@ -33,10 +33,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// what the chunk changes (sink.ChangeReporter).
 	var old []change.Row
 	if ch.Changed != nil {
-		if err := p.flush(ctx); err != nil {
-			return err
-		}
-		if old, err = s.readRange(ctx, ch.Table, ch.Low, ch.High); err != nil {
+		if old, err = s.readRangeIn(ctx, p, ts, ch.Low, ch.High); err != nil {
 			return err
 		}
 		ch.NoteChanges(old)
@@ -167,10 +164,15 @@ func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old [
 	if err != nil {
 		return nil, err
 	}
-	// In the pipeline: with the transaction's start, the fence check and
-	// the range's probe, one round trip.
+	return s.readRangeIn(ctx, p, ts, ch.Low, ch.High)
+}
+
+// readRangeIn reads the rows of ts with key in (low, high] in p's
+// transaction, in p's next round trip: with the transaction's start and
+// the fence check when it is the first.
+func (s *Sink) readRangeIn(ctx context.Context, p *pipeline, ts *tableSQL, low, high change.Key) ([]change.Row, error) {
 	var rows []change.Row
-	err = p.queueRows(ctx, ts.selectRangeSQL(ch.Low != nil, ch.High != nil), append(keyArgs(ch.Low), keyArgs(ch.High)...),
+	err := p.queueRows(ctx, ts.selectRangeSQL(low != nil, high != nil), append(keyArgs(low), keyArgs(high)...),
 		"read the range of "+ts.id.String(), nil, func(vals [][]byte) { rows = append(rows, textRow(vals)) })
 	if err != nil {
 		return nil, err
