@@ -121,6 +121,11 @@ type Value struct {
 	// Unchanged marks a TOASTed column an UPDATE did not touch: the change
 	// carries no value for it, and the previous value must be kept.
 	Unchanged bool
+	// Binary marks Text as the value in PostgreSQL's binary form, not
+	// text: a backfill chunk read for a destination that takes it
+	// (sink.BinaryChunks) carries its non-key values so, and nothing else
+	// does (see internal/pgbinary).
+	Binary bool
 }
 
 // Text returns a non-null value.

@@ -250,6 +250,16 @@ type Chunk struct {
 	Changed *Changes
 }
 
+// BinaryChunks is a destination that takes chunk rows whose non-key values
+// are in a PostgreSQL source's binary form (change.Value.Binary; see
+// internal/pgbinary). Its other ops, and chunks in text, it takes as any
+// destination does.
+type BinaryChunks interface {
+	// TakesBinary reports whether chunks of t may carry binary values. It
+	// is called from any goroutine.
+	TakesBinary(t *change.Table) bool
+}
+
 // Origin is what an event destination writes in the source block of an
 // operation's events: its transaction's position, id and commit time,
 // or, for a chunk's rows (no transaction), the batch's position at time

@@ -216,6 +216,12 @@ type ReadOptions struct {
 	// Columns names the non-key columns to read (nil: all). The others
 	// come back Unchanged, so that writing the row keeps them.
 	Columns []string
+	// Binary asks for the non-key values in the source's binary form
+	// (change.Value.Binary), for a destination that takes them
+	// (sink.BinaryChunks). A source may read text anyway: only a
+	// PostgreSQL source reads binary, and only all columns of a table
+	// pgbinary.TableOK accepts, without Columns.
+	Binary bool
 }
 
 // TableSize is what the source says of a table before a backfill reads it.

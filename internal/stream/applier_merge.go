@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
+	"github.com/tidemark/tidemark/internal/pgbinary"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -105,6 +106,12 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{Err: errors.New(a.schema.stopped[pc.table.ID])})
 		return nil
 	}
+	if retypedBinary(pc.read, shape) {
+		// A widened column's binary values are in the old type's form,
+		// which the new one does not read: the chunk is read again.
+		a.finish(pc, ChunkResult{Retry: true, Reason: "a column read in binary changed type"})
+		return nil
+	}
 	pc.table = shape
 	t := pc.table
 	high := pc.upto
@@ -197,4 +204,19 @@ func (a *applier) classify(ctx context.Context, t *change.Table, window []change
 		seen[k.Encode()] = in[i]
 	}
 	return func(k change.Key) bool { return seen[k.Encode()] }, nil
+}
+
+// retypedBinary reports whether a chunk read in binary values lands in a
+// shape where a column it read has another type.
+func retypedBinary(read ChunkRead, to *change.Table) bool {
+	from := read.Table
+	if from == nil || from == to || !pgbinary.HasBinary(read.Rows) {
+		return false
+	}
+	for _, c := range to.Columns {
+		if j := matchColumn(from, c); j >= 0 && from.Columns[j].TypeOID != c.TypeOID {
+			return true
+		}
+	}
+	return false
 }

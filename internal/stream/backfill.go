@@ -71,6 +71,17 @@ type runtime struct {
 	// prepare streams a table the stream does not stream, before its
 	// backfill starts (nil: such a backfill fails).
 	prepare func(context.Context, change.TableID) (*change.Table, error)
+	// binary says whether the destination takes a table's chunk values in
+	// the source's binary form (sink.BinaryChunks; nil: never).
+	binary func(*change.Table) bool
+}
+
+// binaryRead says whether a chunk of t read with scope may ask for binary
+// values: the destination takes them for t, and the chunk writes whole
+// rows that nothing but the destination reads (no column subset, no dates
+// noted from its rows for lineage).
+func (rt *runtime) binaryRead(t *change.Table, scope chunkSpec) bool {
+	return rt.binary != nil && scope.Columns == nil && len(rt.applier.cfg.DateColumns[t.ID]) == 0 && rt.binary(t)
 }
 
 // backfills owns the object statuses of one stream: the queue of pending

@@ -481,6 +481,9 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 		prepare: func(ctx context.Context, id change.TableID) (*change.Table, error) {
 			return s.activate(ctx, src, app, id)
 		}}
+	if bc, ok := snk.(sink.BinaryChunks); ok {
+		rt.binary = bc.TakesBinary
+	}
 	// Every goroutine is done before the caller closes the source and sink.
 	defer func() {
 		cancel()

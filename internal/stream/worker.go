@@ -102,6 +102,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			size = min(size, c.ceiling)
 		}
 		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
+		spec.Binary = rt.binaryRead(r.table, spec)
 		read, err := rt.src.ReadChunk(ctx, r.table, spec)
 		if err != nil {
 			rt.applier.abandon(pc)

@@ -48,6 +48,9 @@ func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
 // and the retry succeeds once the other has caught up.
 func rejected(err error) bool {
 	var pgErr *pgconn.PgError
+	if errors.Is(err, errBinaryRefused) {
+		return true
+	}
 	if sink.IsBeforeCommit(err) || !errors.As(err, &pgErr) || pgErr.Code == foreignKeyViolation {
 		return false
 	}

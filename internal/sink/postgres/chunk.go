@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgbinary"
 	"github.com/tidemark/tidemark/internal/sink"
 )
 
@@ -29,11 +30,22 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		}
 	}
 	ch.Removed, ch.Skipped = 0, 0
+	// Binary values need the destination's column types checked in this
+	// transaction first (binary.go); a text chunk's check learns them.
+	binary := pgbinary.HasBinary(ch.Rows)
+	if binary && (ch.Changed != nil || ch.UpdateOnly) {
+		return errors.New("a chunk noting changes or writing some columns carries binary values")
+	}
+	tc, err := s.queueTypeCheck(ctx, p, ts, ch, binary)
+	if err != nil {
+		return err
+	}
+	defer s.noteTypes(tc)
 	// A tracked chunk's range is read first, in this transaction, to tell
 	// what the chunk changes (sink.ChangeReporter).
 	var old []change.Row
 	if ch.Changed != nil {
-		if old, err = s.readRangeIn(ctx, p, ts, ch.Low, ch.High); err != nil {
+		if old, err = s.readRangeIn(ctx, p, ts, ch.Low, ch.High, nil); err != nil {
 			return err
 		}
 		ch.NoteChanges(old)
@@ -44,7 +56,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
 	if !ch.Keep && !hasUnchanged(ch.Rows) {
-		if done, err := s.applyAgainstRange(ctx, p, ts, ch, old); err != nil || done {
+		if done, err := s.applyAgainstRange(ctx, p, ts, ch, old, tc); err != nil || done {
 			return err
 		}
 	}
@@ -58,7 +70,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	var partial []change.Row
 	if len(ch.Rows) > 0 {
 		var done bool
-		if done, partial, err = s.copyRows(ctx, p, ts, ch, bounds, staged); err != nil || done {
+		if done, partial, err = s.copyRows(ctx, p, ts, ch, bounds, staged, tc); err != nil || done {
 			return err
 		}
 	}
@@ -79,8 +91,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		if err := p.queue(ctx, ts.tmpDeleteSQL(), keyArgs(ch.Table.RowKey(r)), "unstage partial row"+of); err != nil {
 			return err
 		}
-		sql, args := upsertStmt(ts, r, nil)
-		if err := p.queue(ctx, sql, args, "upsert partial row"+of); err != nil {
+		if err := queueUpsert(ctx, p, ts, r, "upsert partial row"+of); err != nil {
 			return err
 		}
 	}
@@ -90,9 +101,15 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 // copyRows COPYs the chunk's rows: straight into the table when its range
 // holds no row (a first backfill: nothing to delete or merge; done is true
 // then), else into the staging table. It returns the rows carrying
-// Unchanged values, which are staged with NULL in their place.
-func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, bounds [][]byte, staged map[change.TableID]bool) (done bool, partial []change.Row, err error) {
-	data, partial, err := copyData(ts, ch.Rows)
+// Unchanged values or binary values among text ones, which are staged
+// with NULL in their place.
+func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, bounds [][]byte, staged map[change.TableID]bool, tc *typeCheck) (done bool, partial []change.Row, err error) {
+	binData, text, mixed, err := splitBinary(ts, ch.Table, ch.Rows)
+	if err != nil {
+		return false, nil, err
+	}
+	rest := append(text, mixed...)
+	data, partial, err := copyData(ts, rest)
 	if err != nil {
 		return false, nil, err
 	}
@@ -122,8 +139,20 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 	} else {
 		staged[ts.id] = true
 	}
-	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(into)); err != nil {
-		return false, nil, fmt.Errorf("copy rows: %w", err)
+	if binData != nil || len(mixed) > 0 {
+		if err := s.verdict(tc); err != nil {
+			return false, nil, err
+		}
+	}
+	if binData != nil {
+		if err := s.copyBinary(ctx, ts, binData, into); err != nil {
+			return false, nil, err
+		}
+	}
+	if len(rest) > 0 {
+		if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(into)); err != nil {
+			return false, nil, fmt.Errorf("copy rows: %w", err)
+		}
 	}
 	return empty, partial, nil
 }
@@ -131,13 +160,18 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 // applyAgainstRange writes a chunk against its range's rows: straight in
 // when the range is empty (a first backfill), else only what differs
 // (applyChunkDiff); done is false when the set-based path is to follow.
-func (s *Sink) applyAgainstRange(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, old []change.Row) (bool, error) {
+func (s *Sink) applyAgainstRange(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, old []change.Row, tc *typeCheck) (bool, error) {
 	existing, err := s.rangeRows(ctx, p, ch, old)
 	if err != nil {
 		return false, err
 	}
+	if pgbinary.HasBinary(ch.Rows) {
+		if err := s.verdict(tc); err != nil {
+			return false, err
+		}
+	}
 	if len(existing) == 0 {
-		return true, s.copyInto(ctx, p, ts, ch.Rows)
+		return true, s.copyNew(ctx, p, ts, ch.Table, ch.Rows)
 	}
 	return s.applyChunkDiff(ctx, p, ts, ch, existing)
 }
@@ -155,7 +189,8 @@ func hasUnchanged(rows []change.Row) bool {
 }
 
 // rangeRows is the destination's rows of the chunk's range, read in this
-// transaction (old, when a tracked chunk read them already).
+// transaction (old, when a tracked chunk read them already); in the
+// chunk's form, its non-key values binary when it carries binary ones.
 func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old []change.Row) ([]change.Row, error) {
 	if ch.Changed != nil {
 		return old, nil
@@ -164,16 +199,21 @@ func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old [
 	if err != nil {
 		return nil, err
 	}
-	return s.readRangeIn(ctx, p, ts, ch.Low, ch.High)
+	var formats []int16
+	if pgbinary.HasBinary(ch.Rows) {
+		formats = pgbinary.ResultFormats(ch.Table)
+	}
+	return s.readRangeIn(ctx, p, ts, ch.Low, ch.High, formats)
 }
 
 // readRangeIn reads the rows of ts with key in (low, high] in p's
 // transaction, in p's next round trip: with the transaction's start and
-// the fence check when it is the first.
-func (s *Sink) readRangeIn(ctx context.Context, p *pipeline, ts *tableSQL, low, high change.Key) ([]change.Row, error) {
+// the fence check when it is the first. formats are the results' (nil:
+// all text).
+func (s *Sink) readRangeIn(ctx context.Context, p *pipeline, ts *tableSQL, low, high change.Key, formats []int16) ([]change.Row, error) {
 	var rows []change.Row
-	err := p.queueRows(ctx, ts.selectRangeSQL(low != nil, high != nil), append(keyArgs(low), keyArgs(high)...),
-		"read the range of "+ts.id.String(), nil, func(vals [][]byte) { rows = append(rows, textRow(vals)) })
+	err := p.queueFormatted(ctx, ts.selectRangeSQL(low != nil, high != nil), append(keyArgs(low), keyArgs(high)...), nil, formats,
+		step{what: "read the range of " + ts.id.String(), rows: func(vals [][]byte) { rows = append(rows, pgbinary.Row(vals, formats)) }})
 	if err != nil {
 		return nil, err
 	}
@@ -183,27 +223,46 @@ func (s *Sink) readRangeIn(ctx context.Context, p *pipeline, ts *tableSQL, low, 
 	return rows, nil
 }
 
-// copyInto COPYs rows without Unchanged values straight into the table,
-// whose range this transaction found empty.
-func (s *Sink) copyInto(ctx context.Context, p *pipeline, ts *tableSQL, rows []change.Row) error {
+// copyNew writes rows without Unchanged values that the table lacks (this
+// transaction read their range): binary rows by a binary COPY, text rows
+// by a text COPY, each straight into the table, and rows mixing binary
+// values with text ones by upserts. A COPY's error is returned as it is
+// (wrapped), so that a caller may tell a duplicate key.
+func (s *Sink) copyNew(ctx context.Context, p *pipeline, ts *tableSQL, t *change.Table, rows []change.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	data, _, err := copyData(ts, rows)
+	binData, text, mixed, err := splitBinary(ts, t, rows)
 	if err != nil {
 		return err
 	}
 	if err := p.flush(ctx); err != nil {
 		return err
 	}
-	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name)); err != nil {
-		return fmt.Errorf("copy rows of %s: %w", ts.id, err)
+	if binData != nil {
+		if err := s.copyBinary(ctx, ts, binData, ts.name); err != nil {
+			return err
+		}
+	}
+	if len(text) > 0 {
+		data, _, err := copyData(ts, text)
+		if err != nil {
+			return err
+		}
+		if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name)); err != nil {
+			return fmt.Errorf("copy rows of %s: %w", ts.id, err)
+		}
+	}
+	for _, r := range mixed {
+		if err := queueUpsert(ctx, p, ts, r, "upsert row of "+ts.id.String()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // copyData renders rows in COPY's text format. It also returns the rows
-// carrying Unchanged values, staged with NULL in their place.
+// carrying Unchanged or binary values, staged with NULL in their place.
 func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {
 	var partial []change.Row
 	size := 0
@@ -222,7 +281,7 @@ func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {
 			if i > 0 {
 				buf = append(buf, '\t')
 			}
-			isPartial = isPartial || v.Unchanged
+			isPartial = isPartial || v.Unchanged || v.Binary
 			buf = appendCopyValue(buf, v)
 		}
 		buf = append(buf, '\n')
@@ -237,7 +296,7 @@ func copyData(ts *tableSQL, rows []change.Row) ([]byte, []change.Row, error) {
 // backslash, tab, newline and carriage return are backslash-escaped (the
 // rest, including every other byte of UTF-8 text, goes through as is).
 func appendCopyValue(buf []byte, v change.Value) []byte {
-	if v.Null || v.Unchanged {
+	if v.Null || v.Unchanged || v.Binary {
 		return append(buf, '\\', 'N')
 	}
 	s := v.Text
@@ -312,8 +371,7 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	}
 	of := " of " + ts.id.String()
 	for _, r := range changed {
-		sql, args := upsertStmt(ts, r, nil)
-		if err := p.queue(ctx, sql, args, "upsert changed row"+of); err != nil {
+		if err := queueUpsert(ctx, p, ts, r, "upsert changed row"+of); err != nil {
 			return false, err
 		}
 	}
@@ -326,10 +384,6 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	if len(absent) == 0 {
 		return true, nil
 	}
-	data, _, err := copyData(ts, absent)
-	if err != nil {
-		return false, err
-	}
 	// Under a savepoint: should a row the read missed be there after all
 	// (another writer, a key the destination compares otherwise), the
 	// COPY's duplicate key undoes only it, and the set-based path, which
@@ -337,10 +391,10 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	if err := p.queue(ctx, "SAVEPOINT absent_rows", nil, "savepoint"+of); err != nil {
 		return false, err
 	}
-	if err := p.flush(ctx); err != nil {
-		return false, err
+	err := s.copyNew(ctx, p, ts, ch.Table, absent)
+	if err == nil {
+		err = p.flush(ctx) // the upserts of mixed rows, if any, under the savepoint too
 	}
-	_, err = s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(ts.name))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		if err := p.queue(ctx, "ROLLBACK TO SAVEPOINT absent_rows", nil, "roll back absent rows"+of); err != nil {
@@ -349,7 +403,7 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 		return false, p.flush(ctx) // before the next statement is prepared
 	}
 	if err != nil {
-		return false, fmt.Errorf("copy absent rows%s: %w", of, err)
+		return false, fmt.Errorf("write absent rows%s: %w", of, err)
 	}
 	return true, nil
 }
@@ -359,7 +413,7 @@ func sameRow(a, b change.Row) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Null != b[i].Null || a[i].Text != b[i].Text {
+		if a[i].Null != b[i].Null || a[i].Binary != b[i].Binary || a[i].Text != b[i].Text {
 			return false
 		}
 	}

@@ -47,17 +47,30 @@ func (p *pipeline) queueRows(ctx context.Context, sql string, args [][]byte, wha
 
 // queueStep queues a prepared statement with what the pipeline keeps of it.
 func (p *pipeline) queueStep(ctx context.Context, sql string, args [][]byte, st step) error {
+	return p.queueFormatted(ctx, sql, args, nil, nil, st) // all parameters and results in text
+}
+
+// queueFormatted queues a prepared statement whose parameters and results
+// are in the formats given, by position (nil: all text; see
+// pgbinary.ResultFormats).
+func (p *pipeline) queueFormatted(ctx context.Context, sql string, args [][]byte, params, results []int16, st step) error {
 	name, err := p.s.prepare(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("%s: %w", st.what, err)
 	}
-	// nil formats: all parameters and results in text.
-	p.batch.ExecPrepared(name, args, nil, nil)
+	p.batch.ExecPrepared(name, args, params, results)
 	p.steps = append(p.steps, st)
 	if len(p.steps) >= maxPipeline {
 		return p.flush(ctx)
 	}
 	return nil
+}
+
+// queueUnprepared queues a statement without parameters that is not
+// prepared: one of its own per table would cost a round trip to prepare.
+func (p *pipeline) queueUnprepared(sql, what string) {
+	p.batch.ExecParams(sql, nil, nil, nil, nil)
+	p.steps = append(p.steps, step{what: what})
 }
 
 // begin queues the transaction's start, so it costs no round trip of its own.

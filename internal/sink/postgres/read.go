@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgbinary"
 	"github.com/tidemark/tidemark/internal/pgsum"
 	"github.com/tidemark/tidemark/internal/sink"
 )
@@ -132,17 +133,7 @@ func textRows(rr *pgconn.ResultReader, rows []change.Row) ([]change.Row, error) 
 }
 
 // textRow is a row of text results, copied out of the reader's buffer.
-func textRow(vals [][]byte) change.Row {
-	row := make(change.Row, len(vals))
-	for i, v := range vals {
-		if v == nil {
-			row[i] = change.Null
-		} else {
-			row[i] = change.Text(string(v))
-		}
-	}
-	return row
-}
+func textRow(vals [][]byte) change.Row { return pgbinary.Row(vals, nil) }
 
 // maxSnapshotSums bounds the connections that sum ranges in snapshots
 // (SumLater): a verify that trails a load has one range's sum outstanding

@@ -45,7 +45,10 @@ type Sink struct {
 	staging stagingTables     // staging tables on this connection
 	tables  *sink.ShapeCache[*tableSQL]
 	omit    *sink.Omitter // the generated columns the destination computes
-	fence   fence         // the stream's owner epoch every batch checks (fence.go)
+	// destTypes are the destination's column types as chunks last saw
+	// them: binary values need the source's (binary.go).
+	destTypes destTypes
+	fence     fence // the stream's owner epoch every batch checks (fence.go)
 	// resolved caches the destination types that source types resolved
 	// to (resolveType).
 	resolved map[resolveKey]string

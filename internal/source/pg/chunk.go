@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgbinary"
 	"github.com/tidemark/tidemark/internal/rowfilter"
 	"github.com/tidemark/tidemark/internal/source"
 )
@@ -53,13 +54,14 @@ func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions
 	if err != nil {
 		return Chunk{}, err
 	}
-	rr := tx.pgConn().ExecParams(ctx, sql, params, nil, nil, nil)
+	formats := binaryFormats(t, opt)
+	rr := tx.pgConn().ExecParams(ctx, sql, params, nil, nil, formats)
 	if opt.Limit > 0 {
 		chunk.Rows = make([]change.Row, 0, opt.Limit)
 	}
 	var scratch []byte
 	for rr.NextRow() {
-		row, n := textRow(rr.Values(), len(t.Columns), picked, &scratch)
+		row, n := textRow(rr.Values(), len(t.Columns), picked, formats, &scratch)
 		chunk.Rows = append(chunk.Rows, row)
 		chunk.Bytes += n
 	}
@@ -107,11 +109,21 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) 
 	return chunk, nil
 }
 
+// binaryFormats are the result formats of a chunk read that asks for
+// binary values and may have them (pgbinary.TableOK): text (0) for the key
+// columns, binary (1) for the others; nil (all text) otherwise.
+func binaryFormats(t *change.Table, opt ReadOptions) []int16 {
+	if !opt.Binary || opt.Columns != nil || !pgbinary.TableOK(t) {
+		return nil
+	}
+	return pgbinary.ResultFormats(t)
+}
+
 // textRow turns one result row into a table row of width columns, its
-// values placed by picked (nil: in order; the others Unchanged), and counts
-// its bytes. One string per row, gathered in scratch: the values are slices
-// of it.
-func textRow(raw [][]byte, width int, picked []int, scratch *[]byte) (change.Row, int64) {
+// values placed by picked (nil: in order; the others Unchanged) and marked
+// Binary where formats says so (nil: all text), and counts its bytes. One
+// string per row, gathered in scratch: the values are slices of it.
+func textRow(raw [][]byte, width int, picked []int, formats []int16, scratch *[]byte) (change.Row, int64) {
 	all := (*scratch)[:0]
 	for _, v := range raw {
 		all = append(all, v...)
@@ -134,7 +146,7 @@ func textRow(raw [][]byte, width int, picked []int, scratch *[]byte) (change.Row
 			row[j] = change.Null
 			continue
 		}
-		row[j] = change.Text(str[off : off+len(v)])
+		row[j] = change.Value{Text: str[off : off+len(v)], Binary: formats != nil && formats[j] == 1}
 		off += len(v)
 	}
 	return row, int64(size)

@@ -1,0 +1,255 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pgbinary"
+	"github.com/tidemark/tidemark/internal/sink"
+)
+
+// binaryTable is a table of every kind of value a binary chunk carries;
+// the source's copy of it is src.t, the destination's public.t.
+func binaryTable() *change.Table {
+	c := func(name, typ string, oid uint32) change.Column {
+		return change.Column{Name: name, Type: typ, TypeOID: oid, BaseOID: oid}
+	}
+	return &change.Table{
+		ID: change.TableID{Schema: "public", Name: "t"},
+		Columns: []change.Column{
+			c("id", "bigint", 20), c("k", "uuid", 2950), c("amount", "numeric(12,2)", 1700), c("f", "double precision", 701),
+			c("at", "timestamp with time zone", 1184), c("local", "timestamp without time zone", 1114), c("d", "date", 1082),
+			c("span", "interval", 1186), c("doc", "jsonb", 3802), c("tags", "text[]", 1009), c("note", "text", 25),
+			c("ok", "boolean", 16), c("raw", "bytea", 17),
+		},
+		Key: []int{0, 1},
+	}
+}
+
+const binarySource = `CREATE SCHEMA src;
+CREATE TABLE src.t (id bigint, k uuid, amount numeric(12,2), f double precision, at timestamptz, local timestamp,
+	d date, span interval, doc jsonb, tags text[], note text, ok boolean, raw bytea, PRIMARY KEY (id, k));
+INSERT INTO src.t SELECT g, md5(g::text)::uuid, g * 1.5, g / 3.0, timestamptz '2024-01-01 00:00:00.123456+00' + g * interval '17 seconds',
+	timestamp '1999-12-31 23:59:59' - g * interval '1 day', date '0044-03-15 BC' + g, g * interval '1 minute 1.5 seconds',
+	jsonb_build_object('g', g, 'a', ARRAY[g, -g], 's', E'tab\there'), ARRAY['x' || g, NULL, E'q"\\'], E'line\nbreak ' || g,
+	g % 2 = 0, decode(md5(g::text), 'hex') FROM generate_series(1, 300) AS g;
+INSERT INTO src.t VALUES (0, '00000000-0000-0000-0000-000000000000', NULL, 'NaN', 'infinity', '-infinity', 'infinity', NULL,
+	'null', '{}', '', NULL, '\x');`
+
+// readSource reads src.t's rows with key in (after, ...] as a PostgreSQL
+// source reads a chunk, in binary when binary is set.
+func readSource(t *testing.T, conn *pgx.Conn, tbl *change.Table, binary bool) []change.Row {
+	t.Helper()
+	var formats []int16
+	if binary {
+		formats = pgbinary.ResultFormats(tbl)
+	}
+	rr := conn.PgConn().ExecParams(t.Context(), "SELECT * FROM src.t ORDER BY id, k", nil, nil, nil, formats)
+	var rows []change.Row
+	for rr.NextRow() {
+		rows = append(rows, pgbinary.Row(rr.Values(), formats))
+	}
+	if _, err := rr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// sameTables fails the test unless public.t holds src.t's rows.
+func sameTables(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	src := query(t, conn, "SELECT whole::text FROM src.t AS whole ORDER BY id, k")
+	dst := query(t, conn, "SELECT whole::text FROM public.t AS whole ORDER BY id, k")
+	if strings.Join(src, "\n") != strings.Join(dst, "\n") {
+		t.Fatalf("destination differs from the source:\nsource %d rows, first %q\ndestination %d rows, first %q", len(src), src[:min(2, len(src))], len(dst), dst[:min(2, len(dst))])
+	}
+}
+
+// binarySetup opens a sink on a database of the test's own holding
+// src.t (binarySource), with public.t made for binaryTable.
+func binarySetup(t *testing.T) (*Sink, *pgx.Conn, *change.Table) {
+	t.Helper()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	t.Cleanup(func() { s.Close() })
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(t.Context(), binarySource); err != nil {
+		t.Fatal(err)
+	}
+	tbl := binaryTable()
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	return s, conn, tbl
+}
+
+// learnTypes applies the first row of src.t as a text chunk, which
+// teaches the sink the destination's types, and returns src.t read in
+// binary.
+func learnTypes(t *testing.T, s *Sink, conn *pgx.Conn, tbl *change.Table) []change.Row {
+	t.Helper()
+	text := readSource(t, conn, tbl, false)
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, High: tbl.RowKey(text[0]), Rows: text[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	return readSource(t, conn, tbl, true)
+}
+
+func applyChunk(t *testing.T, s *Sink, ch *sink.Chunk) error {
+	t.Helper()
+	return s.Apply(t.Context(), &sink.Batch{Stream: "s", Ops: []sink.Op{{Chunk: ch}}})
+}
+
+// TestBinaryChunks writes chunks read in binary, on each of the sink's
+// paths: into an empty range, over identical rows (nothing written), with
+// a few rows changed (upserts), with most changed (the staging table), with
+// a row mixing binary and text values, and a filtered chunk.
+func TestBinaryChunks(t *testing.T) {
+	t.Parallel()
+	s, conn, tbl := binarySetup(t)
+	if s.TakesBinary(tbl) {
+		t.Fatal("TakesBinary before any chunk saw the destination's types")
+	}
+	// A text chunk of the first rows learns the types.
+	text := readSource(t, conn, tbl, false)
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, High: tbl.RowKey(text[9]), Rows: text[:10]}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.TakesBinary(tbl) {
+		t.Fatal("TakesBinary false after a chunk saw the source's types")
+	}
+
+	rows := readSource(t, conn, tbl, true)
+	if !pgbinary.HasBinary(rows) || rows[1][2].Text == text[1][2].Text {
+		t.Fatal("the binary read gave text")
+	}
+	xmins := func() []string { return query(t, conn, "SELECT xmin::text FROM public.t ORDER BY id, k") }
+	// Ten rows there, identical; the rest absent.
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: rows}); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, conn)
+	before := xmins()
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: rows}); err != nil {
+		t.Fatal(err)
+	}
+	if after := xmins(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Error("a binary chunk of identical rows rewrote rows")
+	}
+
+	// A few rows changed, then most: upserts, then the staging table.
+	for _, changed := range []string{"id % 100 = 7", "id % 10 <> 0"} {
+		if _, err := conn.Exec(t.Context(), "UPDATE src.t SET amount = amount + 1, at = at + interval '1 microsecond', tags = tags || 'new'::text WHERE "+changed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), "DELETE FROM src.t WHERE id = (SELECT max(id) FROM src.t)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: readSource(t, conn, tbl, true)}); err != nil {
+			t.Fatal(err)
+		}
+		sameTables(t, conn)
+	}
+
+	// A window's update that kept a binary value: one row mixes both.
+	rows = readSource(t, conn, tbl, true)
+	if _, err := conn.Exec(t.Context(), "UPDATE src.t SET note = 'from the window' WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	rows[5][10] = change.Text("from the window")
+	if _, err := conn.Exec(t.Context(), "DELETE FROM public.t WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: rows}); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, conn)
+
+	// A filtered chunk (Keep) goes through the staging table.
+	if _, err := conn.Exec(t.Context(), "UPDATE src.t SET ok = NOT ok WHERE id < 50"); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: readSource(t, conn, tbl, true), Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, conn)
+}
+
+// TestBinaryChunkIntoEmptyTable: a fresh destination table takes a binary
+// chunk straight in, binary COPY and all.
+func TestBinaryChunkIntoEmptyTable(t *testing.T) {
+	t.Parallel()
+	s, conn, tbl := binarySetup(t)
+	rows := learnTypes(t, s, conn, tbl)
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Low: tbl.RowKey(rows[0]), Rows: rows[1:]}); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, conn)
+}
+
+// TestBinaryTypesChanged: a destination column whose type changed after
+// the sink learnt the types refuses a binary chunk, as a rejection that
+// says why, writes nothing, and later chunks are read in text.
+func TestBinaryTypesChanged(t *testing.T) {
+	t.Parallel()
+	s, conn, tbl := binarySetup(t)
+	rows := learnTypes(t, s, conn, tbl)
+	// Both 8 bytes: read as the other type, a value would be wrong.
+	if _, err := conn.Exec(t.Context(), "ALTER TABLE public.t ALTER COLUMN at TYPE timestamp"); err != nil {
+		t.Fatal(err)
+	}
+	err := applyChunk(t, s, &sink.Chunk{Table: tbl, Low: tbl.RowKey(rows[0]), Rows: rows[1:]})
+	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "no longer has the source's type") {
+		t.Fatalf("binary chunk into a changed column: %v; want a rejection saying why", err)
+	}
+	if n := query(t, conn, "SELECT count(*)::text FROM public.t"); n[0] != "1" {
+		t.Errorf("the refused chunk wrote rows: %s in the table", n[0])
+	}
+	if s.TakesBinary(tbl) {
+		t.Error("TakesBinary still true after the check found another type")
+	}
+}
+
+// TestPassableArrays: an array type travels in binary exactly when its
+// element type does (an array's binary form names its element's oid).
+func TestPassableArrays(t *testing.T) {
+	t.Parallel()
+	conn, err := pgx.Connect(t.Context(), newDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), "SELECT a.oid, e.oid, a.typname FROM pg_type AS e JOIN pg_type AS a ON a.oid = e.typarray WHERE e.oid < 10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var oid, elem uint32
+		var name string
+		if err := rows.Scan(&oid, &elem, &name); err != nil {
+			t.Fatal(err)
+		}
+		if pgbinary.Passable(oid) != pgbinary.Passable(elem) {
+			t.Errorf("%s (oid %d): passable %v, its element %d %v", name, oid, pgbinary.Passable(oid), elem, pgbinary.Passable(elem))
+		}
+		if pgbinary.Passable(oid) {
+			n++
+		}
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if n != 20 {
+		t.Errorf("%d passable array types found, want 20", n)
+	}
+}

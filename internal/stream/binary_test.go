@@ -1,0 +1,40 @@
+package stream
+
+import (
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// TestBinaryChunkWidenedInFlight: columns widened on the source (integer
+// to bigint, real to double precision) while a chunk read in binary waits
+// to be merged. Its values are in the old types' binary forms, which the
+// widened destination columns do not read: the chunk is read again, and
+// the destination equals the source. (The table's first chunk is read in
+// text: it teaches the destination's types; the held fifth is binary.)
+func TestBinaryChunkWidenedInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: `
+		CREATE TABLE w (id int PRIMARY KEY, n int, r real, s varchar(10), at timestamptz);
+		INSERT INTO w SELECT g, g * 1000, g / 10.0, 's' || g, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 hour'
+			FROM generate_series(1, 1000) g;`})
+	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
+	e.start()
+	id := change.TableID{Schema: "public", Name: "w"}
+	gate := e.holdChunk(id, chunkRead, 5)
+	if _, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate.wait(e)
+	e.exec(`ALTER TABLE w ALTER COLUMN n TYPE bigint, ALTER COLUMN r TYPE double precision`)
+	e.exec(`UPDATE w SET n = 9223372036854775807, r = 0.1 WHERE id IN (3, 240, 998)`)
+	gate.open()
+	e.waitLoaded("w")
+	e.assertConverged("w")
+	e.schemaDestTypes("w", map[string]string{"n": "bigint", "r": "double precision"})
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "w"})
+	if err != nil || len(recs) != 1 || recs[0].Status != StatusCompleted || recs[0].Retries < 1 {
+		t.Fatalf("backfills of w: %+v %v; want one, completed, its held chunk read again", recs, err)
+	}
+}
