@@ -40,7 +40,6 @@ const (
 	timeOID        = 1083
 	timestampOID   = 1114
 	timestamptzOID = 1184
-	intervalOID    = 1186
 	timetzOID      = 1266
 	numericOID     = 1700
 	uuidOID        = 2950
@@ -49,18 +48,19 @@ const (
 
 // passable are the types whose values travel in binary form: built-in
 // scalar types whose binary form holds no server-local identifier (no oid,
-// no reg* type) and no locale-dependent scale (no money), and arrays of
-// them (an array's binary form names its element type's oid, built-in
-// too).
+// no reg* type), no locale-dependent scale (no money) and means the same
+// to every version (not interval: PostgreSQL 17 writes an infinite one as
+// extreme values that 16 takes as a finite interval), and arrays of them
+// (an array's binary form names its element type's oid, built-in too).
 var passable = map[uint32]bool{
 	boolOID: true, byteaOID: true, int8OID: true, int2OID: true, int4OID: true, textOID: true,
 	jsonOID: true, float4OID: true, float8OID: true, bpcharOID: true, varcharOID: true,
-	dateOID: true, timeOID: true, timestampOID: true, timestamptzOID: true, intervalOID: true,
+	dateOID: true, timeOID: true, timestampOID: true, timestamptzOID: true,
 	timetzOID: true, numericOID: true, uuidOID: true, jsonbOID: true,
 	// Their arrays.
 	1000: true, 1001: true, 1016: true, 1005: true, 1007: true, 1009: true, 199: true,
 	1021: true, 1022: true, 1014: true, 1015: true, 1182: true, 1183: true, 1115: true,
-	1185: true, 1187: true, 1270: true, 1231: true, 2951: true, 3807: true,
+	1185: true, 1270: true, 1231: true, 2951: true, 3807: true,
 }
 
 // Passable reports whether a column of the type oid travels in binary form

@@ -106,10 +106,11 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{Err: errors.New(a.schema.stopped[pc.table.ID])})
 		return nil
 	}
-	if retypedBinary(pc.read, shape) {
+	if reshapedBinary(pc.read, shape) {
 		// A widened column's binary values are in the old type's form,
-		// which the new one does not read: the chunk is read again.
-		a.finish(pc, ChunkResult{Retry: true, Reason: "a column read in binary changed type"})
+		// which the new one does not read; an added column would leave
+		// every row partial: the chunk is read again, in the new shape.
+		a.finish(pc, ChunkResult{Retry: true, Reason: "the shape of a chunk read in binary changed"})
 		return nil
 	}
 	pc.table = shape
@@ -206,15 +207,19 @@ func (a *applier) classify(ctx context.Context, t *change.Table, window []change
 	return func(k change.Key) bool { return seen[k.Encode()] }, nil
 }
 
-// retypedBinary reports whether a chunk read in binary values lands in a
-// shape where a column it read has another type.
-func retypedBinary(read ChunkRead, to *change.Table) bool {
+// reshapedBinary reports whether a chunk read in binary values lands in a
+// shape where a column it read has another type, a column it did not read
+// is added, or a column cannot travel in binary (pgbinary.TableOK).
+func reshapedBinary(read ChunkRead, to *change.Table) bool {
 	from := read.Table
 	if from == nil || from == to || !pgbinary.HasBinary(read.Rows) {
 		return false
 	}
+	if !pgbinary.TableOK(to) {
+		return true
+	}
 	for _, c := range to.Columns {
-		if j := matchColumn(from, c); j >= 0 && from.Columns[j].TypeOID != c.TypeOID {
+		if j := matchColumn(from, c); j < 0 || from.Columns[j].TypeOID != c.TypeOID {
 			return true
 		}
 	}

@@ -38,3 +38,33 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 		t.Fatalf("backfills of w: %+v %v; want one, completed, its held chunk read again", recs, err)
 	}
 }
+
+// TestReshapedBinary: a chunk read in binary is read again when its shape
+// changed under it in a way its values cannot follow.
+func TestReshapedBinary(t *testing.T) {
+	col := func(name string, num int16, oid uint32) change.Column {
+		return change.Column{Name: name, Num: num, TypeOID: oid, BaseOID: oid}
+	}
+	read := &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25)}, Key: []int{0}}
+	bin := []change.Row{{change.Text("1"), {Text: "\x00\x00\x00\x01", Binary: true}, {Text: "a", Binary: true}}}
+	text := []change.Row{{change.Text("1"), change.Text("1"), change.Text("a")}}
+	for _, tc := range []struct {
+		name string
+		to   *change.Table
+		rows []change.Row
+		want bool
+	}{
+		{"the same shape", read, bin, false},
+		{"an equal shape", &change.Table{Columns: read.Columns, Key: []int{0}}, bin, false},
+		{"a column widened", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 20), col("s", 3, 25)}, Key: []int{0}}, bin, true},
+		{"a column renamed", &change.Table{Columns: []change.Column{col("id", 1, 20), col("m", 2, 23), col("s", 3, 25)}, Key: []int{0}}, bin, false},
+		{"a column added", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25), col("x", 4, 23)}, Key: []int{0}}, bin, true},
+		{"a column dropped", &change.Table{Columns: []change.Column{col("id", 1, 20), col("s", 3, 25)}, Key: []int{0}}, bin, false},
+		{"a column of a type not passed", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 16390)}, Key: []int{0}}, bin, true},
+		{"a text chunk", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 20), col("s", 3, 25)}, Key: []int{0}}, text, false},
+	} {
+		if got := reshapedBinary(ChunkRead{Table: read, Rows: tc.rows}, tc.to); got != tc.want {
+			t.Errorf("%s: reshapedBinary = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

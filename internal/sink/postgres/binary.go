@@ -68,11 +68,12 @@ func (s *Sink) TakesBinary(t *change.Table) bool {
 }
 
 // typeCheck is one chunk's reading of its destination table's column
-// types, in the chunk's transaction.
+// types, and its session's staging table's, in the chunk's transaction.
 type typeCheck struct {
-	t     *change.Table
-	types map[string]uint32
-	read  bool // the statement's round trip is done
+	t       *change.Table
+	types   map[string]uint32
+	staging map[string]uint32 // nil: no staging table
+	read    bool              // the statement's round trip is done
 }
 
 // queueTypeCheck queues, in the chunk's first round trip, the lock that
@@ -87,20 +88,46 @@ func (s *Sink) queueTypeCheck(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	tc := &typeCheck{t: ch.Table, types: map[string]uint32{}}
 	of := " of " + ts.id.String()
 	p.queueUnprepared("LOCK TABLE "+ts.name+" IN ACCESS SHARE MODE", "lock"+of)
-	err := p.queueRows(ctx, destTypesSQL, [][]byte{[]byte(ts.name)}, "read the column types"+of,
+	err := p.queueRows(ctx, destTypesSQL, [][]byte{[]byte(ts.name), []byte(ts.tmp)}, "read the column types"+of,
 		func(pgconn.CommandTag) { tc.read = true },
 		func(vals [][]byte) {
-			if oid, err := strconv.ParseUint(string(vals[1]), 10, 32); err == nil {
-				tc.types[string(vals[0])] = uint32(oid)
+			oid, err := strconv.ParseUint(string(vals[2]), 10, 32)
+			if err != nil {
+				return
 			}
+			types := tc.types
+			if string(vals[0]) != "t" {
+				if tc.staging == nil {
+					tc.staging = map[string]uint32{}
+				}
+				types = tc.staging
+			}
+			types[string(vals[1])] = uint32(oid)
 		})
 	return tc, err
 }
 
-// destTypesSQL reads a table's column types; $1 is its quoted, qualified
-// name.
-const destTypesSQL = "SELECT a.attname, a.atttypid FROM pg_catalog.pg_attribute AS a " +
-	"WHERE a.attrelid = $1::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped"
+// destTypesSQL reads the column types of a table ($1, its quoted, qualified
+// name) and of its staging table ($2), if the session has one: the target
+// first.
+const destTypesSQL = "SELECT a.attrelid = $1::pg_catalog.regclass, a.attname, a.atttypid FROM pg_catalog.pg_attribute AS a " +
+	"WHERE a.attrelid IN ($1::pg_catalog.regclass, pg_catalog.to_regclass($2)) AND a.attnum > 0 AND NOT a.attisdropped"
+
+// stagingStale reports whether the session's staging table of the chunk's
+// table has columns of other types than the table now has (the table was
+// altered by hand since it was made): it must be made again before rows
+// go through it.
+func (tc *typeCheck) stagingStale() bool {
+	if tc == nil || tc.staging == nil {
+		return false
+	}
+	for name, oid := range tc.types {
+		if tc.staging[name] != oid {
+			return true
+		}
+	}
+	return false
+}
 
 // verdict is nil when binary values may be written: the check was read,
 // and found the source's types. It records what it found for TakesBinary.
@@ -157,7 +184,7 @@ func splitBinary(ts *tableSQL, t *change.Table, rows []change.Row) (data []byte,
 		}
 		var ok bool
 		if data, ok, err = pgbinary.AppendRow(data, r, t.Columns, ts.isKey); err != nil {
-			return nil, nil, nil, fmt.Errorf("chunk row %d: %w", n, err)
+			return nil, nil, nil, fmt.Errorf("%w: chunk row %d: %w", errBinaryRefused, n, err)
 		}
 		if !ok {
 			mixed = append(mixed, r)
@@ -188,39 +215,51 @@ func binarySize(rows []change.Row) int {
 // server cannot read in its column's binary form is a rejection, not an
 // outage: the same batch would fail again.
 func (s *Sink) copyBinary(ctx context.Context, ts *tableSQL, data []byte, into string) error {
-	_, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(into)+" WITH (FORMAT binary)")
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "08P01" || pgErr.Code == "22P03") {
-		return fmt.Errorf("copy binary rows of %s: %w: %w", ts.id, errBinaryRefused, err)
-	}
-	if err != nil {
-		return fmt.Errorf("copy binary rows of %s: %w", ts.id, err)
+	if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(data), ts.copySQL(into)+" WITH (FORMAT binary)"); err != nil {
+		return binaryFailure(fmt.Errorf("copy binary rows of %s: %w", ts.id, err))
 	}
 	return nil
 }
 
-// queueUpsert queues the upsert of a chunk row, its binary values sent as
-// binary parameters.
-func queueUpsert(ctx context.Context, p *pipeline, ts *tableSQL, r change.Row, what string) error {
+// queueUpsert queues the upsert of a chunk row of t, its binary values sent
+// as binary parameters of t's types: the server reads each as the type it
+// was read from, whatever the column's type now is (a statement prepared
+// before a column was altered by hand would read it as the old type).
+func queueUpsert(ctx context.Context, p *pipeline, ts *tableSQL, t *change.Table, r change.Row, what string) error {
 	sql, args := upsertStmt(ts, r, nil)
-	return p.queueFormatted(ctx, sql, args, argFormats(r), nil, step{what: what})
+	formats, oids := binaryParams(t, r)
+	st := step{what: what}
+	if formats != nil {
+		st.fail = func(err error) error { return binaryFailure(fmt.Errorf("%s: %w", what, err)) }
+	}
+	return p.queueTyped(ctx, sql, args, oids, formats, st)
 }
 
-// argFormats are the formats of upsertStmt's parameters for r (nil: all
-// text).
-func argFormats(r change.Row) []int16 {
+// binaryParams are the formats and types of upsertStmt's parameters for a
+// row of t (nil, nil: all text, typed by the server).
+func binaryParams(t *change.Table, r change.Row) (formats []int16, oids []uint32) {
 	if !pgbinary.HasBinary([]change.Row{r}) {
-		return nil
+		return nil, nil
 	}
-	var formats []int16
-	for _, v := range r {
+	for i, v := range r {
 		switch {
 		case v.Unchanged:
 		case v.Binary:
-			formats = append(formats, 1)
+			formats, oids = append(formats, 1), append(oids, t.Columns[i].TypeOID)
 		default:
-			formats = append(formats, 0)
+			formats, oids = append(formats, 0), append(oids, 0)
 		}
 	}
-	return formats
+	return formats, oids
+}
+
+// binaryFailure makes a server's refusal of a binary value (a protocol
+// violation, a bad binary representation) a rejection: the same batch
+// would meet it again.
+func binaryFailure(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "08P01" || pgErr.Code == "22P03") {
+		return fmt.Errorf("%w: %w", errBinaryRefused, err)
+	}
+	return err
 }

@@ -34,7 +34,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// transaction first (binary.go); a text chunk's check learns them.
 	binary := pgbinary.HasBinary(ch.Rows)
 	if binary && (ch.Changed != nil || ch.UpdateOnly) {
-		return errors.New("a chunk noting changes or writing some columns carries binary values")
+		return fmt.Errorf("%w: a chunk noting changes or writing some columns carries binary values", errBinaryRefused)
 	}
 	tc, err := s.queueTypeCheck(ctx, p, ts, ch, binary)
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// Only now: a first backfill of a table of one chunk never needs its
 	// staging table, whose creation (and the eviction of another's) was
 	// most of such a chunk's cost in a stream of many small tables.
-	if err := s.ensureStaging(ctx, p, ts); err != nil {
+	if err := s.ensureStaging(ctx, p, ts, tc); err != nil {
 		return err
 	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
@@ -91,7 +91,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 		if err := p.queue(ctx, ts.tmpDeleteSQL(), keyArgs(ch.Table.RowKey(r)), "unstage partial row"+of); err != nil {
 			return err
 		}
-		if err := queueUpsert(ctx, p, ts, r, "upsert partial row"+of); err != nil {
+		if err := queueUpsert(ctx, p, ts, ch.Table, r, "upsert partial row"+of); err != nil {
 			return err
 		}
 	}
@@ -254,7 +254,7 @@ func (s *Sink) copyNew(ctx context.Context, p *pipeline, ts *tableSQL, t *change
 		}
 	}
 	for _, r := range mixed {
-		if err := queueUpsert(ctx, p, ts, r, "upsert row of "+ts.id.String()); err != nil {
+		if err := queueUpsert(ctx, p, ts, t, r, "upsert row of "+ts.id.String()); err != nil {
 			return err
 		}
 	}
@@ -371,7 +371,7 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	}
 	of := " of " + ts.id.String()
 	for _, r := range changed {
-		if err := queueUpsert(ctx, p, ts, r, "upsert changed row"+of); err != nil {
+		if err := queueUpsert(ctx, p, ts, ch.Table, r, "upsert changed row"+of); err != nil {
 			return false, err
 		}
 	}

@@ -54,7 +54,17 @@ func (p *pipeline) queueStep(ctx context.Context, sql string, args [][]byte, st 
 // are in the formats given, by position (nil: all text; see
 // pgbinary.ResultFormats).
 func (p *pipeline) queueFormatted(ctx context.Context, sql string, args [][]byte, params, results []int16, st step) error {
-	name, err := p.s.prepare(ctx, sql)
+	return p.queuePrepared(ctx, sql, nil, args, params, results, st)
+}
+
+// queueTyped queues a prepared statement whose parameters have the types
+// oids (0: the server infers it; nil: all) and the formats params.
+func (p *pipeline) queueTyped(ctx context.Context, sql string, args [][]byte, oids []uint32, params []int16, st step) error {
+	return p.queuePrepared(ctx, sql, oids, args, params, nil, st)
+}
+
+func (p *pipeline) queuePrepared(ctx context.Context, sql string, oids []uint32, args [][]byte, params, results []int16, st step) error {
+	name, err := p.s.prepareTyped(ctx, sql, oids)
 	if err != nil {
 		return fmt.Errorf("%s: %w", st.what, err)
 	}

@@ -118,16 +118,25 @@ func (s *Sink) Close() error {
 // prepare returns the name of a prepared statement for sql on the current
 // connection (statementName).
 func (s *Sink) prepare(ctx context.Context, sql string) (string, error) {
-	if name, ok := s.stmts[sql]; ok {
+	return s.prepareTyped(ctx, sql, nil)
+}
+
+// prepareTyped is prepare with parameter types: oids (nil: all 0). A
+// parameter of type 0 is left untyped: the server infers it from the
+// column it meets, and its input function parses our text.
+func (s *Sink) prepareTyped(ctx context.Context, sql string, oids []uint32) (string, error) {
+	key := sql
+	if oids != nil {
+		key = fmt.Sprint(oids) + sql
+	}
+	if name, ok := s.stmts[key]; ok {
 		return name, nil
 	}
-	name := statementName(sql)
-	// Parameters are left untyped (OID 0): the server infers each from the
-	// column it meets, and its input function parses our text.
-	if _, err := s.conn.PgConn().Prepare(ctx, name, sql, nil); err != nil {
+	name := statementName(key)
+	if _, err := s.conn.PgConn().Prepare(ctx, name, sql, oids); err != nil {
 		return "", fmt.Errorf("prepare %q: %w", sql, err)
 	}
-	s.stmts[sql] = name
+	s.stmts[key] = name
 	return name, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -61,8 +62,24 @@ func (st *stagingTables) forget(id change.TableID) {
 // relfilenode and no catalog churn per chunk). When maxStaging exist, the
 // least recently used one is dropped first, in the same transaction (p's,
 // flushed first: it may not be open yet).
-func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL) error {
+//
+// A staging table made before its table was altered by hand has columns
+// of the old types (tc, the chunk's type check, says so; nil: no check):
+// it is dropped and made again, in the same transaction.
+func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL, tc *typeCheck) error {
 	st := &s.staging
+	if st.has(ts.id) && tc != nil && !tc.read {
+		if err := p.flush(ctx); err != nil { // the check's round trip
+			return err
+		}
+	}
+	if st.has(ts.id) && tc.stagingStale() {
+		if _, err := s.conn.PgConn().Exec(ctx, "DROP TABLE IF EXISTS "+ts.tmp).ReadAll(); err != nil {
+			return fmt.Errorf("drop stale staging table of %s: %w", ts.id, err)
+		}
+		st.forget(ts.id)
+		st.dropped = append(st.dropped, ts.id)
+	}
 	if st.has(ts.id) {
 		st.touch(ts.id)
 		return nil
@@ -78,7 +95,18 @@ func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL) err
 		st.order = st.order[1:]
 		st.dropped = append(st.dropped, old)
 	}
+	// LIKE copies NOT NULL: a row staged without some values (Unchanged or
+	// binary ones among text) holds NULL there until it is unstaged.
 	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ") ON COMMIT DELETE ROWS"
+	var nullable []string
+	for i, c := range ts.cols {
+		if !ts.isKey[i] {
+			nullable = append(nullable, "ALTER COLUMN "+c+" DROP NOT NULL")
+		}
+	}
+	if len(nullable) > 0 {
+		sql += "; ALTER TABLE " + ts.tmp + " " + strings.Join(nullable, ", ")
+	}
 	if _, err := s.conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}
