@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -29,6 +30,9 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 	gate.wait(e)
 	e.exec(`ALTER TABLE w ALTER COLUMN n TYPE bigint, ALTER COLUMN r TYPE double precision`)
 	e.exec(`UPDATE w SET n = 9223372036854775807, r = 0.1 WHERE id IN (3, 240, 998)`)
+	// The stream widens the destination with the update; only then may
+	// the held chunk be merged, into the new shape.
+	e.waitFor("the destination's n widened", func() bool { return slices.Contains(e.schemaDestColumns("w"), "n bigint") })
 	gate.open()
 	e.waitLoaded("w")
 	e.assertConverged("w")

@@ -70,10 +70,18 @@ func (s *Sink) TakesBinary(t *change.Table) bool {
 // typeCheck is one chunk's reading of its destination table's column
 // types, and its session's staging table's, in the chunk's transaction.
 type typeCheck struct {
-	t       *change.Table
-	types   map[string]uint32
-	staging map[string]uint32 // nil: no staging table
-	read    bool              // the statement's round trip is done
+	t     *change.Table
+	types map[string]uint32
+	// mods are the target's typmods, staging the staging table's types
+	// and typmods (nil: no staging table).
+	mods    map[string]int32
+	staging map[string]typeMod
+	read    bool // the statement's round trip is done
+}
+
+type typeMod struct {
+	oid uint32
+	mod int32
 }
 
 // queueTypeCheck queues, in the chunk's first round trip, the lock that
@@ -85,24 +93,26 @@ func (s *Sink) queueTypeCheck(ctx context.Context, p *pipeline, ts *tableSQL, ch
 	if !pgbinary.TableOK(ch.Table) || !binary && s.destTypes.match(ch.Table) {
 		return nil, nil
 	}
-	tc := &typeCheck{t: ch.Table, types: map[string]uint32{}}
+	tc := &typeCheck{t: ch.Table, types: map[string]uint32{}, mods: map[string]int32{}}
 	of := " of " + ts.id.String()
 	p.queueUnprepared("LOCK TABLE "+ts.name+" IN ACCESS SHARE MODE", "lock"+of)
 	err := p.queueRows(ctx, destTypesSQL, [][]byte{[]byte(ts.name), []byte(ts.tmp)}, "read the column types"+of,
 		func(pgconn.CommandTag) { tc.read = true },
 		func(vals [][]byte) {
-			oid, err := strconv.ParseUint(string(vals[2]), 10, 32)
-			if err != nil {
+			oid, err1 := strconv.ParseUint(string(vals[2]), 10, 32)
+			mod, err2 := strconv.ParseInt(string(vals[3]), 10, 32)
+			if err1 != nil || err2 != nil {
 				return
 			}
-			types := tc.types
-			if string(vals[0]) != "t" {
-				if tc.staging == nil {
-					tc.staging = map[string]uint32{}
-				}
-				types = tc.staging
+			name := string(vals[1])
+			if string(vals[0]) == "t" {
+				tc.types[name], tc.mods[name] = uint32(oid), int32(mod)
+				return
 			}
-			types[string(vals[1])] = uint32(oid)
+			if tc.staging == nil {
+				tc.staging = map[string]typeMod{}
+			}
+			tc.staging[name] = typeMod{uint32(oid), int32(mod)}
 		})
 	return tc, err
 }
@@ -110,19 +120,19 @@ func (s *Sink) queueTypeCheck(ctx context.Context, p *pipeline, ts *tableSQL, ch
 // destTypesSQL reads the column types of a table ($1, its quoted, qualified
 // name) and of its staging table ($2), if the session has one: the target
 // first.
-const destTypesSQL = "SELECT a.attrelid = $1::pg_catalog.regclass, a.attname, a.atttypid FROM pg_catalog.pg_attribute AS a " +
+const destTypesSQL = "SELECT a.attrelid = $1::pg_catalog.regclass, a.attname, a.atttypid, a.atttypmod FROM pg_catalog.pg_attribute AS a " +
 	"WHERE a.attrelid IN ($1::pg_catalog.regclass, pg_catalog.to_regclass($2)) AND a.attnum > 0 AND NOT a.attisdropped"
 
 // stagingStale reports whether the session's staging table of the chunk's
-// table has columns of other types than the table now has (the table was
-// altered by hand since it was made): it must be made again before rows
-// go through it.
+// table has columns of other types or typmods than the table now has (the
+// table was altered by hand since it was made): it must be made again
+// before rows go through it, or its columns would convert or round them.
 func (tc *typeCheck) stagingStale() bool {
 	if tc == nil || tc.staging == nil {
 		return false
 	}
 	for name, oid := range tc.types {
-		if tc.staging[name] != oid {
+		if tc.staging[name] != (typeMod{oid, tc.mods[name]}) {
 			return true
 		}
 	}
@@ -226,6 +236,9 @@ func (s *Sink) copyBinary(ctx context.Context, ts *tableSQL, data []byte, into s
 // was read from, whatever the column's type now is (a statement prepared
 // before a column was altered by hand would read it as the old type).
 func queueUpsert(ctx context.Context, p *pipeline, ts *tableSQL, t *change.Table, r change.Row, what string) error {
+	if len(r) != len(t.Columns) {
+		return fmt.Errorf("%s: the row has %d values, the table %d columns", what, len(r), len(t.Columns))
+	}
 	sql, args := upsertStmt(ts, r, nil)
 	formats, oids := binaryParams(t, r)
 	st := step{what: what}
@@ -258,7 +271,9 @@ func binaryParams(t *change.Table, r change.Row) (formats []int16, oids []uint32
 // would meet it again.
 func binaryFailure(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "08P01" || pgErr.Code == "22P03") {
+	// Not a FATAL one, which ends the session: a reconnect and a retry
+	// may cure that.
+	if errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && (pgErr.Code == "08P01" || pgErr.Code == "22P03") {
 		return fmt.Errorf("%w: %w", errBinaryRefused, err)
 	}
 	return err

@@ -212,12 +212,19 @@ func TestBinaryAfterHandAlter(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTables(t, conn)
+	// f to another type; amount to another typmod (a staging column of
+	// the old one would round the new values).
 	for _, table := range []string{"src.t", "public.t"} {
-		if _, err := conn.Exec(t.Context(), "ALTER TABLE "+table+" ALTER COLUMN f TYPE bigint USING CASE WHEN f = 'NaN' THEN -1 ELSE round(f * 1e6) END"); err != nil {
+		if _, err := conn.Exec(t.Context(), "ALTER TABLE "+table+" ALTER COLUMN f TYPE bigint USING CASE WHEN f = 'NaN' THEN -1 ELSE round(f * 1e6) END, "+
+			"ALTER COLUMN amount TYPE numeric(14,4)"); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if _, err := conn.Exec(t.Context(), "UPDATE src.t SET amount = amount + 0.0001"); err != nil {
+		t.Fatal(err)
+	}
 	tbl.Columns[3] = change.Column{Name: "f", Type: "bigint", TypeOID: 20, BaseOID: 20}
+	tbl.Columns[2].Type = "numeric(14,4)"
 	if s.TakesBinary(tbl) {
 		t.Fatal("TakesBinary before a chunk saw the new type")
 	}
@@ -241,6 +248,22 @@ func TestBinaryAfterHandAlter(t *testing.T) {
 	rows = readSource(t, conn, tbl, true)
 	rows[9][10] = change.Text(query(t, conn, "SELECT note FROM src.t WHERE id = 9")[0])
 	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: rows, Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, conn)
+
+	// A typmod alone: the types still match, the staging table's numeric
+	// scale does not.
+	for _, table := range []string{"src.t", "public.t"} {
+		if _, err := conn.Exec(t.Context(), "ALTER TABLE "+table+" ALTER COLUMN amount TYPE numeric(16,6)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(t.Context(), "UPDATE src.t SET amount = amount + 0.000001"); err != nil {
+		t.Fatal(err)
+	}
+	tbl.Columns[2].Type = "numeric(16,6)"
+	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, Rows: readSource(t, conn, tbl, true), Keep: true}); err != nil {
 		t.Fatal(err)
 	}
 	sameTables(t, conn)

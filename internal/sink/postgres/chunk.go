@@ -63,7 +63,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// Only now: a first backfill of a table of one chunk never needs its
 	// staging table, whose creation (and the eviction of another's) was
 	// most of such a chunk's cost in a stream of many small tables.
-	if err := s.ensureStaging(ctx, p, ts, tc); err != nil {
+	if err := s.ensureStaging(ctx, p, ts); err != nil {
 		return err
 	}
 	bounds := append(keyArgs(ch.Low), keyArgs(ch.High)...)
@@ -138,6 +138,11 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 		into = ts.name
 	} else {
 		staged[ts.id] = true
+		if tc.stagingStale() { // read by the flush above
+			if err := s.remakeStaging(ctx, ts); err != nil {
+				return false, nil, err
+			}
+		}
 	}
 	if binData != nil || len(mixed) > 0 {
 		if err := s.verdict(tc); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -62,24 +61,8 @@ func (st *stagingTables) forget(id change.TableID) {
 // relfilenode and no catalog churn per chunk). When maxStaging exist, the
 // least recently used one is dropped first, in the same transaction (p's,
 // flushed first: it may not be open yet).
-//
-// A staging table made before its table was altered by hand has columns
-// of the old types (tc, the chunk's type check, says so; nil: no check):
-// it is dropped and made again, in the same transaction.
-func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL, tc *typeCheck) error {
+func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL) error {
 	st := &s.staging
-	if st.has(ts.id) && tc != nil && !tc.read {
-		if err := p.flush(ctx); err != nil { // the check's round trip
-			return err
-		}
-	}
-	if st.has(ts.id) && tc.stagingStale() {
-		if _, err := s.conn.PgConn().Exec(ctx, "DROP TABLE IF EXISTS "+ts.tmp).ReadAll(); err != nil {
-			return fmt.Errorf("drop stale staging table of %s: %w", ts.id, err)
-		}
-		st.forget(ts.id)
-		st.dropped = append(st.dropped, ts.id)
-	}
 	if st.has(ts.id) {
 		st.touch(ts.id)
 		return nil
@@ -95,22 +78,32 @@ func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL, tc 
 		st.order = st.order[1:]
 		st.dropped = append(st.dropped, old)
 	}
-	// LIKE copies NOT NULL: a row staged without some values (Unchanged or
-	// binary ones among text) holds NULL there until it is unstaged.
-	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " (LIKE " + ts.name + ") ON COMMIT DELETE ROWS"
-	var nullable []string
-	for i, c := range ts.cols {
-		if !ts.isKey[i] {
-			nullable = append(nullable, "ALTER COLUMN "+c+" DROP NOT NULL")
-		}
-	}
-	if len(nullable) > 0 {
-		sql += "; ALTER TABLE " + ts.tmp + " " + strings.Join(nullable, ", ")
-	}
+	return s.createStaging(ctx, ts)
+}
+
+// createStaging creates ts's staging table with the target's columns,
+// types, typmods and collations, and nothing else: no constraint, NOT NULL
+// included (a row staged without some values, Unchanged ones or binary
+// ones among text, holds NULL there until it is taken out), no default,
+// no generated column.
+func (s *Sink) createStaging(ctx context.Context, ts *tableSQL) error {
+	sql := "CREATE TEMP TABLE IF NOT EXISTS " + ts.tmp + " ON COMMIT DELETE ROWS AS SELECT * FROM " + ts.name + " WITH NO DATA"
 	if _, err := s.conn.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}
-	st.order = append(st.order, ts.id)
-	st.created = append(st.created, ts.id)
+	s.staging.order = append(s.staging.order, ts.id)
+	s.staging.created = append(s.staging.created, ts.id)
 	return nil
+}
+
+// remakeStaging drops ts's staging table and creates it again, in the open
+// transaction: it was made before a column of ts was altered by hand, and
+// has the old types (typeCheck.stagingStale).
+func (s *Sink) remakeStaging(ctx context.Context, ts *tableSQL) error {
+	if _, err := s.conn.PgConn().Exec(ctx, "DROP TABLE IF EXISTS "+ts.tmp).ReadAll(); err != nil {
+		return fmt.Errorf("drop stale staging table of %s: %w", ts.id, err)
+	}
+	s.staging.forget(ts.id)
+	s.staging.dropped = append(s.staging.dropped, ts.id)
+	return s.createStaging(ctx, ts)
 }
