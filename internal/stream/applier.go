@@ -34,6 +34,9 @@ type ChunkResult struct {
 	// sumFailed says the destination could not sum the range: verifies
 	// compare rows from then on.
 	sumFailed bool
+	// inText asks the retry to read text: the binary values read did not
+	// fit the table's shape when merged (reshapedBinary).
+	inText bool
 	// compare is a verified chunk's two sides, for the verify to compare.
 	compare *rangeCompare
 	// destSum is a summed chunk's destination sum still to come: the

@@ -110,7 +110,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		// A widened column's binary values are in the old type's form,
 		// which the new one does not read; an added column would leave
 		// every row partial: the chunk is read again, in the new shape.
-		a.finish(pc, ChunkResult{Retry: true, Reason: "the shape of a chunk read in binary changed"})
+		a.finish(pc, ChunkResult{Retry: true, Reason: "the shape of a chunk read in binary changed", inText: true})
 		return nil
 	}
 	pc.table = shape

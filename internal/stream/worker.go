@@ -90,6 +90,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 	after := rg.Low
 	delay := m.cfg.Retry.Initial
 	retries := 0 // chunk reads in a row that had to be read again
+	inText := false
 	for {
 		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: c.rowsBefore, scope: c.scope}
 		if err := rt.applier.register(ctx, pc); err != nil {
@@ -102,7 +103,8 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			size = min(size, c.ceiling)
 		}
 		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
-		spec.Binary = rt.binaryRead(r.table, spec)
+		spec.Binary = !inText && rt.binaryRead(r.table, spec)
+		inText = false
 		read, err := rt.src.ReadChunk(ctx, r.table, spec)
 		if err != nil {
 			rt.applier.abandon(pc)
@@ -133,6 +135,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		}
 		if res.Retry {
 			m.log.Debug("chunk read again", logkey.Backfill(r.rec.ID), "reason", res.Reason)
+			inText = res.inText
 			m.update(r, func(b *store.Backfill) { b.Retries++ })
 			retries++
 			if retries > 1 && !sleep(ctx, m.cfg.Retry.backoff(retries-1)) {
