@@ -49,6 +49,18 @@ func (st *stagingTables) rolledBack() {
 	st.committed()
 }
 
+// drop records that the open transaction dropped id's staging table. One
+// this transaction created is forgotten from its journal: a rollback must
+// not bring back a table that did not exist before it.
+func (st *stagingTables) drop(id change.TableID) {
+	st.forget(id)
+	if i := slices.Index(st.created, id); i >= 0 {
+		st.created = slices.Delete(st.created, i, i+1)
+		return
+	}
+	st.dropped = append(st.dropped, id)
+}
+
 // forget drops id from the set, for a table whose staging table was
 // dropped by a committed transaction.
 func (st *stagingTables) forget(id change.TableID) {
@@ -75,8 +87,7 @@ func (s *Sink) ensureStaging(ctx context.Context, p *pipeline, ts *tableSQL) err
 		if _, err := s.conn.PgConn().Exec(ctx, "DROP TABLE IF EXISTS "+stagingName(old)).ReadAll(); err != nil {
 			return fmt.Errorf("drop staging table of %s: %w", old, err)
 		}
-		st.order = st.order[1:]
-		st.dropped = append(st.dropped, old)
+		st.drop(old)
 	}
 	return s.createStaging(ctx, ts)
 }
@@ -103,7 +114,6 @@ func (s *Sink) remakeStaging(ctx context.Context, ts *tableSQL) error {
 	if _, err := s.conn.PgConn().Exec(ctx, "DROP TABLE IF EXISTS "+ts.tmp).ReadAll(); err != nil {
 		return fmt.Errorf("drop stale staging table of %s: %w", ts.id, err)
 	}
-	s.staging.forget(ts.id)
-	s.staging.dropped = append(s.staging.dropped, ts.id)
+	s.staging.drop(ts.id)
 	return s.createStaging(ctx, ts)
 }

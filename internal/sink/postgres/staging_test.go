@@ -183,3 +183,33 @@ func TestFirstChunkNeedsNoStaging(t *testing.T) {
 		t.Fatalf("%d staging tables after a chunk over 100 differing rows, want 1", n)
 	}
 }
+
+// TestStagingJournal: what a rolled-back transaction did to the staging
+// tables is undone in the bookkeeping, and only that.
+func TestStagingJournal(t *testing.T) {
+	a, b, c := change.TableID{Name: "a"}, change.TableID{Name: "b"}, change.TableID{Name: "c"}
+	create := func(st *stagingTables, id change.TableID) {
+		st.order, st.created = append(st.order, id), append(st.created, id)
+	}
+	var st stagingTables
+	create(&st, a)
+	st.committed()
+	// Created, then evicted in the same transaction: gone after a rollback.
+	create(&st, b)
+	st.drop(b)
+	// Made again (dropped, then created): still there after a rollback.
+	st.drop(a)
+	create(&st, a)
+	create(&st, c)
+	st.rolledBack()
+	if fmt.Sprint(st.order) != fmt.Sprint([]change.TableID{a}) {
+		t.Errorf("after the rollback the session holds %v, want [%v]", st.order, a)
+	}
+	// Committed: the evicted one stays gone.
+	create(&st, b)
+	st.drop(a)
+	st.committed()
+	if st.has(a) || !st.has(b) {
+		t.Errorf("after the commit the session holds %v, want [%v]", st.order, b)
+	}
+}
