@@ -19,7 +19,7 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", setup: `
 		CREATE TABLE w (id int PRIMARY KEY, n int, r real, s varchar(10), at timestamptz);
 		INSERT INTO w SELECT g, g * 1000, g / 10.0, 's' || g, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 hour'
-			FROM generate_series(1, 1000) g;`})
+			FROM generate_series(1, 400) g;`})
 	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
 	e.start()
 	id := change.TableID{Schema: "public", Name: "w"}
@@ -29,7 +29,7 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 	}
 	gate.wait(e)
 	e.exec(`ALTER TABLE w ALTER COLUMN n TYPE bigint, ALTER COLUMN r TYPE double precision`)
-	e.exec(`UPDATE w SET n = 9223372036854775807, r = 0.1 WHERE id IN (3, 240, 998)`)
+	e.exec(`UPDATE w SET n = 9223372036854775807, r = 0.1 WHERE id IN (3, 240, 398)`)
 	// The stream widens the destination with the update; only then may
 	// the held chunk be merged, into the new shape.
 	e.waitFor("the destination's n widened", func() bool { return slices.Contains(e.schemaDestColumns("w"), "n bigint") })
