@@ -52,6 +52,8 @@ func TestReshapedBinary(t *testing.T) {
 	read := &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25)}, Key: []int{0}}
 	bin := []change.Row{{change.Text("1"), {Text: "\x00\x00\x00\x01", Binary: true}, {Text: "a", Binary: true}}}
 	text := []change.Row{{change.Text("1"), change.Text("1"), change.Text("a")}}
+	readAt := &change.Table{Columns: append(append([]change.Column(nil), read.Columns...), col("at", 4, 1184)), Key: []int{0}}
+	withAt := []change.Row{append(append(change.Row(nil), bin[0]...), change.Value{Text: "\x00\x00\x00\x00\x00\x00\x00\x01", Binary: true})}
 	for _, tc := range []struct {
 		name string
 		to   *change.Table
@@ -65,9 +67,19 @@ func TestReshapedBinary(t *testing.T) {
 		{"a column added", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25), col("x", 4, 23)}, Key: []int{0}}, bin, true},
 		{"a column dropped", &change.Table{Columns: []change.Column{col("id", 1, 20), col("s", 3, 25)}, Key: []int{0}}, bin, false},
 		{"a column of a type not passed", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 16390)}, Key: []int{0}}, bin, true},
+		// The same columns and types, but the key now holds one whose
+		// binary form tidemark does not encode from text.
+		{"a key that cannot travel in binary", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25),
+			col("at", 4, 1184)}, Key: []int{0, 3}}, withAt, true},
+		{"the same with the old key", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 23), col("s", 3, 25),
+			col("at", 4, 1184)}, Key: []int{0}}, withAt, false},
 		{"a text chunk", &change.Table{Columns: []change.Column{col("id", 1, 20), col("n", 2, 20), col("s", 3, 25)}, Key: []int{0}}, text, false},
 	} {
-		if got := reshapedBinary(ChunkRead{Table: read, Rows: tc.rows}, tc.to); got != tc.want {
+		from := read
+		if len(tc.rows[0]) == len(readAt.Columns) {
+			from = readAt
+		}
+		if got := reshapedBinary(ChunkRead{Table: from, Rows: tc.rows}, tc.to); got != tc.want {
 			t.Errorf("%s: reshapedBinary = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -190,7 +190,7 @@ func splitBinary(ts *tableSQL, t *change.Table, rows []change.Row) (data []byte,
 			continue
 		}
 		if data == nil {
-			data = append(make([]byte, 0, binarySize(rows[n:])), pgbinary.Header...)
+			data = append(make([]byte, 0, binarySize(rows[n:], ts.isKey)), pgbinary.Header...)
 		}
 		var ok bool
 		if data, ok, err = pgbinary.AppendRow(data, r, t.Columns, ts.isKey); err != nil {
@@ -208,14 +208,17 @@ func splitBinary(ts *tableSQL, t *change.Table, rows []change.Row) (data []byte,
 	return append(data, pgbinary.Trailer...), text, mixed, nil
 }
 
-// binarySize bounds the binary COPY data of rows (key values' binary forms
-// are no longer than 16 bytes or their text).
-func binarySize(rows []change.Row) int {
+// binarySize bounds the binary COPY data of rows: a binary value is sent
+// as it is, a key value (isKey) in no more than its text or 16 bytes.
+func binarySize(rows []change.Row, isKey []bool) int {
 	size := len(pgbinary.Header) + len(pgbinary.Trailer)
 	for _, r := range rows {
 		size += 2
-		for _, v := range r {
-			size += 4 + max(len(v.Text), 16)
+		for i, v := range r {
+			size += 4 + len(v.Text)
+			if isKey[i] {
+				size += 16
+			}
 		}
 	}
 	return size

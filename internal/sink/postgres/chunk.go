@@ -56,7 +56,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 	// A filtered chunk's range holds rows it did not read, perhaps most of
 	// the table: it is not read, the chunk's rows are upserted.
 	if !ch.Keep && !hasUnchanged(ch.Rows) {
-		if done, err := s.applyAgainstRange(ctx, p, ts, ch, old, tc); err != nil || done {
+		if done, err := s.applyAgainstRange(ctx, p, ts, ch, old, tc, binary); err != nil || done {
 			return err
 		}
 	}
@@ -165,12 +165,13 @@ func (s *Sink) copyRows(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink
 // applyAgainstRange writes a chunk against its range's rows: straight in
 // when the range is empty (a first backfill), else only what differs
 // (applyChunkDiff); done is false when the set-based path is to follow.
-func (s *Sink) applyAgainstRange(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, old []change.Row, tc *typeCheck) (bool, error) {
-	existing, err := s.rangeRows(ctx, p, ch, old)
+// binary says the chunk carries binary values.
+func (s *Sink) applyAgainstRange(ctx context.Context, p *pipeline, ts *tableSQL, ch *sink.Chunk, old []change.Row, tc *typeCheck, binary bool) (bool, error) {
+	existing, err := s.rangeRows(ctx, p, ch, old, binary)
 	if err != nil {
 		return false, err
 	}
-	if pgbinary.HasBinary(ch.Rows) {
+	if binary {
 		if err := s.verdict(tc); err != nil {
 			return false, err
 		}
@@ -196,7 +197,7 @@ func hasUnchanged(rows []change.Row) bool {
 // rangeRows is the destination's rows of the chunk's range, read in this
 // transaction (old, when a tracked chunk read them already); in the
 // chunk's form, its non-key values binary when it carries binary ones.
-func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old []change.Row) ([]change.Row, error) {
+func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old []change.Row, binary bool) ([]change.Row, error) {
 	if ch.Changed != nil {
 		return old, nil
 	}
@@ -205,7 +206,7 @@ func (s *Sink) rangeRows(ctx context.Context, p *pipeline, ch *sink.Chunk, old [
 		return nil, err
 	}
 	var formats []int16
-	if pgbinary.HasBinary(ch.Rows) {
+	if binary {
 		formats = pgbinary.ResultFormats(ch.Table)
 	}
 	return s.readRangeIn(ctx, p, ts, ch.Low, ch.High, formats)
