@@ -131,6 +131,11 @@ type BatchInstanceFilter struct {
 	AfterID    int64 // for paging: ID > AfterID
 	ThroughID  int64 // for paging a part: ID <= ThroughID (0: no bound)
 	Limit      int   // 0 means 10,000
+	// Sparse reads the instances that have not run (their run columns all
+	// at their defaults) without those columns, then the others whole:
+	// the same instances, faster when most have not run (a restart's read
+	// of a large backfill), slower when most have.
+	Sparse bool
 }
 
 // TaskTime names a task's cycle.

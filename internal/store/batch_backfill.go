@@ -40,128 +40,167 @@ func scanBatchBackfill(sc interface{ Scan(...any) error }) (BatchBackfill, error
 // empty b.State becomes "waiting"; an empty instance State "waiting" and
 // Mode "run". Empty Outputs come back as nil.
 func (s *Store) CreateBatchBackfill(ctx context.Context, b *BatchBackfill, insts []BatchInstance, deps [][]int) error {
-	if b.State == "" {
-		b.State = BatchWaiting
-	}
-	if err := s.createBatchBackfill(ctx, b, insts, deps); err != nil {
-		return fmt.Errorf("create batch backfill %q: %w", b.Name, err)
-	}
-	return nil
-}
-
-func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts []BatchInstance, deps [][]int) error {
-	if !ValidBatchState(b.State) {
-		return fmt.Errorf("invalid state %q", b.State)
-	}
-	if len(b.Request) > 0 && !json.Valid(b.Request) {
-		return errors.New("request is not valid JSON")
-	}
 	if len(deps) > len(insts) {
-		return fmt.Errorf("%d dependency lists for %d instances", len(deps), len(insts))
+		return fmt.Errorf("create batch backfill %q: %d dependency lists for %d instances", b.Name, len(deps), len(insts))
 	}
-	rows, err := prepareBackfillRows(insts)
+	first, err := s.CreateBatchBackfillFrom(ctx, b, NewInstances{
+		Len: len(insts),
+		At:  func(i int, c *BatchInstance) { *c = insts[i] },
+		Deps: func(i int) []int {
+			if i < len(deps) {
+				return deps[i]
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		return err
 	}
-	edges, err := newBackfillEdges(deps, len(insts))
-	if err != nil {
-		return err
-	}
-	created := now()
-	id, base, err := s.insertBatchBackfill(ctx, b, created, insts, rows, edges)
-	if err != nil {
-		return err
-	}
-	b.ID, b.CreatedAt, b.Instances = id, created, len(insts)
 	for i := range insts {
 		c := &insts[i]
-		c.ID, c.BackfillID, c.State, c.Mode = base+1+int64(i), id, rows.states[i], rows.modes[i]
+		c.ID, c.BackfillID = first+int64(i), b.ID
+		_ = prepareBatchInstance(c) // checked above: fills the defaults
 		c.Deps = nil
-		if len(edges.up[i]) > 0 {
-			c.Deps = make([]int64, len(edges.up[i]))
-			for k, j := range edges.up[i] {
-				c.Deps[k] = base + 1 + int64(j)
+		if i < len(deps) && len(deps[i]) > 0 {
+			up := sortedDeps(deps[i])
+			c.Deps = make([]int64, len(up))
+			for k, j := range up {
+				c.Deps[k] = first + int64(j)
 			}
 		}
 	}
 	return nil
 }
 
-// backfillRows are the column values of a backfill's instances that
-// insertion normalises: State and Mode with their defaults, and the encoded
-// Outputs.
-type backfillRows struct {
-	states, modes, outputs []string
+// NewInstances are a new backfill's instances, handed to
+// CreateBatchBackfillFrom one at a time, so that a large backfill is never
+// held whole in the store's form beside the caller's.
+type NewInstances struct {
+	Len int
+	// At fills *c with instance i (its ID, BackfillID and Deps are
+	// ignored). It may be asked for the same instance more than once.
+	At func(i int, c *BatchInstance)
+	// Deps are the indexes of the instances that instance i waits for
+	// (nil: none), in any order; duplicates count once.
+	Deps func(i int) []int
 }
 
-// prepareBackfillRows validates insts for insertion.
-func prepareBackfillRows(insts []BatchInstance) (backfillRows, error) {
-	// Validate and normalise on copies, so that a failure leaves insts alone.
-	rows := backfillRows{
-		states:  make([]string, len(insts)),
-		modes:   make([]string, len(insts)),
-		outputs: make([]string, len(insts)),
+// CreateBatchBackfillFrom inserts b, its instances and their dependency
+// edges in one transaction, as CreateBatchBackfill does, and returns the
+// id of instance 0: instance i's is first+i. It sets b.ID, b.CreatedAt and
+// b.Instances. Every instance is checked before anything is written.
+func (s *Store) CreateBatchBackfillFrom(ctx context.Context, b *BatchBackfill, insts NewInstances) (first int64, err error) {
+	if b.State == "" {
+		b.State = BatchWaiting
 	}
-	for i := range insts {
-		c := insts[i]
+	if first, err = s.createBatchBackfill(ctx, b, insts); err != nil {
+		return 0, fmt.Errorf("create batch backfill %q: %w", b.Name, err)
+	}
+	return first, nil
+}
+
+func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts NewInstances) (int64, error) {
+	if !ValidBatchState(b.State) {
+		return 0, fmt.Errorf("invalid state %q", b.State)
+	}
+	if len(b.Request) > 0 && !json.Valid(b.Request) {
+		return 0, errors.New("request is not valid JSON")
+	}
+	if err := checkNewInstances(insts); err != nil {
+		return 0, err
+	}
+	edges, err := countEdges(insts)
+	if err != nil {
+		return 0, err
+	}
+	created := now()
+	id, base, err := s.insertBatchBackfill(ctx, b, created, insts, edges)
+	if err != nil {
+		return 0, err
+	}
+	b.ID, b.CreatedAt, b.Instances = id, created, insts.Len
+	return base + 1, nil
+}
+
+// checkNewInstances validates every instance before any is written.
+func checkNewInstances(insts NewInstances) error {
+	var c BatchInstance
+	for i := range insts.Len {
+		c = BatchInstance{}
+		insts.At(i, &c)
 		if err := prepareBatchInstance(&c); err != nil {
-			return backfillRows{}, fmt.Errorf("instance %d (%s): %w", i, insts[i].Task, err)
+			return fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
 		}
-		rows.states[i], rows.modes[i] = c.State, c.Mode
-		var err error
-		if rows.outputs[i], err = encodeBatchOutputs(c.Outputs); err != nil {
-			return backfillRows{}, fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
+		if _, err := encodeBatchOutputs(c.Outputs); err != nil {
+			return fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
 		}
 	}
-	return rows, nil
+	return nil
 }
 
-// backfillEdges are a backfill's dependency edges between instance indexes.
-type backfillEdges struct {
-	up       [][]int // up[i]: whom instance i waits for, sorted, without duplicates
-	from, to []int32 // up flattened: edge k runs from instance from[k] to to[k]
+// sortedDeps is deps ascending, without duplicates (deps itself when it
+// already is).
+func sortedDeps(deps []int) []int {
+	ascending := true
+	for k := 1; k < len(deps) && ascending; k++ {
+		ascending = deps[k-1] < deps[k]
+	}
+	if ascending {
+		return deps
+	}
+	l := slices.Clone(deps)
+	slices.Sort(l)
+	return slices.Compact(l)
 }
 
-// newBackfillEdges checks and normalises deps, CreateBatchBackfill's
-// dependency lists of n instances.
-func newBackfillEdges(deps [][]int, n int) (backfillEdges, error) {
-	up := make([][]int, n)
-	nEdges := 0
-	for i, ds := range deps {
-		if len(ds) == 0 {
+// countEdges checks the instances' dependency lists and counts the edges
+// they make.
+func countEdges(insts NewInstances) (int, error) {
+	n := 0
+	for i := range insts.Len {
+		l := sortedDeps(insts.Deps(i))
+		if len(l) == 0 {
 			continue
 		}
-		l := slices.Clone(ds)
-		slices.Sort(l)
-		l = slices.Compact(l)
-		if l[0] < 0 || l[len(l)-1] >= n {
-			return backfillEdges{}, fmt.Errorf("instance %d: dependency index out of range [0, %d)", i, n)
+		if l[0] < 0 || l[len(l)-1] >= insts.Len {
+			return 0, fmt.Errorf("instance %d: dependency index out of range [0, %d)", i, insts.Len)
 		}
 		if _, self := slices.BinarySearch(l, i); self {
-			return backfillEdges{}, fmt.Errorf("instance %d depends on itself", i)
+			return 0, fmt.Errorf("instance %d depends on itself", i)
 		}
-		up[i] = l
-		nEdges += len(l)
+		n += len(l)
 	}
-	edges := backfillEdges{up: up, from: make([]int32, 0, nEdges), to: make([]int32, 0, nEdges)}
-	for i, l := range up {
-		for _, j := range l {
-			edges.from = append(edges.from, int32(i))
-			edges.to = append(edges.to, int32(j))
-		}
-	}
-	return edges, nil
+	return n, nil
 }
 
-// insertBatchBackfill inserts b, created at created, and its prepared
-// instances and edges in one transaction. It returns the backfill's id and
-// base, the id of insts[i] being base+1+i.
-func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts []BatchInstance, rows backfillRows, edges backfillEdges) (id, base int64, err error) {
+// edgeWalk walks the edges of insts in order (instance by instance, each
+// one's upstreams ascending), as the bulk insert's fill asks for them.
+type edgeWalk struct {
+	insts NewInstances
+	i     int   // the instance whose edges are being walked
+	up    []int // its upstreams, sorted
+	k     int   // the next of them
+}
+
+// next returns the next edge's instance and upstream indexes.
+func (w *edgeWalk) next() (from, to int) {
+	for w.k >= len(w.up) {
+		w.i++
+		w.up, w.k = sortedDeps(w.insts.Deps(w.i)), 0
+	}
+	w.k++
+	return w.i, w.up[w.k-1]
+}
+
+// insertBatchBackfill inserts b, created at created, and its instances and
+// nEdges edges in one transaction. It returns the backfill's id and base,
+// the id of instance i being base+1+i.
+func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts NewInstances, nEdges int) (id, base int64, err error) {
 	err = s.batchWriteConnTx(ctx, true, func(conn *sql.Conn, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO "batch_backfills" (`+batchBackfillInsertCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`),
 			b.Name, b.Task, b.StartedBy, string(b.Request), b.State, b.Error,
-			s.d.timeArg(created), s.d.timeArg(b.RunAt), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), len(insts),
+			s.d.timeArg(created), s.d.timeArg(b.RunAt), s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), insts.Len,
 		).Scan(&id)
 		if err != nil {
 			return err
@@ -169,16 +208,23 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 		if base, err = maxBatchInstanceID(ctx, tx); err != nil {
 			return err
 		}
-		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, len(insts),
+		var c BatchInstance
+		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, insts.Len,
 			func(args []any, i int) []any {
-				return s.appendInstanceArgs(args, base+1+int64(i), id, &insts[i], rows.states[i], rows.modes[i], rows.outputs[i])
+				c = BatchInstance{}
+				insts.At(i, &c)
+				_ = prepareBatchInstance(&c) // checked before the transaction
+				outputs, _ := encodeBatchOutputs(c.Outputs)
+				return s.appendInstanceArgs(args, base+1+int64(i), id, &c, c.State, c.Mode, outputs)
 			})
 		if err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))
 		}
-		err = s.bulkInsert(ctx, conn, tx, "batch_instance_deps", []string{"instance_id", "upstream_id"}, batchDepRowsPerInsert, len(edges.from),
-			func(args []any, k int) []any {
-				return append(args, base+1+int64(edges.from[k]), base+1+int64(edges.to[k]))
+		walk := edgeWalk{insts: insts, i: -1}
+		err = s.bulkInsert(ctx, conn, tx, "batch_instance_deps", []string{"instance_id", "upstream_id"}, batchDepRowsPerInsert, nEdges,
+			func(args []any, _ int) []any {
+				from, to := walk.next()
+				return append(args, base+1+int64(from), base+1+int64(to))
 			})
 		if err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)

@@ -210,17 +210,29 @@ func (s *Store) readDeps(ctx context.Context, q batchQuerier, out map[int64][]in
 		return fmt.Errorf("read dependencies: %w", err)
 	}
 	defer rows.Close()
+	// The lists are cut from one array (a large backfill's instances hold
+	// them for as long as they are open): an instance's edges come
+	// together, in order.
+	var owners, ups []int64
 	for rows.Next() {
 		var id, up int64
 		if err := rows.Scan(&id, &up); err != nil {
 			return fmt.Errorf("read dependencies: %w", err)
 		}
 		if keep == nil || keep(id) {
-			out[id] = append(out[id], up)
+			owners, ups = append(owners, id), append(ups, up)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read dependencies: %w", err)
+	}
+	for start := 0; start < len(ups); {
+		end := start + 1
+		for end < len(ups) && owners[end] == owners[start] {
+			end++
+		}
+		out[owners[start]] = ups[start:end:end] // full: an append copies
+		start = end
 	}
 	return nil
 }
@@ -273,7 +285,13 @@ func (s *Store) ListBatchInstances(ctx context.Context, f BatchInstanceFilter) (
 	// instances copies them.
 	list := make([]BatchInstance, 0, min(f.Limit, 10000))
 	err = s.batchReadTx(ctx, func(tx *sql.Tx) error {
-		if err := scanBatchInstances(ctx, tx, &list, s.d.rebind(q), args...); err != nil {
+		var err error
+		if f.Sparse {
+			err = s.scanSparse(ctx, tx, &list, f)
+		} else {
+			err = scanBatchInstances(ctx, tx, &list, s.d.rebind(q), args...)
+		}
+		if err != nil {
 			return err
 		}
 		return s.fillBatchDeps(ctx, tx, list)
@@ -301,6 +319,17 @@ func (s *Store) BatchInstanceIDRange(ctx context.Context, backfillID int64) (lo,
 // batchInstanceListQuery returns the query (with ? placeholders) and
 // arguments of ListBatchInstances, or why f is invalid.
 func batchInstanceListQuery(f BatchInstanceFilter) (q string, args []any, err error) {
+	where, args, err := batchInstanceWhere(f)
+	if err != nil {
+		return "", nil, err
+	}
+	return `SELECT ` + batchInstanceCols + ` FROM "batch_instances"` + where + ` ORDER BY "id" LIMIT ?`,
+		append(args, cmp.Or(f.Limit, DefaultBatchInstanceLimit)), nil
+}
+
+// batchInstanceWhere is the WHERE clause (with ? placeholders, "" for
+// none) and arguments of f, or why f is invalid.
+func batchInstanceWhere(f BatchInstanceFilter) (string, []any, error) {
 	if f.Limit < 0 {
 		return "", nil, fmt.Errorf("negative limit %d", f.Limit)
 	}
@@ -308,6 +337,7 @@ func batchInstanceListQuery(f BatchInstanceFilter) (q string, args []any, err er
 		return "", nil, fmt.Errorf("both Scheduled and backfill %d", f.BackfillID)
 	}
 	var where []string
+	var args []any
 	switch {
 	case f.Scheduled:
 		where = append(where, `"backfill_id" IS NULL`)
@@ -333,10 +363,91 @@ func batchInstanceListQuery(f BatchInstanceFilter) (q string, args []any, err er
 		where = append(where, `"id" <= ?`)
 		args = append(args, f.ThroughID)
 	}
-	q = `SELECT ` + batchInstanceCols + ` FROM "batch_instances"`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+	if len(where) == 0 {
+		return "", args, nil
 	}
-	q += ` ORDER BY "id" LIMIT ?`
-	return q, append(args, cmp.Or(f.Limit, DefaultBatchInstanceLimit)), nil
+	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+}
+
+// batchInstanceLeanCols are the columns in which instances that have not
+// run differ; batchInstanceRan holds for a row whose other columns do not
+// all hold their defaults (it has run, or was made so).
+const (
+	batchInstanceLeanCols = `"id", "backfill_id", "task", "biz_time", "biz_end", "scheduled", "group", "seq", "order", "mode", "resource_group",
+	"state", "reason", "attempt"`
+	batchInstanceRan = `NOT ("next_try" IS NULL AND "started_at" IS NULL AND "finished_at" IS NULL AND "pid" = 0 AND "pgid" = 0
+	AND "proc_start" = 0 AND "host" = '' AND "sql_tag" = '' AND "rendered" = '' AND "outputs" = '{}' AND "error" = '')`
+)
+
+// scanSparse appends the instances f selects to out as
+// scanBatchInstances would, reading the columns of the rows that have not
+// run without those that hold their defaults: a restart's read of a large
+// backfill not yet run is its instances' plan, and reading a column costs
+// the drivers about as much whatever it holds. The rows that ran are then
+// read whole, in the same transaction.
+func (s *Store) scanSparse(ctx context.Context, tx *sql.Tx, out *[]BatchInstance, f BatchInstanceFilter) error {
+	where, args, err := batchInstanceWhere(f)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT `+batchInstanceLeanCols+`, CASE WHEN `+batchInstanceRan+` THEN 1 ELSE 0 END
+		FROM "batch_instances"`+where+` ORDER BY "id" LIMIT ?`), append(args, cmp.Or(f.Limit, DefaultBatchInstanceLimit))...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ran []int // indexes in *out of the rows that ran
+	for rows.Next() {
+		b, hasRun, err := scanLeanInstance(rows)
+		if err != nil {
+			return err
+		}
+		if hasRun {
+			ran = append(ran, len(*out))
+		}
+		*out = append(*out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	lo, hi := (*out)[ran[0]].ID, (*out)[ran[len(ran)-1]].ID
+	if where == "" {
+		where = ` WHERE `
+	} else {
+		where += ` AND `
+	}
+	whole, err := queryBatchInstances(ctx, tx, s.d.rebind(`SELECT `+batchInstanceCols+` FROM "batch_instances"`+
+		where+`"id" BETWEEN ? AND ? AND `+batchInstanceRan+` ORDER BY "id"`), append(args, lo, hi)...)
+	if err != nil {
+		return err
+	}
+	if len(whole) != len(ran) {
+		return fmt.Errorf("read %d whole instances of the %d that ran", len(whole), len(ran))
+	}
+	for k, i := range ran {
+		if whole[k].ID != (*out)[i].ID {
+			return fmt.Errorf("instance %d read whole in place of %d", whole[k].ID, (*out)[i].ID)
+		}
+		(*out)[i] = whole[k]
+	}
+	return nil
+}
+
+// scanLeanInstance scans a row of batchInstanceLeanCols and the "ran"
+// flag: the instance, its other fields at their defaults.
+func scanLeanInstance(sc interface{ Scan(...any) error }) (b BatchInstance, ran bool, err error) {
+	var bf sql.NullInt64
+	var biz, end, sched timeCol
+	var group, seq, order, attempt, flag batchIntCol
+	if err := sc.Scan(&b.ID, &bf, &b.Task, &biz, &end, &sched, &group, &seq, &order, &b.Mode, &b.ResourceGroup,
+		&b.State, &b.Reason, &attempt, &flag); err != nil {
+		return BatchInstance{}, false, err
+	}
+	b.BackfillID = bf.Int64
+	b.BizTime, b.BizEnd, b.Scheduled = biz.T, end.T, sched.T
+	b.Group, b.Seq, b.Order, b.Attempt = int(group), int(seq), int(order), int(attempt)
+	return b, flag != 0, nil
 }

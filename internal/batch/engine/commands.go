@@ -121,24 +121,20 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string)
 	}
 	rec := store.BatchBackfill{Name: p.Name, Task: p.Task, StartedBy: startedBy, Request: reqJSON,
 		State: store.BatchWaiting, RunAt: p.RunAt.UTC().Truncate(time.Microsecond)}
-	insts := make([]store.BatchInstance, len(p.Instances))
-	deps := make([][]int, len(p.Instances))
-	for i, pi := range p.Instances {
-		st := store.InstanceWaiting
-		if pi.Mode == plan.ModeBlocked {
-			st = store.InstanceBlocked
-		}
-		insts[i] = store.BatchInstance{Task: pi.Task, BizTime: pi.BizTime.UTC(), BizEnd: pi.BizEnd.UTC(),
-			Scheduled: pi.Scheduled.UTC(), Group: pi.Group, Seq: pi.Seq, Order: pi.Order, Mode: pi.Mode,
-			ResourceGroup: pi.ResourceGroup, State: st, Reason: pi.Reason}
-		deps[i] = pi.Deps
-	}
-	if err := e.st.CreateBatchBackfill(ctx, &rec, insts, deps); err != nil {
+	// The store takes the instances one at a time from the plan, and the
+	// engine's nodes are made from it too: a large backfill is held as the
+	// plan and the nodes, never also as a slice of store rows.
+	first, err := e.st.CreateBatchBackfillFrom(ctx, &rec, store.NewInstances{
+		Len:  len(p.Instances),
+		At:   func(i int, c *store.BatchInstance) { *c = plannedInstance(&p.Instances[i]) },
+		Deps: func(i int) []int { return p.Instances[i].Deps },
+	})
+	if err != nil {
 		return store.BatchBackfill{}, nil, fmt.Errorf("record backfill: %w", err)
 	}
 	// Recorded: the loop must take it even if the caller goes away now.
 	err = e.do(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		if err := e.adopt(rec, insts); err != nil {
+		if err := e.adoptPlanned(rec, p, first); err != nil {
 			return err
 		}
 		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})

@@ -178,8 +178,9 @@ func (e *Engine) claim(ctx context.Context, n *node, now time.Time) runner.Spec 
 	if e.opts.Dispatch {
 		n.run.host = "" // the node that takes it records its own
 	}
-	n.rendered, n.tag, n.errText, n.reason = rendered, spec.Tag, "", ""
-	n.startedAt = &now
+	a := n.edit()
+	a.rendered, a.tag, a.errText, a.startedAt = rendered, spec.Tag, "", &now
+	n.reason = ""
 	if err != nil {
 		spec.Type, spec.Script = "invalid", err.Error()
 	}
@@ -195,20 +196,21 @@ func (e *Engine) undoClaims(dry, claims []*node) {
 		n.run = nil
 	}
 	for _, n := range append(dry, claims...) {
-		n.nextTry = retry
+		n.edit().nextTry = retry
 		e.consider(n)
 	}
 }
 
 // record is the stored form of n in state st.
 func record(n *node, st, reason string, now time.Time) store.BatchInstance {
+	a := n.seen()
 	r := store.BatchInstance{
 		ID: n.id, Task: n.task.ID, State: st, Reason: reason, Attempt: n.attempt,
-		StartedAt: n.startedAt, Outputs: n.outputs,
-		Rendered: n.rendered, SQLTag: n.tag, Error: n.errText,
+		StartedAt: a.startedAt, Outputs: a.outputs,
+		Rendered: a.rendered, SQLTag: a.tag, Error: a.errText,
 	}
-	if !n.nextTry.IsZero() && st == store.InstanceWaiting {
-		t := n.nextTry.UTC()
+	if !a.nextTry.IsZero() && st == store.InstanceWaiting {
+		t := a.nextTry.UTC()
 		r.NextTry = &t
 	}
 	if st != store.InstanceWaiting && st != store.InstanceRunning {

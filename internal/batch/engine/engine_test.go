@@ -360,6 +360,46 @@ func TestRestartLoadsEveryPage(t *testing.T) {
 	}
 }
 
+// A restarted engine keeps what the stored instances carry beyond their
+// plan: the outputs of an upstream that succeeded before the restart
+// reach its downstream's code, and a retry already used counts.
+func TestRestartKeepsAttempts(t *testing.T) {
+	biz := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	started, ended := biz.Add(time.Hour), biz.Add(2*time.Hour)
+	plain := func(task string, st string) store.BatchInstance {
+		return store.BatchInstance{Task: task, BizTime: biz, BizEnd: biz, Scheduled: biz.AddDate(0, 0, 1), Mode: plan.ModeRun,
+			ResourceGroup: "default", State: st}
+	}
+	up := plain("p.up", store.InstanceSucceeded)
+	up.Attempt, up.StartedAt, up.FinishedAt = 1, &started, &ended
+	up.Rendered, up.Outputs = "echo rows=4242", map[string]string{"rows": "4242"}
+	down := plain("p.down", store.InstanceWaiting)
+	retried := plain("p.flaky", store.InstanceWaiting)
+	retried.Attempt, retried.StartedAt, retried.NextTry = 1, &started, &ended
+	retried.Error = "attempt 1 failed"
+	insts := []store.BatchInstance{up, down, retried}
+	url, rec := recordRunning(t, biz, insts, [][]int{nil, {0}, nil})
+
+	upTask := task(t, "up", dag.TypeShell, "exit 3") // never run again
+	upTask.Outputs = []dag.Param{{Name: "rows", Value: "none"}}
+	flaky := task(t, "flaky", dag.TypeShell, "exit 3")
+	flaky.Retries = 1
+	v := newEnv(t, []dag.Task{upTask, task(t, "down", dag.TypeShell, `echo "got ${outputs.up.rows}"`, "up"), flaky},
+		envOpts{storeURL: url})
+	got := v.wait(rec.ID)
+	if got.State != store.BatchFailed {
+		t.Fatalf("backfill = %s %v (%s), want failed: flaky's one retry was used before the restart", got.State, got.States, got.Error)
+	}
+	assertLog(t, v, rec.ID, "p.down", "got 4242")
+	in, err := v.st.GetBatchInstance(t.Context(), insts[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != store.InstanceFailed || in.Attempt != 2 {
+		t.Errorf("flaky = %s after %d attempts, want failed after 2", in.State, in.Attempt)
+	}
+}
+
 // recordRunning records, in a new SQLite store, a running backfill of task
 // p.a made of insts (with deps), as a daemon that died would have left
 // it, and returns the store's URL and the backfill.

@@ -24,12 +24,13 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		n := end.n
 		st, reason := e.outcome(n, end, shuttingDown, now)
 		next[i] = st
+		a := n.edit()
 		if st == store.InstanceSucceeded {
-			n.outputs = end.res.Outputs
+			a.outputs = end.res.Outputs
 		}
-		n.errText = ""
+		a.errText = ""
 		if end.res.Err != nil && st != store.InstanceSucceeded {
-			n.errText = storable(end.res.Err.Error())
+			a.errText = storable(end.res.Err.Error())
 		}
 		changes[i] = record(n, st, reason, now)
 		n.reason = reason
@@ -130,27 +131,29 @@ func (e *Engine) outcome(n *node, end ending, shuttingDown bool, now time.Time) 
 	case n.run != nil && n.run.stopReason != "":
 		return store.InstanceStopped, n.run.stopReason
 	case shuttingDown:
-		n.nextTry = time.Time{}
+		n.clearNextTry()
 		return store.InstanceWaiting, "interrupted by the daemon's shutdown; runs again at the next start"
-	case lostWithNode(end.res.Err) && n.lostRuns+1 >= maxLostRuns:
-		n.lostRuns = 0
+	case lostWithNode(end.res.Err) && n.seen().lostRuns+1 >= maxLostRuns:
+		n.edit().lostRuns = 0
 		return store.InstanceFailed, fmt.Sprintf("attempt %d was lost with its node (%v), %d attempts in a row were: the task may be what stops its nodes; it is not run again (rerun it by hand once that is ruled out)",
 			n.attempt, end.res.Err, maxLostRuns)
 	case errors.Is(end.res.Err, remote.ErrInterrupted), lostWithNode(end.res.Err):
+		a := n.edit()
 		if lostWithNode(end.res.Err) {
-			n.lostRuns++
+			a.lostRuns++
 		}
-		n.retryBase++ // not the task's failure: no retry used
+		a.retryBase++ // not the task's failure: no retry used
 		// remoteEnded set when it runs again.
 		return store.InstanceWaiting, fmt.Sprintf("attempt %d was interrupted (%v); it runs again", n.attempt, end.res.Err)
 	}
-	n.lostRuns = 0
-	used := n.attempt - n.retryBase
+	a := n.edit()
+	a.lostRuns = 0
+	used := n.attempt - a.retryBase
 	if used <= n.task.Retries && !errors.Is(end.res.Err, errNotRunnable) {
 		delay := max(n.task.RetryBackoff, 0) << min(used-1, 20) // 0: retry at once
-		n.nextTry = now.Add(delay)
+		a.nextTry = now.Add(delay)
 		return store.InstanceWaiting, fmt.Sprintf("attempt %d failed (%v); retry %d of %d at %s",
-			n.attempt, end.res.Err, used, n.task.Retries, n.nextTry.Format(time.RFC3339))
+			n.attempt, end.res.Err, used, n.task.Retries, a.nextTry.Format(time.RFC3339))
 	}
 	return store.InstanceFailed, ""
 }

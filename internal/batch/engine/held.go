@@ -27,10 +27,10 @@ const heldPrefix = "held: "
 func (e *Engine) markHeld(ctx context.Context, bf *backfill) {
 	cause := map[*node]string{} // held instances' reasons
 	type gate struct {
-		seq int
+		seq int32
 		why string
 	}
-	gates := map[int]gate{} // group → the first date that will not finish
+	gates := map[int32]gate{} // group → the first date that will not finish
 	var changes []store.BatchInstance
 	now := e.now().UTC()
 	for _, n := range bf.nodes {

@@ -10,9 +10,31 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/store"
 )
+
+// sharedNames are the states, modes and resource group a node most often
+// has: a node holds the one copy of each rather than the string its row was
+// read into, hundreds of thousands of times over in a large backfill.
+var sharedNames = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{store.InstanceWaiting, store.InstanceRunning, store.InstanceSucceeded,
+		store.InstanceFailed, store.InstanceStopped, store.InstanceDryRun, store.InstanceBlocked,
+		store.InstanceModeRun, store.InstanceModeDryRun, store.InstanceModeBlocked, "default"} {
+		m[s] = s
+	}
+	return m
+}()
+
+// shared is s, as its one shared copy when it has one.
+func shared(s string) string {
+	if c, ok := sharedNames[s]; ok {
+		return c
+	}
+	return s
+}
 
 // newNode builds the memory of one stored instance (without its links).
 func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
@@ -25,20 +47,24 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 	n := &node{
 		id: in.ID, bf: bf, task: t,
 		biz: in.BizTime, bizEnd: in.BizEnd, scheduled: in.Scheduled,
-		group: in.Group, seq: in.Seq, order: in.Order,
-		mode: in.Mode, rg: in.ResourceGroup,
-		state: in.State, reason: in.Reason, attempt: in.Attempt,
-		startedAt: in.StartedAt, deps: in.Deps, outputs: in.Outputs,
+		group: int32(in.Group), seq: int32(in.Seq), order: int32(in.Order),
+		mode: shared(in.Mode), rg: shared(in.ResourceGroup),
+		state: shared(in.State), reason: in.Reason, attempt: in.Attempt,
+		deps: in.Deps,
 	}
 	// retryBase stays 0: after a restart the retries already used count,
 	// even those before a re-run.
-	if in.NextTry != nil {
-		n.nextTry = *in.NextTry
+	if in.NextTry != nil || in.StartedAt != nil || in.Outputs != nil || in.Rendered != "" || in.SQLTag != "" || in.Error != "" {
+		a := n.edit()
+		a.startedAt, a.outputs = in.StartedAt, in.Outputs
+		a.rendered, a.tag, a.errText = in.Rendered, in.SQLTag, in.Error
+		if in.NextTry != nil {
+			a.nextTry = *in.NextTry
+		}
 	}
 	if n.rg == "" {
 		n.rg = "default"
 	}
-	n.rendered, n.tag, n.errText = in.Rendered, in.SQLTag, in.Error
 	if in.State == store.InstanceRunning {
 		n.run = &running{host: in.Host}
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = in.PID, in.PGID, in.ProcStart
@@ -46,20 +72,48 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 	return n
 }
 
-// adopt takes a backfill and all its instances into memory.
-func (e *Engine) adopt(rec store.BatchBackfill, insts []store.BatchInstance) error {
+// plannedInstance is the store's row of a planned instance, as recorded.
+func plannedInstance(pi *plan.Instance) store.BatchInstance {
+	st := store.InstanceWaiting
+	if pi.Mode == plan.ModeBlocked {
+		st = store.InstanceBlocked
+	}
+	mode := pi.Mode
+	if mode == "" {
+		mode = store.InstanceModeRun
+	}
+	return store.BatchInstance{Task: pi.Task, BizTime: pi.BizTime.UTC(), BizEnd: pi.BizEnd.UTC(),
+		Scheduled: pi.Scheduled.UTC(), Group: pi.Group, Seq: pi.Seq, Order: pi.Order, Mode: mode,
+		ResourceGroup: pi.ResourceGroup, State: st, Reason: pi.Reason}
+}
+
+// adoptPlanned takes a backfill just recorded from p, its instance i
+// recorded with id first+i, into memory.
+func (e *Engine) adoptPlanned(rec store.BatchBackfill, p *plan.Plan, first int64) error {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
 		return err
 	}
-	e.addNodes(bf, insts)
+	for i := range p.Instances {
+		in := plannedInstance(&p.Instances[i])
+		in.ID, in.BackfillID = first+int64(i), rec.ID
+		if deps := p.Instances[i].Deps; len(deps) > 0 {
+			in.Deps = make([]int64, 0, len(deps))
+			for _, j := range deps {
+				in.Deps = append(in.Deps, first+int64(j))
+			}
+			slices.Sort(in.Deps)
+			in.Deps = slices.Compact(in.Deps)
+		}
+		bf.nodes = append(bf.nodes, e.newNode(in, bf))
+	}
 	e.finishAdopt(bf)
 	return nil
 }
 
 // newBackfill is the memory of a backfill without its instances.
 func (e *Engine) newBackfill(rec store.BatchBackfill) (*backfill, error) {
-	bf := &backfill{rec: rec, groups: map[int]*group{}, nodes: make([]*node, 0, rec.Instances)}
+	bf := &backfill{rec: rec, groups: map[int32]*group{}, nodes: make([]*node, 0, rec.Instances)}
 	if err := json.Unmarshal(rec.Request, &bf.req); err != nil {
 		return nil, fmt.Errorf("decode the request of backfill %d: %w", rec.ID, err)
 	}
@@ -85,7 +139,7 @@ func (e *Engine) finishAdopt(bf *backfill) {
 		e.link(n, nil)
 		g := bf.groups[n.group]
 		if g == nil {
-			g = &group{left: map[int]int{}, parked: map[int][]*node{}}
+			g = &group{left: map[int32]int{}, parked: map[int32][]*node{}}
 			bf.groups[n.group] = g
 		}
 		g.add(n)
@@ -222,8 +276,10 @@ func (e *Engine) loadParts(ctx context.Context, rec store.BatchBackfill) ([]idPa
 // a time in id order.
 func (e *Engine) readPages(ctx context.Context, id int64, part idPart, pages chan<- []store.BatchInstance) error {
 	after := part.after
+	sparse := true // until a page is mostly instances that have run
 	for {
-		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, ThroughID: part.through, Limit: loadPageSize})
+		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, ThroughID: part.through,
+			Limit: loadPageSize, Sparse: sparse})
 		if err != nil {
 			return fmt.Errorf("read the instances of backfill %d: %w", id, err)
 		}
@@ -238,7 +294,22 @@ func (e *Engine) readPages(ctx context.Context, id int64, part idPart, pages cha
 			return nil
 		}
 		after = page[len(page)-1].ID
+		sparse = 2*countRun(page) < len(page)
 	}
+}
+
+// countRun counts the instances of page that have run (or were made so):
+// those a sparse read reads twice.
+func countRun(page []store.BatchInstance) int {
+	n := 0
+	for i := range page {
+		in := &page[i]
+		if in.NextTry != nil || in.StartedAt != nil || in.FinishedAt != nil || in.PID != 0 || in.PGID != 0 || in.ProcStart != 0 ||
+			in.Host != "" || in.SQLTag != "" || in.Rendered != "" || in.Outputs != nil || in.Error != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // startDue starts the waiting backfills whose run time has come and returns

@@ -126,7 +126,7 @@ func (e *Engine) remoteEnded(ctx context.Context, out []store.DispatchedAttempt)
 			}
 			end.res, end.log = r.RunnerResult(), r.Log
 			if r.Interrupted {
-				n.nextTry = time.Time{}
+				n.clearNextTry()
 			}
 		} else {
 			res, ready, err := e.lost(ctx, n, a, now)
@@ -184,7 +184,7 @@ func (e *Engine) lost(ctx context.Context, n *node, a store.DispatchedAttempt, n
 	if err != nil {
 		return res, false, err
 	}
-	n.nextTry = time.Time{}
+	n.clearNextTry()
 	return runner.Result{ExitCode: -1, Err: fmt.Errorf("%w (node %s)%s", errNodeLost, a.Node, msg)}, true, nil
 }
 

@@ -166,7 +166,7 @@ func (e *Engine) upstreamOutputs(ctx context.Context, n *node, id string) (map[s
 			return outs, nil
 		}
 		if d.task.ID == id {
-			for k, v := range d.outputs {
+			for k, v := range d.seen().outputs {
 				outs[k] = v
 			}
 			return outs, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/store"
@@ -52,8 +51,8 @@ func (e *Engine) Rerun(ctx context.Context, backfillID int64, ids []int64, by st
 			return err
 		}
 		for _, n := range picked {
-			n.state, n.reason, n.retryBase, n.lostRuns = store.InstanceWaiting, reason, n.attempt, 0
-			n.nextTry = time.Time{}
+			n.state, n.reason = store.InstanceWaiting, reason
+			n.rerun()
 			e.publishInstance(n)
 		}
 		e.resume(ctx, bf)
@@ -181,13 +180,14 @@ func (e *Engine) RerunScheduled(ctx context.Context, id int64, by string) error 
 		default:
 			return fmt.Errorf("instance %d is %s; only failed, stopped and blocked instances can be re-run: %w", id, n.state, ErrConflict)
 		}
-		n.nextTry = time.Time{}
+		n.clearNextTry()
 		c := record(n, store.InstanceWaiting, "re-run by "+by, e.now().UTC())
 		c.FinishedAt = nil
 		if err := e.writeInstances(ctx, []store.BatchInstance{c}, nil); err != nil {
 			return err
 		}
-		n.state, n.reason, n.retryBase, n.lostRuns = store.InstanceWaiting, c.Reason, n.attempt, 0
+		n.state, n.reason = store.InstanceWaiting, c.Reason
+		n.rerun()
 		if n.mode == plan.ModeBlocked {
 			n.mode = plan.ModeRun // blocked by a pause: run it as asked
 		}

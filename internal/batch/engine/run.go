@@ -241,7 +241,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		if elsewhere {
 			// Its node sent SIGTERM when it stopped, and SIGKILL a grace
 			// period later: run it again only once that is over.
-			n.nextTry = now.Add(runner.GracePeriod + time.Second)
+			n.edit().nextTry = now.Add(runner.GracePeriod + time.Second)
 		}
 		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))
 	}
@@ -269,11 +269,11 @@ func (e *Engine) endLeftovers(ctx context.Context, n *node) (msg string, elsewhe
 			msg += fmt.Sprintf("; its process group %d was still running and was ended", p.PGID)
 		}
 	}
-	if n.tag != "" && n.task.Type == dag.TypeShell && !elsewhere {
+	if n.seen().tag != "" && n.task.Type == dag.TypeShell && !elsewhere {
 		// The group may not have been recorded: the daemon can die
 		// between starting a script and writing it down. The tag in
 		// the script's environment finds it and its children.
-		k, err := runner.EndTagged(n.tag)
+		k, err := runner.EndTagged(n.seen().tag)
 		if err != nil {
 			return "", false, fmt.Errorf("end the processes of instance %d: %w", n.id, err)
 		}
@@ -281,9 +281,9 @@ func (e *Engine) endLeftovers(ctx context.Context, n *node) (msg string, elsewhe
 			msg += fmt.Sprintf("; %d process group(s) of it were still running and were ended", k)
 		}
 	}
-	if n.tag != "" && n.task.Type == dag.TypeSQL {
+	if n.seen().tag != "" && n.task.Type == dag.TypeSQL {
 		if conn, found := e.opts.Connections[n.task.Connection]; found {
-			k, err := runner.CancelSQL(ctx, conn, n.tag)
+			k, err := runner.CancelSQL(ctx, conn, n.seen().tag)
 			if err != nil {
 				return "", false, fmt.Errorf("cancel the SQL of instance %d on %s: %w", n.id, conn.Name, err)
 			}

@@ -19,38 +19,81 @@ type node struct {
 	biz       time.Time
 	bizEnd    time.Time
 	scheduled time.Time
-	group     int
-	seq       int
-	order     int
-	mode      string
-	rg        string
+	// int32s, packed with the flags below: a large backfill's nodes are
+	// most of the engine's memory (docs/benchmark.md, "Batch benchmark").
+	group, seq, order int32
+	// pending counts deps that have not succeeded or dry-run.
+	pending int32
+	// gen tells the node's live queue entry from stale ones: entries carry
+	// the gen they were made at, and taking a node off its queues (a stop)
+	// moves it on.
+	gen    uint32
+	queued bool // in a queue, the timer heap or waiting for a busy cycle
 
-	state     string
-	reason    string
-	attempt   int
+	mode string
+	rg   string
+
+	state   string
+	reason  string
+	attempt int
+	// more is what the node knows of its attempts beyond their count (nil
+	// until there is something: most instances of a large backfill have
+	// not run yet); read it with seen, write it with edit.
+	more *attemptInfo
+
+	deps []int64
+	down []*node
+	run  *running
+}
+
+// attemptInfo is a node's record of its attempts beyond their count.
+type attemptInfo struct {
 	retryBase int // attempts before the last re-run; retries count from here
 	// lostRuns counts the attempts in a row lost with their node: past
 	// maxLostRuns the instance fails (the task may be what kills nodes).
 	lostRuns  int
 	nextTry   time.Time
 	startedAt *time.Time
-
-	// pending counts deps that have not succeeded or dry-run.
-	pending int
-	deps    []int64
-	down    []*node
-
-	// The latest attempt's rendered code, run tag and error, kept across
-	// later transitions (the store rewrites every column).
+	// The latest attempt's rendered code, run tag, error and outputs, kept
+	// across later transitions (the store rewrites every column).
 	rendered, tag, errText string
+	outputs                map[string]string
+}
 
-	queued bool // in a queue, the timer heap or waiting for a busy cycle
-	// gen tells the node's live queue entry from stale ones: entries carry
-	// the gen they were made at, and taking a node off its queues (a stop)
-	// moves it on.
-	gen     uint32
-	run     *running
-	outputs map[string]string
+// noAttempts is what seen returns for a node without attemptInfo.
+var noAttempts attemptInfo
+
+// seen is n's attemptInfo to read: never to be written through.
+func (n *node) seen() *attemptInfo {
+	if n.more == nil {
+		return &noAttempts
+	}
+	return n.more
+}
+
+// edit is n's attemptInfo to write, made if n has none.
+func (n *node) edit() *attemptInfo {
+	if n.more == nil {
+		n.more = &attemptInfo{}
+	}
+	return n.more
+}
+
+// rerun has n's retries count afresh from its attempts so far, as a re-run
+// by hand asks.
+func (n *node) rerun() {
+	if n.more == nil && n.attempt == 0 {
+		return // nothing to count from
+	}
+	a := n.edit()
+	a.retryBase, a.lostRuns, a.nextTry = n.attempt, 0, time.Time{}
+}
+
+// clearNextTry forgets n's retry time, making no attemptInfo for it.
+func (n *node) clearNextTry() {
+	if n.more != nil {
+		n.more.nextTry = time.Time{}
+	}
 }
 
 // running is what the loop knows of a started attempt.
@@ -91,7 +134,7 @@ type backfill struct {
 	rec    store.BatchBackfill
 	req    plan.Request
 	nodes  []*node
-	groups map[int]*group
+	groups map[int32]*group
 	// running and queued count nodes started or on their way to start;
 	// when both are zero nothing more can happen without outside help.
 	running int
@@ -102,10 +145,10 @@ type backfill struct {
 // group is a concurrency group's gate: the dates of a group run one after
 // the other.
 type group struct {
-	current int         // the seq allowed to run
-	last    int         // the group's last seq
-	left    map[int]int // seq → instances not yet succeeded or dry-run
-	parked  map[int][]*node
+	current int32         // the seq allowed to run
+	last    int32         // the group's last seq
+	left    map[int32]int // seq → instances not yet succeeded or dry-run
+	parked  map[int32][]*node
 }
 
 func (g *group) add(n *node) {
@@ -232,7 +275,7 @@ func (e *Engine) consider(n *node) {
 			return
 		}
 	}
-	wake := n.nextTry
+	wake := n.seen().nextTry
 	if (n.bf == nil || n.bf.req.WaitScheduled) && n.scheduled.After(wake) {
 		wake = n.scheduled
 	}

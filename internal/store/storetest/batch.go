@@ -22,6 +22,8 @@ func testBatch(t *testing.T, s *store.Store) {
 		{"BackfillValidation", testBatchBackfillValidation},
 		{"BackfillFilters", testBatchBackfillFilters},
 		{"InstanceFilters", testBatchInstanceFilters},
+		{"SparseList", testBatchSparseList},
+		{"BackfillFrom", testBatchBackfillFrom},
 		{"UpdateInstances", testBatchUpdateInstances},
 		{"RunningUnique", testBatchRunningUnique},
 		{"OpenInstances", testBatchOpenInstances},
