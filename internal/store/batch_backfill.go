@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -78,11 +79,20 @@ func (s *Store) CreateBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 type NewInstances struct {
 	Len int
 	// At fills *c with instance i (its ID, BackfillID and Deps are
-	// ignored). It may be asked for the same instance more than once.
+	// ignored). It is asked for each instance twice (to check it, then to
+	// write it) and must give the same both times, as must Deps.
 	At func(i int, c *BatchInstance)
-	// Deps are the indexes of the instances that instance i waits for
-	// (nil: none), in any order; duplicates count once.
+	// Deps are the indexes of the instances that instance i waits for, in
+	// any order; duplicates count once. A nil Deps: none wait.
 	Deps func(i int) []int
+}
+
+// deps is insts.Deps(i), none when insts has no Deps.
+func (insts NewInstances) deps(i int) []int {
+	if insts.Deps == nil {
+		return nil
+	}
+	return insts.Deps(i)
 }
 
 // CreateBatchBackfillFrom inserts b, its instances and their dependency
@@ -158,7 +168,7 @@ func sortedDeps(deps []int) []int {
 func countEdges(insts NewInstances) (int, error) {
 	n := 0
 	for i := range insts.Len {
-		l := sortedDeps(insts.Deps(i))
+		l := sortedDeps(insts.deps(i))
 		if len(l) == 0 {
 			continue
 		}
@@ -180,13 +190,20 @@ type edgeWalk struct {
 	i     int   // the instance whose edges are being walked
 	up    []int // its upstreams, sorted
 	k     int   // the next of them
+	err   error // set when insts gave fewer edges than counted
 }
 
-// next returns the next edge's instance and upstream indexes.
+// next returns the next edge's instance and upstream indexes; past the
+// last edge (insts changed between the two passes) it sets w.err and
+// returns an edge the transaction then rolls back.
 func (w *edgeWalk) next() (from, to int) {
 	for w.k >= len(w.up) {
+		if w.i+1 >= w.insts.Len {
+			w.err = errors.New("the instances' dependencies changed while they were written")
+			return 0, 0
+		}
 		w.i++
-		w.up, w.k = sortedDeps(w.insts.Deps(w.i)), 0
+		w.up, w.k = sortedDeps(w.insts.deps(w.i)), 0
 	}
 	w.k++
 	return w.i, w.up[w.k-1]
@@ -209,15 +226,18 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 			return err
 		}
 		var c BatchInstance
+		var changed error // an instance At gave otherwise than when checked
 		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, insts.Len,
 			func(args []any, i int) []any {
 				c = BatchInstance{}
 				insts.At(i, &c)
-				_ = prepareBatchInstance(&c) // checked before the transaction
-				outputs, _ := encodeBatchOutputs(c.Outputs)
+				outputs, err := encodeBatchOutputs(c.Outputs)
+				if err = cmp.Or(prepareBatchInstance(&c), err); err != nil && changed == nil {
+					changed = fmt.Errorf("instance %d (%s) changed while it was written: %w", i, c.Task, err)
+				}
 				return s.appendInstanceArgs(args, base+1+int64(i), id, &c, c.State, c.Mode, outputs)
 			})
-		if err != nil {
+		if err = cmp.Or(changed, err); err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))
 		}
 		walk := edgeWalk{insts: insts, i: -1}
@@ -226,7 +246,7 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 				from, to := walk.next()
 				return append(args, base+1+int64(from), base+1+int64(to))
 			})
-		if err != nil {
+		if err = cmp.Or(walk.err, err); err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
 		}
 		return nil

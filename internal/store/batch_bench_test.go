@@ -70,7 +70,9 @@ func benchURL(b *testing.B, dialect string) string {
 
 func benchCreateBatchBackfill(b *testing.B, dialect string, n int) {
 	s := benchStoreAt(b, benchURL(b, dialect))
-	insts, deps := benchPlan(n, 100)
+	// 2,000 tasks, as BenchmarkBatch's DAG: how many index pages a
+	// statement touches depends on it (batchInstanceRowsPerInsert).
+	insts, deps := benchPlan(n, 2000)
 	edges := 0
 	for _, d := range deps {
 		edges += len(d)

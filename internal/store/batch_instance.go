@@ -201,8 +201,8 @@ func dense(ids []int64) bool {
 	return n > 1 && slices.IsSorted(ids) && ids[n-1]-ids[0] < 2*int64(n)
 }
 
-// readDeps adds to out the edges of the instances that where (with args)
-// selects and keep (nil: all) keeps.
+// readDeps sets in out the upstream list of each instance that where
+// (with args) selects and keep (nil: all) keeps.
 func (s *Store) readDeps(ctx context.Context, q batchQuerier, out map[int64][]int64, where string, args []any, keep func(int64) bool) error {
 	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT "instance_id", "upstream_id" FROM "batch_instance_deps"
 		WHERE `+where+` ORDER BY "instance_id", "upstream_id"`), args...)
@@ -371,13 +371,21 @@ func batchInstanceWhere(f BatchInstanceFilter) (string, []any, error) {
 
 // batchInstanceLeanCols are the columns in which instances that have not
 // run differ; batchInstanceRan holds for a row whose other columns do not
-// all hold their defaults (it has run, or was made so).
+// all hold their defaults (it has run, or was made so): BatchInstance.HasRun
+// in SQL.
 const (
 	batchInstanceLeanCols = `"id", "backfill_id", "task", "biz_time", "biz_end", "scheduled", "group", "seq", "order", "mode", "resource_group",
 	"state", "reason", "attempt"`
 	batchInstanceRan = `NOT ("next_try" IS NULL AND "started_at" IS NULL AND "finished_at" IS NULL AND "pid" = 0 AND "pgid" = 0
 	AND "proc_start" = 0 AND "host" = '' AND "sql_tag" = '' AND "rendered" = '' AND "outputs" = '{}' AND "error" = '')`
 )
+
+// HasRun reports whether any of in's run fields (those a sparse read
+// leaves out: batchInstanceRan) is set.
+func (in *BatchInstance) HasRun() bool {
+	return in.NextTry != nil || in.StartedAt != nil || in.FinishedAt != nil || in.PID != 0 || in.PGID != 0 || in.ProcStart != 0 ||
+		in.Host != "" || in.SQLTag != "" || in.Rendered != "" || len(in.Outputs) > 0 || in.Error != ""
+}
 
 // scanSparse appends the instances f selects to out as
 // scanBatchInstances would, reading the columns of the rows that have not
@@ -393,14 +401,14 @@ func (s *Store) scanSparse(ctx context.Context, tx *sql.Tx, out *[]BatchInstance
 	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT `+batchInstanceLeanCols+`, CASE WHEN `+batchInstanceRan+` THEN 1 ELSE 0 END
 		FROM "batch_instances"`+where+` ORDER BY "id" LIMIT ?`), append(args, cmp.Or(f.Limit, DefaultBatchInstanceLimit))...)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the instances' plans: %w", err)
 	}
 	defer rows.Close()
 	var ran []int // indexes in *out of the rows that ran
 	for rows.Next() {
 		b, hasRun, err := scanLeanInstance(rows)
 		if err != nil {
-			return err
+			return fmt.Errorf("read the instances' plans: %w", err)
 		}
 		if hasRun {
 			ran = append(ran, len(*out))
@@ -408,7 +416,7 @@ func (s *Store) scanSparse(ctx context.Context, tx *sql.Tx, out *[]BatchInstance
 		*out = append(*out, b)
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("read the instances' plans: %w", err)
 	}
 	if len(ran) == 0 {
 		return nil
@@ -422,7 +430,7 @@ func (s *Store) scanSparse(ctx context.Context, tx *sql.Tx, out *[]BatchInstance
 	whole, err := queryBatchInstances(ctx, tx, s.d.rebind(`SELECT `+batchInstanceCols+` FROM "batch_instances"`+
 		where+`"id" BETWEEN ? AND ? AND `+batchInstanceRan+` ORDER BY "id"`), append(args, lo, hi)...)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the instances that ran: %w", err)
 	}
 	if len(whole) != len(ran) {
 		return fmt.Errorf("read %d whole instances of the %d that ran", len(whole), len(ran))

@@ -383,7 +383,7 @@ func TestRestartKeepsAttempts(t *testing.T) {
 	upTask := task(t, "up", dag.TypeShell, "exit 3") // never run again
 	upTask.Outputs = []dag.Param{{Name: "rows", Value: "none"}}
 	flaky := task(t, "flaky", dag.TypeShell, "exit 3")
-	flaky.Retries = 1
+	flaky.Retries, flaky.RetryBackoff = 1, time.Hour // a retry granted again would wait an hour
 	v := newEnv(t, []dag.Task{upTask, task(t, "down", dag.TypeShell, `echo "got ${outputs.up.rows}"`, "up"), flaky},
 		envOpts{storeURL: url})
 	got := v.wait(rec.ID)

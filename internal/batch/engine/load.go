@@ -54,7 +54,7 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 	}
 	// retryBase stays 0: after a restart the retries already used count,
 	// even those before a re-run.
-	if in.NextTry != nil || in.StartedAt != nil || in.Outputs != nil || in.Rendered != "" || in.SQLTag != "" || in.Error != "" {
+	if in.HasRun() {
 		a := n.edit()
 		a.startedAt, a.outputs = in.StartedAt, in.Outputs
 		a.rendered, a.tag, a.errText = in.Rendered, in.SQLTag, in.Error
@@ -276,7 +276,7 @@ func (e *Engine) loadParts(ctx context.Context, rec store.BatchBackfill) ([]idPa
 // a time in id order.
 func (e *Engine) readPages(ctx context.Context, id int64, part idPart, pages chan<- []store.BatchInstance) error {
 	after := part.after
-	sparse := true // until a page is mostly instances that have run
+	sparse := true // while the last page was mostly instances that have not run
 	for {
 		page, err := e.st.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: id, AfterID: after, ThroughID: part.through,
 			Limit: loadPageSize, Sparse: sparse})
@@ -303,9 +303,7 @@ func (e *Engine) readPages(ctx context.Context, id int64, part idPart, pages cha
 func countRun(page []store.BatchInstance) int {
 	n := 0
 	for i := range page {
-		in := &page[i]
-		if in.NextTry != nil || in.StartedAt != nil || in.FinishedAt != nil || in.PID != 0 || in.PGID != 0 || in.ProcStart != 0 ||
-			in.Host != "" || in.SQLTag != "" || in.Rendered != "" || in.Outputs != nil || in.Error != "" {
+		if page[i].HasRun() {
 			n++
 		}
 	}

@@ -72,12 +72,12 @@ func testBatchSparseList(t *testing.T, s *store.Store) {
 }
 
 // testBatchBackfillFrom checks CreateBatchBackfillFrom: instances taken one
-// at a time, dependency lists in any order with duplicates, every instance
-// checked before anything is written.
+// at a time, dependency lists in any order with duplicates and gaps, every
+// instance checked before anything is written.
 func testBatchBackfillFrom(t *testing.T, s *store.Store) {
 	ctx := t.Context()
-	days := []int{3, 1, 2, 5}
-	deps := [][]int{nil, {0}, {1, 0, 1}, {2, 2}}
+	days := []int{3, 1, 2, 5, 4}
+	deps := [][]int{nil, {0}, {1, 0, 1}, nil, {2, 2, 0}}
 	asked := 0
 	from := store.NewInstances{
 		Len: len(days),
@@ -94,16 +94,27 @@ func testBatchBackfillFrom(t *testing.T, s *store.Store) {
 	if b.ID == 0 || b.Instances != len(days) || asked < len(days) {
 		t.Fatalf("backfill %+v after %d instances asked for", b, asked)
 	}
-	wantDeps := [][]int64{nil, {first}, {first, first + 1}, {first + 2}}
+	wantDeps := [][]int64{nil, {first}, {first, first + 1}, nil, {first, first + 2}}
 	for i, d := range days {
 		want := batchInst("fr_a", d)
 		want.ID, want.BackfillID, want.Deps = first+int64(i), b.ID, wantDeps[i]
 		checkBatchInstance(t, s, want)
 	}
-
-	// A bad instance, the last, leaves nothing behind.
-	before, err := s.ListBatchBackfills(ctx, store.BatchBackfillFilter{Task: "fr_b"})
+	// No Deps: none wait.
+	none := from
+	none.Deps = nil
+	nb := &store.BatchBackfill{Name: "fr-none", Task: "fr_a", StartedBy: "cli", RunAt: at(1)}
+	first, err = s.CreateBatchBackfillFrom(ctx, nb, none)
 	mustNil(t, err)
+	got, err := s.GetBatchInstance(ctx, first+int64(len(days)-1))
+	mustNil(t, err)
+	if got.BackfillID != nb.ID || got.Deps != nil {
+		t.Errorf("instance of a backfill without deps: %+v", got)
+	}
+
+	// Refused, nothing is left behind: a bad instance (the last), a
+	// dependency out of range or on itself, dependencies that change
+	// between the check and the write.
 	bad := from
 	bad.At = func(i int, c *store.BatchInstance) {
 		*c = batchInst("fr_b", days[i])
@@ -111,27 +122,39 @@ func testBatchBackfillFrom(t *testing.T, s *store.Store) {
 			c.State = "sleeping"
 		}
 	}
-	if _, err := s.CreateBatchBackfillFrom(ctx, &store.BatchBackfill{Name: "fr-bad", Task: "fr_b", StartedBy: "cli", RunAt: at(1)}, bad); err == nil {
-		t.Fatal("CreateBatchBackfillFrom with a bad state: no error")
-	}
-	after, err := s.ListBatchBackfills(ctx, store.BatchBackfillFilter{Task: "fr_b"})
-	mustNil(t, err)
-	list, err := s.ListBatchInstances(ctx, store.BatchInstanceFilter{Task: "fr_b"})
-	mustNil(t, err)
-	if len(after) != len(before) || len(list) != 0 {
-		t.Errorf("after a refused backfill: %d backfills (was %d), %d instances", len(after), len(before), len(list))
-	}
-	// So does a dependency out of range, or on itself.
-	for _, d := range [][]int{{4}, {-1}, {3}} {
-		bad := from
-		bad.Deps = func(i int) []int {
+	refused := []store.NewInstances{bad}
+	for _, d := range [][]int{{5}, {-1}, {4}} {
+		r := from
+		r.At = bad.At
+		r.Deps = func(i int) []int {
 			if i == len(days)-1 {
 				return d
 			}
+			return deps[i]
+		}
+		refused = append(refused, r)
+	}
+	calls := 0
+	shrinking := from
+	shrinking.At = func(i int, c *store.BatchInstance) { *c = batchInst("fr_b", days[i]) }
+	shrinking.Deps = func(i int) []int {
+		calls++
+		if calls > len(days) { // the write's pass
 			return nil
 		}
-		if _, err := s.CreateBatchBackfillFrom(ctx, &store.BatchBackfill{Name: "fr-bad", Task: "fr_a", StartedBy: "cli", RunAt: at(1)}, bad); err == nil {
-			t.Errorf("CreateBatchBackfillFrom with deps %v on the last: no error", d)
+		return deps[i]
+	}
+	refused = append(refused, shrinking)
+	for k, r := range refused {
+		if _, err := s.CreateBatchBackfillFrom(ctx, &store.BatchBackfill{Name: "fr-bad", Task: "fr_b", StartedBy: "cli", RunAt: at(1)}, r); err == nil {
+			t.Errorf("refused case %d: no error", k)
+		}
+		backfills, err := s.ListBatchBackfills(ctx, store.BatchBackfillFilter{Task: "fr_b"})
+		mustNil(t, err)
+		list, err := s.ListBatchInstances(ctx, store.BatchInstanceFilter{Task: "fr_b"})
+		mustNil(t, err)
+		if len(backfills) != 0 || len(list) != 0 {
+			t.Errorf("refused case %d left %d backfills and %d instances", k, len(backfills), len(list))
 		}
 	}
 }
