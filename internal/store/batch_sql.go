@@ -27,13 +27,11 @@ var ErrTaskTimeBusy = errors.New("another instance of this task and business tim
 // IMMEDIATE (the DSN's _txlock) already takes the database write lock.
 const batchInstancesLockKey = 7594876915033286508
 
-// Rows per multi-row INSERT statement. Larger statements of instances are
-// slower on SQLite, not faster: each keeps a journal of the pages it
-// changes that existed before it (to undo itself should a constraint fail
-// half way), and a backfill's instances, spread over many tasks, change
-// about a page of the task index each — 500 rows a statement took 19 s
-// for 730,000 instances of 2,000 tasks, 256 rows 11 s
-// (BenchmarkCreateBatchBackfill).
+// Rows per multi-row INSERT statement. Measured on SQLite, larger
+// statements of instances are slower, not faster: 730,000 instances of
+// 2,000 tasks took 19 s at 500 rows a statement, 11 s at 256
+// (BenchmarkCreateBatchBackfill), the difference spent in SQLite's
+// statement journal (docs/benchmark.md, "Smaller INSERTs on SQLite").
 const (
 	batchInstanceRowsPerInsert = 256  // × 25 columns = 6,400 parameters
 	batchDepRowsPerInsert      = 1000 // × 2 columns
