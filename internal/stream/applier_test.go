@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -154,5 +155,87 @@ func TestChunkAloneAndOneInFlight(t *testing.T) {
 	}
 	if r := <-second.result; r.Retry || len(a.outq) != 3 || a.inFlight != a.outq[2] {
 		t.Fatalf("second chunk after the first committed: %+v, %d batches queued", r, len(a.outq))
+	}
+}
+
+// While the writer is stuck, batches that only move the position join one
+// another in the queue: they never fill it, so the applier keeps reading
+// and a change that arrives is received (and ages on the lag clock). A
+// batch with a change is queued on its own, and positions after it start a
+// new one.
+func TestPositionOnlyBatchesJoin(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	a.lag = &lagClock{}
+	for pos := change.LSN(1); pos <= 3*maxQueued; pos++ {
+		if err := a.handleEvent(ctx, change.Event{Progress: pos, Resume: fmt.Sprint(pos)}); err != nil {
+			t.Fatal(err)
+		}
+		a.flush() // the flush timer
+	}
+	if len(a.outq) != 1 || a.outq[0].Position != 3*maxQueued || a.outq[0].Resume != fmt.Sprint(change.LSN(3*maxQueued)) {
+		t.Fatalf("queue after %d keepalives: %d batches, want one at the last position", 3*maxQueued, len(a.outq))
+	}
+	txn := &change.Txn{Xid: 903, EndLSN: 100, CommitTime: time.Now().Add(-time.Minute),
+		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
+	if err := a.handleEvent(ctx, change.Event{Txn: txn}); err != nil {
+		t.Fatal(err)
+	}
+	if a.lag.lag(time.Now()) < time.Minute {
+		t.Fatalf("a change received behind a stuck writer shows lag %s", a.lag.lag(time.Now()))
+	}
+	a.flush()
+	a.handleEvent(ctx, change.Event{Progress: 101})
+	a.flush()
+	a.handleEvent(ctx, change.Event{Progress: 102})
+	a.flush()
+	if len(a.outq) != 3 || len(a.outq[1].Ops) != 1 || a.outq[1].Position != 100 || a.outq[2].Position != 102 || len(a.outq[2].Ops) != 0 {
+		t.Fatalf("queue: %d batches, want the positions, the change at 100, the positions to 102", len(a.outq))
+	}
+}
+
+// While the applier waits for the destination to commit (a verify, a
+// schema change), it takes the next event and the lag clock counts it: a
+// locked destination shows a growing lag. The event is handled after, in
+// order, and the hold ends once a commit covers it.
+func TestWaitingApplierHoldsNextEvent(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	a.lag = &lagClock{}
+	events, out := make(chan change.Event), make(chan *outBatch)
+	a.events, a.out = events, out
+	waited := make(chan error, 1)
+	go func() { waited <- a.flushAndWait(ctx) }()
+	b := <-out // the writer took the batch and cannot commit it
+	txn := &change.Txn{Xid: 904, EndLSN: 50, CommitTime: time.Now().Add(-time.Minute),
+		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
+	select {
+	case events <- change.Event{Txn: txn}:
+	case <-time.After(waitTimeout):
+		t.Fatal("the applier does not take an event while it waits for a commit")
+	}
+	close(b.done)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if got := a.lag.lag(time.Now()); got < time.Minute {
+		t.Fatalf("lag of a change held while waiting: %s, want a minute or more", got)
+	}
+	if a.held == nil || len(a.batch.Ops) != 0 {
+		t.Fatalf("held %v, batch of %d ops: want the event held, not handled", a.held, len(a.batch.Ops))
+	}
+	if err := a.handleHeld(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.held != nil || len(a.batch.Ops) != 1 || a.position != 50 {
+		t.Fatalf("after handling: held %v, %d ops, position %v", a.held, len(a.batch.Ops), a.position)
+	}
+	a.lag.committed(49)
+	if a.lag.lag(time.Now()) < time.Minute {
+		t.Fatal("a commit before the held change ended its lag")
+	}
+	a.lag.committed(50)
+	if got := a.lag.lag(time.Now()); got != 0 {
+		t.Fatalf("lag after the commit covering it: %s", got)
 	}
 }

@@ -1,6 +1,10 @@
 package stream
 
-import "context"
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
 
 // maxQueued bounds the batches the applier holds for a busy writer; past it
 // the applier stops reading changes until the writer catches up.
@@ -29,13 +33,28 @@ func (a *applier) chunkCommitted(ctx context.Context) error {
 	return a.mergeReady(ctx)
 }
 
-// flush closes the batch being filled and queues it for the writer.
+// flush closes the batch being filled and queues it for the writer. A
+// batch that only moves the position joins a queued one that only did too:
+// while the writer is stuck (a locked destination), keepalives would
+// otherwise fill the queue, the applier would stop reading, and a change
+// not received would show no lag.
 func (a *applier) flush() {
 	b := a.batch
 	b.Position, b.Resume = a.position, a.resume
-	a.outq = append(a.outq, b)
+	if n := len(a.outq); n > 0 && b.positionOnly() && a.outq[n-1].positionOnly() {
+		a.outq[n-1].Position, a.outq[n-1].Resume = b.Position, b.Resume
+	} else {
+		a.outq = append(a.outq, b)
+	}
 	a.lastSent = a.position
 	a.batch = a.newBatch()
+}
+
+// positionOnly tells whether b carries nothing but a position: no changes,
+// chunks or cursors, and no one waiting for its commit.
+func (b *outBatch) positionOnly() bool {
+	return len(b.Ops) == 0 && len(b.Cursors) == 0 && len(b.chunks) == 0 && len(b.counters) == 0 &&
+		b.done == nil && b.BeforeCommit == nil
 }
 
 // nextOut is the batch to offer the writer now, and the channel to offer
@@ -75,10 +94,39 @@ func (a *applier) flushAndWait(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	events := a.events
+	if a.held != nil {
+		events = nil
 	}
+	for {
+		select {
+		case <-done:
+			return nil
+		case ev, ok := <-events:
+			events = nil
+			if ok {
+				a.hold(ev)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// hold keeps the event that arrived while the applier waited for a commit,
+// for run to handle next, and starts its transaction's lag: a destination
+// that cannot commit (locked, down) then shows a growing lag even when the
+// applier waits on it in a verify or a schema change.
+func (a *applier) hold(ev change.Event) {
+	a.held = &ev
+	if txn := ev.Txn; txn != nil && txn.EndLSN > a.skipUpTo {
+		a.lag.holding(txn.EndLSN, txn.CommitTime)
+	}
+}
+
+// handleHeld handles the event hold kept.
+func (a *applier) handleHeld(ctx context.Context) error {
+	ev := *a.held
+	a.held = nil
+	return a.handleEvent(ctx, ev)
 }

@@ -13,7 +13,8 @@ import (
 // of the oldest transaction the stream received and the destination has not
 // committed yet (by the source's commit time), 0 when it committed
 // everything received. The applier tells it the first transaction of each
-// batch, the writer each commit; between the two a batch ages.
+// batch, the writer each commit; between the two a batch ages. A change the
+// applier took while it waited for a commit ages from then (holding).
 //
 // A nil *lagClock does nothing and measures 0.
 type lagClock struct {
@@ -21,6 +22,9 @@ type lagClock struct {
 	// pending holds the first transaction of each batch not yet committed,
 	// in log order.
 	pending []pendingTxn
+	// held is a transaction the applier took while it waited for the
+	// destination to commit, and has not handled yet (zero: none).
+	held pendingTxn
 }
 
 type pendingTxn struct {
@@ -55,6 +59,23 @@ func (c *lagClock) committed(pos change.LSN) {
 		n++
 	}
 	c.pending = append(c.pending[:0], c.pending[n:]...)
+	if c.held.end <= pos {
+		c.held = pendingTxn{}
+	}
+}
+
+// holding records a transaction the applier took while it waited for the
+// destination to commit, before it handles it and tells received. The
+// oldest one held counts until a commit covers it.
+func (c *lagClock) holding(end change.LSN, at time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held.end == 0 {
+		c.held = pendingTxn{end: end, at: at}
+	}
 }
 
 // reset forgets every pending transaction: the stream starts over on a new
@@ -65,7 +86,7 @@ func (c *lagClock) reset() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending = nil
+	c.pending, c.held = nil, pendingTxn{}
 }
 
 // lag is the age at now of the oldest pending transaction; a source clock
@@ -76,10 +97,14 @@ func (c *lagClock) lag(now time.Time) time.Duration {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.pending) == 0 {
+	oldest := c.held.at
+	if len(c.pending) > 0 && (oldest.IsZero() || c.pending[0].at.Before(oldest)) {
+		oldest = c.pending[0].at
+	}
+	if oldest.IsZero() {
 		return 0
 	}
-	return max(now.Sub(c.pending[0].at), 0)
+	return max(now.Sub(oldest), 0)
 }
 
 // LagAlert is the event of a stream's lag crossing streams[].lag_warn, in

@@ -50,10 +50,11 @@ func TestLagClock(t *testing.T) {
 // stream publishes that once, and again when the destination catches up.
 // The destination is held by a write lock the test takes and releases.
 func TestLagWarn(t *testing.T) {
-	// Not parallel: with the destination locked, the stream's keepalive
-	// batches (positions only) can fill the writer's queue before the
-	// change below is received, and a change not received has no lag yet.
-	// Under the package's parallel load that happened once in a full run.
+	// Not parallel: under the package's load the waits grow long. Two ways
+	// the change below went unseen on loaded machines are closed: keepalive
+	// batches filling the writer's queue (TestPositionOnlyBatchesJoin), and
+	// the table's ending verify waiting in the applier for the locked
+	// destination (TestWaitingApplierHoldsNextEvent).
 	e := newEnv(t, envOptions{yaml: "lag_warn: 100ms", setup: `CREATE TABLE t (id int PRIMARY KEY, v text)`})
 	e.start()
 	e.exec(`INSERT INTO t VALUES (1, 'a')`)
