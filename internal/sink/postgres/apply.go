@@ -204,11 +204,14 @@ func (s *Sink) deleteReturning(ctx context.Context, ts *tableSQL, k change.Key, 
 
 // upsertStmt builds the upsert of row. Unchanged columns are never updated;
 // they are inserted from carried when it holds the old-key row, else left
-// out (NULL).
+// out (their default: NULL unless the user's table says otherwise), and
+// then a row with the key is updated rather than upserted
+// (updateElseInsertSQL).
 func upsertStmt(ts *tableSQL, row change.Row, carried [][]byte) (string, [][]byte) {
 	ins := make([]bool, len(row))
 	set := make([]bool, len(row))
 	args := make([][]byte, 0, len(row))
+	left, keyLeft := false, false
 	for i, v := range row {
 		switch {
 		case !v.Unchanged:
@@ -217,7 +220,14 @@ func upsertStmt(ts *tableSQL, row change.Row, carried [][]byte) (string, [][]byt
 		case carried != nil:
 			ins[i] = true
 			args = append(args, carried[i])
+		case ts.isKey[i]:
+			keyLeft = true // never from a source; the upsert then says what is wrong
+		default:
+			left = true
 		}
+	}
+	if left && !keyLeft {
+		return ts.updateElseInsertSQL(ins, set), args
 	}
 	return ts.upsertSQL(ins, set), args
 }

@@ -436,3 +436,75 @@ func TestConstraintViolationRejected(t *testing.T) {
 		}
 	}
 }
+
+// An update that leaves a value Unchanged (PostgreSQL's unchanged TOAST)
+// keeps the destination's value also when the user made that column NOT
+// NULL: PostgreSQL checks NOT NULL on an INSERT's proposed row before ON
+// CONFLICT, so the row must not be proposed with the column left out.
+// Live and in a chunk, with other columns changed and with none; a row the
+// destination lacks cannot be made up and is refused, naming the column.
+func TestUnchangedIntoNotNull(t *testing.T) {
+	t.Parallel()
+	dsn := newDB(t)
+	s := open(t, dsn)
+	defer s.Close()
+	tbl := &change.Table{
+		ID: change.TableID{Schema: "public", Name: "docs"},
+		Columns: []change.Column{{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23},
+			{Name: "v", Type: "integer", TypeOID: 23, BaseOID: 23},
+			{Name: "body", Type: "text", TypeOID: 25, BaseOID: 25}},
+		Key: []int{0},
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE docs (id integer PRIMARY KEY, v integer NOT NULL, body text NOT NULL);
+		INSERT INTO docs VALUES (1, 0, 'one'), (2, 0, 'two'), (3, 0, 'three')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureTable(t.Context(), tbl); err != nil {
+		t.Fatal(err)
+	}
+	kept := change.Value{Unchanged: true}
+	upd := func(row change.Row) sink.Op {
+		return sink.Op{Change: &change.Change{Kind: change.Update, Table: tbl, Row: row}}
+	}
+	apply := func(b *sink.Batch) {
+		t.Helper()
+		if err := s.Apply(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&sink.Batch{Stream: "s", Ops: []sink.Op{
+		upd(change.Row{change.Text("1"), change.Text("10"), kept}),
+		upd(change.Row{change.Text("2"), kept, kept}),
+	}})
+	apply(&sink.Batch{Stream: "s", Ops: []sink.Op{{Chunk: &sink.Chunk{Table: tbl, Keep: true, Rows: []change.Row{
+		{change.Text("3"), change.Text("30"), kept}}}}}})
+	got := query(t, conn, `SELECT format('%s %s %s', id, v, body) FROM docs ORDER BY id`)
+	if want := []string{"1 10 one", "2 0 two", "3 30 three"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	err = s.Apply(t.Context(), &sink.Batch{Stream: "s", Ops: []sink.Op{upd(change.Row{change.Text("4"), change.Text("40"), kept})}})
+	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "body") {
+		t.Errorf("an Unchanged NOT NULL value of a row the destination lacks: %v, want ErrRejected naming the column", err)
+	}
+
+	// A key compared by a source's collation (case-insensitive here) finds
+	// the row and takes the change's spelling, as an upsert does.
+	ci := &change.Table{ID: change.TableID{Schema: "public", Name: "ci"}, Key: []int{0},
+		Columns: []change.Column{{Name: "k", Type: "character varying(20)", Native: "varchar(20)", BaseOID: 1043, Collation: "utf8mb4_general_ci"},
+			{Name: "body", Type: "text", TypeOID: 25, BaseOID: 25}}}
+	if err := s.EnsureTable(t.Context(), ci); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `INSERT INTO ci VALUES ('Abc', 'kept'); ALTER TABLE ci ALTER COLUMN body SET NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	apply(&sink.Batch{Stream: "s", Ops: []sink.Op{{Change: &change.Change{Kind: change.Update, Table: ci, Row: change.Row{change.Text("ABC"), kept}}}}})
+	if got := query(t, conn, `SELECT k || ' ' || body FROM ci`); fmt.Sprint(got) != "[ABC kept]" {
+		t.Errorf("collated key: rows %q, want [ABC kept]", got)
+	}
+}

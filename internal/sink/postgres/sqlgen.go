@@ -180,6 +180,46 @@ func (ts *tableSQL) upsertSQL(ins, set []bool) string {
 	})
 }
 
+// updateElseInsertSQL writes a row some of whose columns the change left
+// Unchanged without proposing them to an INSERT: PostgreSQL checks NOT
+// NULL on an INSERT's proposed row before ON CONFLICT, so an upsert that
+// leaves out a column a user made NOT NULL fails even when the row exists.
+// The ins columns ($1.. in column order, the key among them) update the
+// set columns of the row with the key; only when there is none are they
+// inserted, the others taking their defaults.
+func (ts *tableSQL) updateElseInsertSQL(ins, set []bool) string {
+	return ts.memo.Get(maskKey("update-else-insert", ins)+maskKey("/", set), func() string {
+		param := make([]string, len(ts.cols)) // each inserted column's $n
+		var vals []string
+		for i, in := range ins {
+			if in {
+				param[i] = "$" + strconv.Itoa(len(vals)+1)
+				vals = append(vals, param[i])
+			}
+		}
+		var sets []string
+		for i, c := range ts.cols {
+			if set[i] {
+				sets = append(sets, c+" = "+param[i])
+			}
+		}
+		match := make([]string, len(ts.key))
+		for i, k := range ts.key {
+			if ts.keyFn[i] != "" && !set[k] {
+				sets = append(sets, ts.cols[k]+" = "+param[k]) // the row's spelling, as conflictClause
+			}
+			match[i] = ts.keyExpr(ts.cols[k], i) + " = " + ts.keyExpr(param[k], i)
+		}
+		where := " WHERE " + strings.Join(match, " AND ")
+		found := "SELECT 1 FROM " + ts.name + where
+		if len(sets) > 0 {
+			found = "UPDATE " + ts.name + " SET " + strings.Join(sets, ", ") + where + " RETURNING 1"
+		}
+		return "WITH found AS (" + found + ") INSERT INTO " + ts.name + " AS d (" + ts.list("", func(i int) bool { return ins[i] }) +
+			") SELECT " + strings.Join(vals, ", ") + " WHERE NOT EXISTS (SELECT 1 FROM found)" + ts.conflictClause(set, false)
+	})
+}
+
 // updateSQL sets the set columns ($1.. in column order) of the row whose
 // key follows them.
 func (ts *tableSQL) updateSQL(set []bool) string {
