@@ -35,7 +35,7 @@ type destColumn struct {
 // DEFAULT; float defaults are also written into the rows already there,
 // since SQLite parses the DEFAULT's text itself.
 func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
-	if err := s.alterTable(ctx, t, steps); err != nil {
+	if err := s.inTurn(ctx, func() error { return s.alterTable(ctx, t, steps) }); err != nil {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !busy(err) && !ioTrouble(err) {
 			return fmt.Errorf("alter table %s: %w: %w", t.ID, sink.ErrRejected, err)
 		}

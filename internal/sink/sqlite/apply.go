@@ -15,7 +15,7 @@ var errNoKey = errors.New("delete needs the old key")
 
 // Apply commits the batch, its position and its cursors in one transaction.
 func (s *Sink) Apply(ctx context.Context, b *sink.Batch) error {
-	if err := s.apply(ctx, b); err != nil {
+	if err := s.inTurn(ctx, func() error { return s.apply(ctx, b) }); err != nil {
 		if rejected(err) {
 			return fmt.Errorf("apply batch of stream %q: %w: %w", b.Stream, sink.ErrRejected, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/collate"
@@ -31,6 +32,8 @@ const dsnParams = "?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txl
 // goroutine at a time.
 type Sink struct {
 	db     *sql.DB
+	turn   *fileTurn // taken for each write (turns.go)
+	closed sync.Once
 	tables *sink.ShapeCache[*tableSQL]
 	omit   *sink.Omitter             // the generated columns SQLite computes
 	claims map[string]change.TableID // folded destination name → source table, see checkNames
@@ -51,15 +54,17 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	// One connection: the sink has one user, and SQLite one writer.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Sink{db: db, tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes)}
-	for _, ddl := range checkpointDDL {
-		if _, err := db.ExecContext(ctx, ddl); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("open sqlite sink %q: create checkpoint tables: %w", path, err)
+	s := &Sink{db: db, turn: joinTurns(path), tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes)}
+	err = s.inTurn(ctx, func() error {
+		for _, ddl := range checkpointDDL {
+			if _, err := db.ExecContext(ctx, ddl); err != nil {
+				return fmt.Errorf("create checkpoint tables: %w", err)
+			}
 		}
-	}
-	if err := ensureResumeColumn(ctx, db); err != nil {
-		db.Close()
+		return ensureResumeColumn(ctx, db)
+	})
+	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("open sqlite sink %q: %w", path, err)
 	}
 	return s, nil
@@ -67,6 +72,7 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 
 // Close closes the database.
 func (s *Sink) Close() error {
+	s.closed.Do(s.turn.leave)
 	return s.db.Close()
 }
 
@@ -126,7 +132,11 @@ func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
 	if err != nil {
 		return fmt.Errorf("ensure table %s: %w", t.ID, err)
 	}
-	if _, err := s.db.ExecContext(ctx, ts.createSQL()); err != nil {
+	err = s.inTurn(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, ts.createSQL())
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("ensure table %s: %w", t.ID, err)
 	}
 	return nil
