@@ -183,10 +183,10 @@ type applier struct {
 	// committed (its done closed), nil when none is.
 	outq     []*outBatch
 	inFlight *outBatch
-	// held is the next event, taken while the applier waited for a commit
-	// (flushAndWait) so the lag clock hears of it; run handles it before
-	// reading on.
-	held *change.Event
+	// held are the next events, taken while the applier waited for a
+	// commit (flushAndWait) so the lag clock hears of a transaction; run
+	// handles them before reading on.
+	held []change.Event
 	// joined counts the chunks merged into a batch another chunk opened
 	// (joinReady), for tests.
 	joined atomic.Int64
@@ -302,7 +302,7 @@ func (a *applier) run(ctx context.Context) error {
 		}
 	}
 	for {
-		if a.held != nil {
+		if len(a.held) > 0 {
 			if err := a.handleHeld(ctx); err != nil {
 				return err
 			}

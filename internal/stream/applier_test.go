@@ -195,9 +195,11 @@ func TestPositionOnlyBatchesJoin(t *testing.T) {
 }
 
 // While the applier waits for the destination to commit (a verify, a
-// schema change), it takes the next event and the lag clock counts it: a
-// locked destination shows a growing lag. The event is handled after, in
-// order, and the hold ends once a commit covers it.
+// schema change), it takes the events up to the next transaction and the
+// lag clock counts that one: a locked destination shows a growing lag.
+// Keepalives before it do not use up the taking (their positions are kept
+// as the latest). The events are handled after, in order, and the hold ends
+// once a commit covers the transaction.
 func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 	ctx := context.Background()
 	a := newTestApplier(t)
@@ -209,10 +211,12 @@ func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 	b := <-out // the writer took the batch and cannot commit it
 	txn := &change.Txn{Xid: 904, EndLSN: 50, CommitTime: time.Now().Add(-time.Minute),
 		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
-	select {
-	case events <- change.Event{Txn: txn}:
-	case <-time.After(waitTimeout):
-		t.Fatal("the applier does not take an event while it waits for a commit")
+	for _, ev := range []change.Event{{Progress: 40, Resume: "r40"}, {Progress: 45, Resume: "r45"}, {Txn: txn, Resume: "r50"}} {
+		select {
+		case events <- ev:
+		case <-time.After(waitTimeout):
+			t.Fatalf("the applier does not take %+v while it waits for a commit", ev)
+		}
 	}
 	close(b.done)
 	if err := <-waited; err != nil {
@@ -221,14 +225,14 @@ func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 	if got := a.lag.lag(time.Now()); got < time.Minute {
 		t.Fatalf("lag of a change held while waiting: %s, want a minute or more", got)
 	}
-	if a.held == nil || len(a.batch.Ops) != 0 {
-		t.Fatalf("held %v, batch of %d ops: want the event held, not handled", a.held, len(a.batch.Ops))
+	if len(a.held) != 2 || a.held[0].Progress != 45 || a.held[0].Resume != "r45" || a.held[1].Txn != txn || len(a.batch.Ops) != 0 {
+		t.Fatalf("held %+v, batch of %d ops: want the last keepalive and the transaction held, not handled", a.held, len(a.batch.Ops))
 	}
 	if err := a.handleHeld(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.held != nil || len(a.batch.Ops) != 1 || a.position != 50 {
-		t.Fatalf("after handling: held %v, %d ops, position %v", a.held, len(a.batch.Ops), a.position)
+	if len(a.held) != 0 || len(a.batch.Ops) != 1 || a.position != 50 || a.resume != "r50" {
+		t.Fatalf("after handling: held %v, %d ops, position %v, resume %q", a.held, len(a.batch.Ops), a.position, a.resume)
 	}
 	a.lag.committed(49)
 	if a.lag.lag(time.Now()) < time.Minute {

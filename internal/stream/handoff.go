@@ -95,7 +95,7 @@ func (a *applier) flushAndWait(ctx context.Context) error {
 		}
 	}
 	events := a.events
-	if a.held != nil {
+	if a.holdsTxn() {
 		events = nil
 	}
 	for {
@@ -103,9 +103,8 @@ func (a *applier) flushAndWait(ctx context.Context) error {
 		case <-done:
 			return nil
 		case ev, ok := <-events:
-			events = nil
-			if ok {
-				a.hold(ev)
+			if !ok || a.hold(ev) {
+				events = nil
 			}
 		case <-ctx.Done():
 			return ctx.Err()
@@ -113,20 +112,43 @@ func (a *applier) flushAndWait(ctx context.Context) error {
 	}
 }
 
-// hold keeps the event that arrived while the applier waited for a commit,
-// for run to handle next, and starts its transaction's lag: a destination
-// that cannot commit (locked, down) then shows a growing lag even when the
-// applier waits on it in a verify or a schema change.
-func (a *applier) hold(ev change.Event) {
-	a.held = &ev
-	if txn := ev.Txn; txn != nil && txn.EndLSN > a.skipUpTo {
-		a.lag.holding(txn.EndLSN, txn.CommitTime)
+// hold keeps an event that arrived while the applier waited for a commit,
+// for run to handle next. Positions are kept as the latest (handling each
+// would only move the position), and the first transaction ends the
+// taking: the lag clock counts it from then, so a destination that cannot
+// commit (locked, down) shows a growing lag even while the applier waits
+// on it in a verify or a schema change. It says whether that was the
+// transaction.
+func (a *applier) hold(ev change.Event) bool {
+	if n := len(a.held); ev.Txn == nil && n > 0 && a.held[n-1].Txn == nil {
+		a.held[n-1] = ev
+		return false
 	}
+	a.held = append(a.held, ev)
+	if txn := ev.Txn; txn != nil {
+		if txn.EndLSN > a.skipUpTo {
+			a.lag.holding(txn.EndLSN, txn.CommitTime)
+		}
+		return true
+	}
+	return false
 }
 
-// handleHeld handles the event hold kept.
+// holdsTxn tells whether a transaction is held: the applier takes no more.
+func (a *applier) holdsTxn() bool {
+	n := len(a.held)
+	return n > 0 && a.held[n-1].Txn != nil
+}
+
+// handleHeld handles the events hold kept, in order.
 func (a *applier) handleHeld(ctx context.Context) error {
-	ev := *a.held
+	for len(a.held) > 0 {
+		ev := a.held[0]
+		a.held = a.held[1:]
+		if err := a.handleEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
 	a.held = nil
-	return a.handleEvent(ctx, ev)
+	return nil
 }

@@ -31,13 +31,7 @@ type fileTurn struct {
 // joinTurns returns the turn of the file at path, for a sink that opens it;
 // leave gives it back when the sink closes.
 func joinTurns(path string) *fileTurn {
-	key, err := filepath.Abs(path)
-	if err != nil {
-		key = path
-	}
-	if real, err := filepath.EvalSymlinks(key); err == nil {
-		key = real
-	}
+	key := fileKey(path)
 	turns.Lock()
 	defer turns.Unlock()
 	t := turns.files[key]
@@ -47,6 +41,23 @@ func joinTurns(path string) *fileTurn {
 	}
 	t.users++
 	return t
+}
+
+// fileKey names the file at path as every path to it does: absolute, with
+// symbolic links resolved, the directory's alone while the file does not
+// exist yet (the first sink creates it).
+func fileKey(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
 }
 
 func (t *fileTurn) leave() {

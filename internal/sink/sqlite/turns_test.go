@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -17,7 +18,16 @@ import (
 // keeps the lock while the other waits out its busy timeout.
 func TestWritersTakeTurns(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "shared.db")
+	// The second sink names the file through a symbolic link to its
+	// directory, opened after the first created it.
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
 	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Key: []int{0},
 		Columns: []change.Column{{Name: "id", Type: "bigint", TypeOID: 20, BaseOID: 20}}}
 	const each = 150
@@ -26,7 +36,7 @@ func TestWritersTakeTurns(t *testing.T) {
 		order []int
 		wg    sync.WaitGroup
 	)
-	sinks := []*Sink{open(t, path), open(t, filepath.Join(filepath.Dir(path), ".", "shared.db"))}
+	sinks := []*Sink{open(t, filepath.Join(real, "shared.db")), open(t, link+"/./shared.db")}
 	for i, s := range sinks {
 		defer s.Close()
 		if err := s.EnsureTable(t.Context(), tbl); err != nil {
@@ -62,5 +72,27 @@ func TestWritersTakeTurns(t *testing.T) {
 	}
 	if longest > 10 {
 		t.Errorf("a writer committed %d times in a row while the other waited (order %v)", longest, order)
+	}
+}
+
+// A file not yet created and the same file once it exists, named through
+// a symbolic link to its directory, have one key.
+func TestFileKey(t *testing.T) {
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	before := fileKey(filepath.Join(link, "f.db"))
+	if err := os.WriteFile(filepath.Join(real, "f.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(real, "f.db"), link + "/./f.db", filepath.Join(link, "f.db")} {
+		if got := fileKey(p); got != before {
+			t.Errorf("fileKey(%q) = %q, want %q as before the file existed", p, got, before)
+		}
 	}
 }
