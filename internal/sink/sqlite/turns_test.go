@@ -20,14 +20,7 @@ func TestWritersTakeTurns(t *testing.T) {
 	t.Parallel()
 	// The second sink names the file through a symbolic link to its
 	// directory, opened after the first created it.
-	dir := t.TempDir()
-	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
-	if err := os.Mkdir(real, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(real, link); err != nil {
-		t.Fatal(err)
-	}
+	real, link := linkedDir(t)
 	tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "t"}, Key: []int{0},
 		Columns: []change.Column{{Name: "id", Type: "bigint", TypeOID: 20, BaseOID: 20}}}
 	const each = 150
@@ -78,14 +71,7 @@ func TestWritersTakeTurns(t *testing.T) {
 // A file not yet created and the same file once it exists, named through
 // a symbolic link to its directory, have one key.
 func TestFileKey(t *testing.T) {
-	dir := t.TempDir()
-	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
-	if err := os.Mkdir(real, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(real, link); err != nil {
-		t.Fatal(err)
-	}
+	real, link := linkedDir(t)
 	before := fileKey(filepath.Join(link, "f.db"))
 	if err := os.WriteFile(filepath.Join(real, "f.db"), nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -95,4 +81,18 @@ func TestFileKey(t *testing.T) {
 			t.Errorf("fileKey(%q) = %q, want %q as before the file existed", p, got, before)
 		}
 	}
+}
+
+// linkedDir makes a directory and a symbolic link to it.
+func linkedDir(t *testing.T) (real, link string) {
+	t.Helper()
+	dir := t.TempDir()
+	real, link = filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	return real, link
 }
