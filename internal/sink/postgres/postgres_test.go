@@ -83,6 +83,17 @@ func table() *change.Table {
 	}
 }
 
+// connect opens a connection to dsn, closed when the test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 func query(t *testing.T, conn *pgx.Conn, sql string, args ...any) []string {
 	t.Helper()
 	rows, err := conn.Query(t.Context(), sql, args...)
@@ -99,11 +110,7 @@ func query(t *testing.T, conn *pgx.Conn, sql string, args ...any) []string {
 func TestEnsureTableTypes(t *testing.T) {
 	t.Parallel()
 	dsn := newDB(t)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	s := open(t, dsn)
 	defer s.Close()
 	if err := s.EnsureTable(t.Context(), table()); err != nil {
@@ -143,11 +150,7 @@ func TestEnsureTableTypes(t *testing.T) {
 func TestEnsureTableAfterSchemaDropped(t *testing.T) {
 	t.Parallel()
 	dsn := newDB(t)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	if _, err := conn.Exec(t.Context(), `CREATE TYPE mood AS ENUM ('ok', 'sad')`); err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +214,7 @@ func TestChunkSkipsIdenticalRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	xmins := func() []string {
 		return query(t, conn, `SELECT xmin::text || ' ' || v::text FROM n ORDER BY id`)
 	}
@@ -317,11 +316,7 @@ func TestChunkAbsentRowThere(t *testing.T) {
 	if ch.Removed != 1 {
 		t.Errorf("removed %d rows, want 1 (3, deleted before the fallback)", ch.Removed)
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	if got := query(t, conn, `SELECT id || '=' || v FROM a ORDER BY id`); fmt.Sprint(got) != "[1=a 2=b 9=new]" {
 		t.Fatalf("rows %v, want [1=a 2=b 9=new]", got)
 	}
@@ -364,11 +359,7 @@ func TestReadKeysInParts(t *testing.T) {
 // with an empty token, and a new one is stored beside the position.
 func TestCheckpointWithoutResumeColumn(t *testing.T) {
 	dsn := newDB(t)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	for _, q := range []string{
 		`CREATE SCHEMA "_tidemark"`,
 		`CREATE TABLE "_tidemark"."checkpoint" ("stream" text PRIMARY KEY, "position" bigint NOT NULL,
@@ -416,11 +407,7 @@ func TestConstraintViolationRejected(t *testing.T) {
 	if err := s.EnsureTable(t.Context(), tbl); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	if _, err := conn.Exec(t.Context(), `CREATE UNIQUE INDEX by_hand ON u (email)`); err != nil {
 		t.Fatal(err)
 	}
@@ -455,11 +442,7 @@ func TestUnchangedIntoNotNull(t *testing.T) {
 			{Name: "body", Type: "text", TypeOID: 25, BaseOID: 25}},
 		Key: []int{0},
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, dsn)
 	if _, err := conn.Exec(t.Context(), `CREATE TABLE docs (id integer PRIMARY KEY, v integer NOT NULL, body text NOT NULL);
 		INSERT INTO docs VALUES (1, 0, 'one'), (2, 0, 'two'), (3, 0, 'three')`); err != nil {
 		t.Fatal(err)
@@ -487,7 +470,7 @@ func TestUnchangedIntoNotNull(t *testing.T) {
 	if want := []string{"1 10 one", "2 0 two", "3 30 three"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("rows %q, want %q", got, want)
 	}
-	err = s.Apply(t.Context(), &sink.Batch{Stream: "s", Ops: []sink.Op{upd(change.Row{change.Text("4"), change.Text("40"), kept})}})
+	err := s.Apply(t.Context(), &sink.Batch{Stream: "s", Ops: []sink.Op{upd(change.Row{change.Text("4"), change.Text("40"), kept})}})
 	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "body") {
 		t.Errorf("an Unchanged NOT NULL value of a row the destination lacks: %v, want ErrRejected naming the column", err)
 	}

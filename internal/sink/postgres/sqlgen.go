@@ -203,14 +203,12 @@ func (ts *tableSQL) updateElseInsertSQL(ins, set []bool) string {
 				sets = append(sets, c+" = "+param[i])
 			}
 		}
-		match := make([]string, len(ts.key))
 		for i, k := range ts.key {
 			if ts.keyFn[i] != "" && !set[k] {
 				sets = append(sets, ts.cols[k]+" = "+param[k]) // the row's spelling, as conflictClause
 			}
-			match[i] = ts.keyExpr(ts.cols[k], i) + " = " + ts.keyExpr(param[k], i)
 		}
-		where := " WHERE " + strings.Join(match, " AND ")
+		where := " WHERE " + ts.keyMatchOf("", func(i int) string { return param[ts.key[i]] })
 		found := "SELECT 1 FROM " + ts.name + where
 		if len(sets) > 0 {
 			found = "UPDATE " + ts.name + " SET " + strings.Join(sets, ", ") + where + " RETURNING 1"
@@ -238,9 +236,14 @@ func (ts *tableSQL) updateSQL(set []bool) string {
 
 // keyMatch is `alias.k1 = $from AND …` over the key columns.
 func (ts *tableSQL) keyMatch(alias string, from int) string {
+	return ts.keyMatchOf(alias, func(i int) string { return "$" + strconv.Itoa(from+i) })
+}
+
+// keyMatchOf is keyMatch with key column i's parameter named by param.
+func (ts *tableSQL) keyMatchOf(alias string, param func(i int) string) string {
 	parts := make([]string, len(ts.key))
 	for i, k := range ts.key {
-		parts[i] = ts.keyExpr(alias+ts.cols[k], i) + " = " + ts.keyExpr("$"+strconv.Itoa(from+i), i)
+		parts[i] = ts.keyExpr(alias+ts.cols[k], i) + " = " + ts.keyExpr(param(i), i)
 	}
 	return strings.Join(parts, " AND ")
 }
