@@ -101,7 +101,8 @@ type Reader interface {
 
 // RangeSummer is a destination that counts and checksums a key range
 // itself, as a source of the same SumKind does (source.RangeSummer): verify
-// then compares a range without reading its rows.
+// then compares a range without reading its rows, and a backfill skips a
+// range that already holds the source's rows.
 type RangeSummer interface {
 	SumKind() string
 	// SumRange returns the row count and checksum of the table's rows
@@ -245,6 +246,10 @@ type Chunk struct {
 	// Skipped is set by Apply: how many rows of an UpdateOnly chunk the
 	// destination lacked, so were not written.
 	Skipped int64
+	// Identical is set by Apply: the range already held exactly Rows, so
+	// nothing was written (a destination that cannot tell leaves it
+	// false). The backfill then tries range sums for its next chunks.
+	Identical bool
 	// Changed, when not nil, asks a ChangeReporter to note the values of
 	// the columns it names in the rows the chunk changes (changes.go).
 	Changed *Changes

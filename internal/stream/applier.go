@@ -27,8 +27,8 @@ type ChunkResult struct {
 	High      change.Key // the chunk's inclusive upper bound (nil for the last)
 	Rows      int        // rows written for the range
 	Conflicts int        // window changes reconciled with the chunk
-	// ByRows asks a verify to read the chunk again row by row: its sums
-	// could not settle it (verifysum.go).
+	// ByRows asks a verify or a backfill to read the chunk again row by
+	// row: its sums could not settle it (verifysum.go, loadsum.go).
 	ByRows bool
 	Err    error
 	// sumFailed says the destination could not sum the range: verifies
@@ -193,7 +193,13 @@ type applier struct {
 	// summedLater counts the ranges whose destination sum was taken in a
 	// snapshot off the applier (verifysum.go): a test's evidence.
 	summedLater atomic.Int64
-	pace        *chunkPace // learns chunk write times; nil: not paced
+	// loadedBySums counts the backfill chunks whose range its sums found
+	// equal, so that nothing was written (loadsum.go).
+	loadedBySums atomic.Int64
+	// loadSumsDiffered counts the backfill chunks whose sums differed, so
+	// that their rows were read and written.
+	loadSumsDiffered atomic.Int64
+	pace             *chunkPace // learns chunk write times; nil: not paced
 }
 
 type appliedTxn struct {
@@ -223,7 +229,7 @@ type committedChunk struct {
 	table      change.TableID
 	rows       int
 	bytes      int64
-	removed    *sink.Chunk
+	removed    *sink.Chunk // nil for a range its sums found equal
 	last       bool
 }
 

@@ -79,7 +79,8 @@ func (a *applier) joinReady(ctx context.Context, first *pendingChunk) error {
 	tables := map[change.TableID]bool{first.table.ID: true}
 	for {
 		next := a.nextReady(func(p *pendingChunk) bool {
-			return !p.verify && !tables[p.table.ID] && rows+len(p.read.Rows) <= budget
+			// Not a summed chunk: it waits for the batch before it.
+			return !p.verify && p.read.Sum == nil && !tables[p.table.ID] && rows+len(p.read.Rows) <= budget
 		})
 		if next == nil {
 			return nil
@@ -129,7 +130,11 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		}
 	}
 	if pc.read.Sum != nil {
-		a.verifySummed(ctx, pc, high, window)
+		if pc.verify {
+			a.verifySummed(ctx, pc, high, window)
+		} else {
+			a.loadSummed(ctx, pc, high, window)
+		}
 		return nil
 	}
 	inRange, err := a.classify(ctx, t, window, pc.low, high)

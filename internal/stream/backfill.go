@@ -49,6 +49,10 @@ type run struct {
 	// rate wakes a worker pacing its reads when the run's limit changed.
 	rate     chan struct{}
 	rateOnce sync.Once
+	// identical says the destination's range of the run's latest chunk
+	// committed already held its rows: the next chunks try range sums
+	// (loadsum.go).
+	identical atomic.Bool
 }
 
 // rateChanged is the channel SetRowsPerSecond signals.

@@ -38,6 +38,12 @@ func (p *chunkPace) live(now time.Time) {
 	}
 }
 
+// quiet says no live change arrived for liveQuiet: then nothing waits
+// for a chunk's write, or a range's sum, to end.
+func (p *chunkPace) quiet(now time.Time) bool {
+	return p == nil || now.UnixNano()-p.liveAt.Load() > int64(liveQuiet)
+}
+
 // limit is the rows the next chunk may read, given the configured size:
 // while live changes flow, what is written in about target, but at least a
 // tenth of size (a chunk's fixed costs would otherwise dominate).
@@ -46,7 +52,7 @@ func (p *chunkPace) limit(size int, now time.Time) int {
 		return size
 	}
 	per := p.perRow.Load()
-	if per <= 0 || now.UnixNano()-p.liveAt.Load() > int64(liveQuiet) {
+	if per <= 0 || p.quiet(now) {
 		return size
 	}
 	n := int(int64(p.target) / per)

@@ -81,6 +81,45 @@ type coverage struct {
 	ceiling int
 	// trail is the run's verify as it loads (nil: it verifies at its end).
 	trail *verifyTrail
+	// sums is the run's use of range sums, and ahead the next chunk's sum
+	// read while the applier settles the one before (loadsum.go).
+	sums  loadSums
+	ahead *aheadSum
+}
+
+// summer is the source's range checksum when the run's next chunk is to
+// be summed first (loadsum.go), nil when its rows are read: a run of
+// every row and column (no sample), into a destination that sums as the
+// source does, whose range before was found equal.
+func (c *coverage) summer(rt *runtime, r *run, byRows bool) source.RangeSummer {
+	if c.opts.SampleRows > 0 || !c.sums.try(r.identical.Load(), byRows) {
+		return nil
+	}
+	return rangeSummer(rt.applier, rt.src, c.scope)
+}
+
+// readChunk reads the chunk spec bounds: summed by summer (loadsum.go),
+// or its rows when summer is nil. Where the source cannot sum, the rows
+// are read and the run sums no more; a real failure fails that read too,
+// and counts there.
+func (m *backfills) readChunk(ctx context.Context, rt *runtime, r *run, c *coverage, summer source.RangeSummer, spec chunkSpec) (ChunkRead, error) {
+	if summer != nil {
+		read, err := summer.SumRange(ctx, r.table, spec)
+		if err == nil || ctx.Err() != nil || source.IsStatementTimeout(err) {
+			return read, err
+		}
+		m.log.Debug("the source could not sum a chunk's range; reading rows", logkey.Backfill(r.rec.ID), logkey.Err(err))
+		c.sums.off = true
+	}
+	return rt.src.ReadChunk(ctx, r.table, spec)
+}
+
+// rowsRead is how many source rows a chunk read covers.
+func rowsRead(read ChunkRead) int64 {
+	if read.Sum != nil {
+		return int64(read.Sum.Rows)
+	}
+	return int64(len(read.Rows))
 }
 
 // fill reads one key range of a run, chunk by chunk. done says the run has
@@ -88,38 +127,29 @@ type coverage struct {
 // when the run ended otherwise (failed, stopped, the stream detached).
 func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, rg keyRange, final bool) (done, ok bool) {
 	after := rg.Low
-	delay := m.cfg.Retry.Initial
-	retries := 0 // chunk reads in a row that had to be read again
-	inText := false
+	rd := readState{delay: m.cfg.Retry.Initial}
+	defer func() { c.ahead.drop(rt); c.ahead = nil }()
 	for {
-		pc := &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, rowsBefore: c.rowsBefore, scope: c.scope}
-		if err := rt.applier.register(ctx, pc); err != nil {
+		pc, limit, ok := m.nextRead(ctx, rt, r, c, rg, after, &rd)
+		if !ok {
 			return false, false
 		}
-		m.atChunkStage(ctx, r.table.ID, chunkRegistered)
-		spec := pc.scope
-		size := rt.applier.pace.limit(m.cfg.ChunkSize, time.Now())
-		if c.ceiling > 0 {
-			size = min(size, c.ceiling)
+		if pc == nil {
+			continue // a failed read, to be tried again
 		}
-		spec.After, spec.Upto, spec.Limit = after, rg.High, sampleLimit(c.opts, size, c.sampled)
-		spec.Binary = !inText && rt.binaryRead(r.table, spec)
-		inText = false
-		read, err := rt.src.ReadChunk(ctx, r.table, spec)
-		if err != nil {
-			rt.applier.abandon(pc)
-			if !m.readFailed(ctx, r, c, spec.Limit, err, &delay) {
-				return false, false
-			}
-			continue
-		}
-		delay = m.cfg.Retry.Initial
+		read := pc.read
 		if read.Table != nil {
 			r.table = read.Table // the shape it was read in: the next read starts from it
 		}
 		m.atChunkStage(ctx, r.table.ID, chunkRead)
-		pc.read, pc.upto = read, rg.High
-		pc.ends = len(read.Rows) < spec.Limit
+		pc.upto, pc.rowsBefore = rg.High, c.rowsBefore
+		pc.ends = len(read.Rows) < limit
+		if read.Sum != nil {
+			pc.ends = read.Sum.Last == nil
+			if !pc.ends {
+				c.ahead = m.sumAhead(ctx, rt, r, c, read.Sum.Last, rg.High)
+			}
+		}
 		pc.last = pc.ends && final
 		if !pc.ends && sampleEnds(c.opts, c.sampled+int64(len(read.Rows))) {
 			// The sample's last chunk: it ends at its last row, and the
@@ -133,24 +163,24 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			}
 			return false, false
 		}
+		if read.Sum != nil {
+			c.sums.result(!res.Retry, res.Reason)
+		}
 		if res.Retry {
-			m.log.Debug("chunk read again", logkey.Backfill(r.rec.ID), "reason", res.Reason)
-			inText = res.inText
-			m.update(r, func(b *store.Backfill) { b.Retries++ })
-			retries++
-			if retries > 1 && !sleep(ctx, m.cfg.Retry.backoff(retries-1)) {
+			if !m.retryChunk(ctx, r, res, &rd) {
 				return false, false
 			}
 			continue
 		}
-		retries = 0
+		rd.retries = 0
+		n := rowsRead(read)
 		m.update(r, func(b *store.Backfill) {
-			b.RowsRead += int64(len(read.Rows))
+			b.RowsRead += n
 			b.Bytes += read.Bytes
 			b.WindowConflicts += int64(res.Conflicts)
 		})
-		c.pace.rows += int64(len(read.Rows))
-		c.sampled += int64(len(read.Rows))
+		c.pace.rows += n
+		c.sampled += n
 		after, c.rowsBefore = res.High, c.rowsBefore+int64(res.Rows)
 		if pc.bounded {
 			c.sampleEnd = res.High
@@ -165,6 +195,80 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			return false, false
 		}
 	}
+}
+
+// readState is how a run's next chunk is to be read.
+type readState struct {
+	delay   time.Duration // before the next try of a read that failed
+	retries int           // chunk reads in a row that had to be read again
+	inText  bool          // in text: its binary values did not fit
+	byRows  bool          // row by row: its sums did not settle it
+}
+
+// nextRead registers and reads the run's chunk after after, or takes the
+// one summed ahead when it starts there; limit is the rows it was read
+// for. pc is nil after a failed read that is to be tried again; ok is
+// false when the worker is to end.
+func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *coverage, rg keyRange, after change.Key, rd *readState) (pc *pendingChunk, limit int, ok bool) {
+	ahead := c.ahead
+	c.ahead = nil
+	if pc, limit := ahead.take(rt, after, rd.byRows); pc != nil {
+		return pc, limit, true
+	}
+	pc = &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, scope: c.scope}
+	if err := rt.applier.register(ctx, pc); err != nil {
+		return nil, 0, false
+	}
+	m.atChunkStage(ctx, r.table.ID, chunkRegistered)
+	summer := c.summer(rt, r, rd.byRows)
+	spec := pc.scope
+	spec.After, spec.Upto, spec.Limit = after, rg.High, m.chunkLimit(rt, c, summer != nil)
+	spec.Binary = !rd.inText && rt.binaryRead(r.table, spec)
+	read, err := m.readChunk(ctx, rt, r, c, summer, spec)
+	rd.inText, rd.byRows = false, false
+	if err != nil {
+		rt.applier.abandon(pc)
+		return nil, 0, m.readFailed(ctx, r, c, spec.Limit, err, &rd.delay)
+	}
+	rd.delay = m.cfg.Retry.Initial
+	pc.read = read
+	return pc, spec.Limit, true
+}
+
+// chunkLimit is how many rows the run's next chunk reads (summed: sums),
+// paced.
+func (m *backfills) chunkLimit(rt *runtime, c *coverage, summed bool) int {
+	size := m.cfg.ChunkSize
+	if summed && rt.applier.pace.quiet(time.Now()) {
+		size = c.sums.rows(size)
+	}
+	return m.paced(rt, c, size)
+}
+
+// paced is size as paced while live changes flow, below a statement
+// timeout's ceiling, up to a sample's end.
+func (m *backfills) paced(rt *runtime, c *coverage, size int) int {
+	size = rt.applier.pace.limit(size, time.Now())
+	if c.ceiling > 0 {
+		size = min(size, c.ceiling)
+	}
+	return sampleLimit(c.opts, size, c.sampled)
+}
+
+// retryChunk prepares the read again of a chunk the applier handed back;
+// false when the worker is to end.
+func (m *backfills) retryChunk(ctx context.Context, r *run, res ChunkResult, rd *readState) bool {
+	if res.ByRows {
+		// Its sums did not settle the range: its rows are read now, at
+		// once (not a retry: nothing failed).
+		rd.byRows = true
+		return true
+	}
+	m.log.Debug("chunk read again", logkey.Backfill(r.rec.ID), "reason", res.Reason)
+	rd.inText = res.inText
+	m.update(r, func(b *store.Backfill) { b.Retries++ })
+	rd.retries++
+	return rd.retries <= 1 || sleep(ctx, m.cfg.Retry.backoff(rd.retries-1))
 }
 
 // readFailed handles a chunk read of limit rows that failed: an error no
@@ -398,10 +502,16 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 		if r == nil {
 			continue
 		}
+		if c.removed != nil {
+			r.identical.Store(c.removed.Identical)
+		}
 		m.update(r, func(rec *store.Backfill) {
-			// Less a column subset's rows the destination lacked.
-			rec.RowsWritten += int64(c.rows) - c.removed.Skipped
-			rec.RowsRemoved += c.removed.Removed
+			rec.RowsWritten += int64(c.rows)
+			if c.removed != nil {
+				// Less a column subset's rows the destination lacked.
+				rec.RowsWritten -= c.removed.Skipped
+				rec.RowsRemoved += c.removed.Removed
+			}
 			rec.Chunks++
 			if c.last {
 				now := time.Now().UTC()

@@ -29,7 +29,7 @@ func (s *Sink) applyChunk(ctx context.Context, p *pipeline, ch *sink.Chunk, stag
 			return fmt.Errorf("chunk bound has %d values, key has %d columns", len(b), len(ts.key))
 		}
 	}
-	ch.Removed, ch.Skipped = 0, 0
+	ch.Removed, ch.Skipped, ch.Identical = 0, 0, false
 	// Binary values need the destination's column types checked in this
 	// transaction first (binary.go); a text chunk's check learns them.
 	binary := pgbinary.HasBinary(ch.Rows)
@@ -388,6 +388,7 @@ func (s *Sink) applyChunkDiff(ctx context.Context, p *pipeline, ts *tableSQL, ch
 		ch.Removed++
 	}
 	if len(absent) == 0 {
+		ch.Identical = len(changed) == 0 && len(have) == 0
 		return true, nil
 	}
 	// Under a savepoint: should a row the read missed be there after all

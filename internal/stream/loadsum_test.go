@@ -1,0 +1,158 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// sumsSetup is a table of 1,050 rows with even keys (2 … 2100), so that a
+// destination row of an odd key is one the source never had; chunks of
+// 100 rows cover 200 keys each.
+const sumsSetup = `
+	CREATE TABLE t (id int PRIMARY KEY, a text, n numeric(12,2), ts timestamptz, j jsonb);
+	INSERT INTO t SELECT 2 * g, 'a' || g, g / 7.0, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 minute',
+	       jsonb_build_object('g', g)
+	FROM generate_series(1, 1050) g;`
+
+// loadedForSums starts a stream into PostgreSQL (chunks of 100 rows, no
+// verify) over sumsSetup's table, and backfills it.
+func loadedForSums(t *testing.T) (*env, change.TableID) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: sumsSetup, yaml: "backfill: {mode: manual, chunk_size: 100, verify: false}"})
+	e.start()
+	id := change.TableID{Schema: "public", Name: "t"}
+	e.backfill(id)
+	return e, id
+}
+
+// loadSumsCounts are the applier's counts of summed backfill chunks.
+func (e *env) loadSumsCounts() (equal, differed int64) {
+	e.s.bf.mu.Lock()
+	defer e.s.bf.mu.Unlock()
+	a := e.s.bf.rt.applier
+	return a.loadedBySums.Load(), a.loadSumsDiffered.Load()
+}
+
+// latestBackfill is the stream's newest backfill record.
+func (e *env) latestBackfill() store.Backfill {
+	e.t.Helper()
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name})
+	if err != nil || len(recs) == 0 {
+		e.t.Fatalf("list backfills: %v (%d)", err, len(recs))
+	}
+	return recs[0]
+}
+
+// TestRebackfillSkipsEqualRanges: a backfill into an empty destination
+// sums nothing; a second one over the loaded destination settles its
+// equal ranges by the servers' sums and writes nothing there, while the
+// ranges the destination got wrong (a changed value, a missing row, a row
+// the source never had) are found by their sums, read and written: the
+// destination equals the source again, the extra row removed.
+func TestRebackfillSkipsEqualRanges(t *testing.T) {
+	e, id := loadedForSums(t)
+	if equal, differed := e.loadSumsCounts(); equal != 0 || differed != 0 {
+		t.Fatalf("a backfill into an empty destination summed %d equal and %d differing ranges; want none", equal, differed)
+	}
+	// Wrong in the sixth range (1002 … 1200) and the tenth (1802 … 2000);
+	// the five before the sixth are the source's.
+	e.execInDest(`UPDATE t SET a = 'stale' WHERE id = 1100`,
+		`DELETE FROM t WHERE id = 1900`,
+		`INSERT INTO t (id, a) VALUES (1901, 'never in the source')`)
+	e.backfill(id)
+	e.assertConverged("t")
+	// The first range is written row by row and found identical; from
+	// the third at the latest ranges are summed, each equal one doubling
+	// the next (one chunk, two, four: that one holds the sixth).
+	equal, differed := e.loadSumsCounts()
+	if equal < 2 || differed < 1 {
+		t.Errorf("the second backfill settled %d ranges by equal sums and found %d differing; want at least 2 before the sixth and 1", equal, differed)
+	}
+	b := e.latestBackfill()
+	if b.RowsRead != 1050 || b.RowsRemoved != 1 || b.Chunks >= 11 {
+		t.Errorf("the second backfill: %d rows read, %d removed, %d chunks; want 1050, 1 (the extra row), fewer than 11", b.RowsRead, b.RowsRemoved, b.Chunks)
+	}
+}
+
+// TestRebackfillSumsUnderWrites: while a writer changes rows of the
+// upper half of the table, a second backfill settles the lower half's
+// ranges by their sums and reads every range a live change touched
+// again row by row: the destination equals the source.
+func TestRebackfillSumsUnderWrites(t *testing.T) {
+	e, id := loadedForSums(t)
+	conn, err := pgx.Connect(e.ctx, e.srcDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	wctx, stop := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	var writes int
+	wg.Go(func() {
+		for i := 0; wctx.Err() == nil; i++ {
+			k := 1200 + 2*(i*37%450) // 1200 … 2098, even
+			var q string
+			switch i % 4 {
+			case 0:
+				q = fmt.Sprintf("DELETE FROM t WHERE id = %d", k)
+			case 1:
+				q = fmt.Sprintf("INSERT INTO t (id, a) VALUES (%d, 'new') ON CONFLICT (id) DO UPDATE SET a = 'again'", k)
+			default:
+				q = fmt.Sprintf("UPDATE t SET a = a || '+', n = n + 1 WHERE id = %d", k)
+			}
+			if _, err := conn.Exec(wctx, q); err == nil {
+				writes++
+			}
+		}
+	})
+	e.backfill(id)
+	stop()
+	wg.Wait()
+	e.assertConverged("t")
+	if equal, _ := e.loadSumsCounts(); equal < 2 {
+		t.Errorf("%d ranges settled by their sums under %d writes to the upper half; want at least 2 of the lower half", equal, writes)
+	}
+}
+
+// TestLoadSumsGiveUp: a run stops summing once its one-chunk ranges
+// differ from their sums more than twice, and an eighth as often as
+// ranges match; a range of several chunks that differs only brings the
+// next sum back to one chunk.
+func TestLoadSumsGiveUp(t *testing.T) {
+	var s loadSums
+	if !s.try(true, false) || s.try(false, false) || s.try(true, true) {
+		t.Fatal("try: want sums only after an equal range, and not for a range read again row by row")
+	}
+	s.result(false, "live changes touched the range") // not the sums' fault
+	for range 2 {
+		s.result(false, reasonSumsDiffer)
+	}
+	if !s.try(true, false) {
+		t.Fatal("stopped summing after two differing ranges")
+	}
+	for range 16 {
+		s.result(true, "")
+	}
+	if got := s.rows(100); got != 100*maxSumScale {
+		t.Fatalf("after 16 equal ranges a sum covers %d rows, want %d", got, 100*maxSumScale)
+	}
+	s.result(false, reasonSumsDiffer) // of several chunks: not counted
+	if got := s.rows(100); got != 100 {
+		t.Fatalf("after a range that differed a sum covers %d rows, want one chunk's 100", got)
+	}
+	s.result(false, reasonSumsDiffer)
+	s.result(false, reasonSumsDiffer)
+	if !s.try(true, false) {
+		t.Fatal("stopped summing after 4 differing ranges of one chunk, with 16 equal")
+	}
+	s.result(false, reasonSumsDiffer)
+	if s.try(true, false) {
+		t.Fatal("still summing after 5 differing ranges of one chunk, with 16 equal")
+	}
+}
