@@ -187,6 +187,9 @@ type applier struct {
 	// commit (flushAndWait) so the lag clock hears of a transaction; run
 	// handles them before reading on.
 	held []change.Event
+	// handling is the transaction whose schema change is being made: a
+	// wait for a commit meanwhile counts it on the lag clock.
+	handling *change.Txn
 	// joined counts the chunks merged into a batch another chunk opened
 	// (joinReady), for tests.
 	joined atomic.Int64
@@ -378,7 +381,10 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		if txn.EndLSN <= a.skipUpTo {
 			return nil // replayed: the destination already has it
 		}
-		if err := a.conformTxn(ctx, txn); err != nil {
+		a.handling = txn
+		err := a.conformTxn(ctx, txn)
+		a.handling = nil
+		if err != nil {
 			return err
 		}
 		if err := a.regen.fill(ctx, txn); err != nil {

@@ -243,3 +243,31 @@ func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 		t.Fatalf("lag after the commit covering it: %s", got)
 	}
 }
+
+// TestWaitForOwnSchemaChangeCountsLag: a transaction whose schema change
+// waits for the destination to commit (conformTxn's flushAndWait) counts
+// on the lag clock while it waits, before it is batched.
+func TestWaitForOwnSchemaChangeCountsLag(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	a.lag = &lagClock{}
+	events, out := make(chan change.Event), make(chan *outBatch)
+	a.events, a.out = events, out
+	txn := &change.Txn{Xid: 905, EndLSN: 60, CommitTime: time.Now().Add(-time.Minute),
+		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
+	a.handling = txn
+	waited := make(chan error, 1)
+	go func() { waited <- a.flushAndWait(ctx) }()
+	b := <-out // the writer took the batch and cannot commit it
+	if got := a.lag.lag(time.Now()); got < time.Minute {
+		t.Fatalf("lag while the transaction's own schema change waits: %s, want a minute or more", got)
+	}
+	close(b.done)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	a.lag.committed(60)
+	if got := a.lag.lag(time.Now()); got != 0 {
+		t.Fatalf("lag after the commit covering it: %s", got)
+	}
+}

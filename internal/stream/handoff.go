@@ -83,6 +83,10 @@ func (a *applier) handedOver(b *outBatch) {
 // flushAndWait hands everything so far to the writer and waits for its
 // commit (verify and schema changes need the destination up to date).
 func (a *applier) flushAndWait(ctx context.Context) error {
+	if t := a.handling; t != nil {
+		// Its own schema change waits: it is received, not yet batched.
+		a.lag.holding(t.EndLSN, t.CommitTime)
+	}
 	done := make(chan struct{})
 	a.batch.done = done
 	a.flush()
