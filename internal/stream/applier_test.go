@@ -203,12 +203,9 @@ func TestPositionOnlyBatchesJoin(t *testing.T) {
 func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 	ctx := context.Background()
 	a := newTestApplier(t)
-	a.lag = &lagClock{}
-	events, out := make(chan change.Event), make(chan *outBatch)
-	a.events, a.out = events, out
-	waited := make(chan error, 1)
-	go func() { waited <- a.flushAndWait(ctx) }()
-	b := <-out // the writer took the batch and cannot commit it
+	events := make(chan change.Event)
+	a.events = events
+	b, waited := waitingForCommit(ctx, a)
 	txn := &change.Txn{Xid: 904, EndLSN: 50, CommitTime: time.Now().Add(-time.Minute),
 		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
 	for _, ev := range []change.Event{{Progress: 40, Resume: "r40"}, {Progress: 45, Resume: "r45"}, {Txn: txn, Resume: "r50"}} {
@@ -250,15 +247,11 @@ func TestWaitingApplierHoldsNextEvent(t *testing.T) {
 func TestWaitForOwnSchemaChangeCountsLag(t *testing.T) {
 	ctx := context.Background()
 	a := newTestApplier(t)
-	a.lag = &lagClock{}
-	events, out := make(chan change.Event), make(chan *outBatch)
-	a.events, a.out = events, out
+	a.events = make(chan change.Event)
 	txn := &change.Txn{Xid: 905, EndLSN: 60, CommitTime: time.Now().Add(-time.Minute),
 		Changes: []change.Change{{Kind: change.Insert, Table: modelTable, Row: row(1, "a", "b")}}}
 	a.handling = txn
-	waited := make(chan error, 1)
-	go func() { waited <- a.flushAndWait(ctx) }()
-	b := <-out // the writer took the batch and cannot commit it
+	b, waited := waitingForCommit(ctx, a)
 	if got := a.lag.lag(time.Now()); got < time.Minute {
 		t.Fatalf("lag while the transaction's own schema change waits: %s, want a minute or more", got)
 	}
@@ -270,4 +263,16 @@ func TestWaitForOwnSchemaChangeCountsLag(t *testing.T) {
 	if got := a.lag.lag(time.Now()); got != 0 {
 		t.Fatalf("lag after the commit covering it: %s", got)
 	}
+}
+
+// waitingForCommit has a (its lag clock new) wait in flushAndWait for a
+// writer that took the batch and has not committed it: close b.done to
+// commit; waited says how the wait ended.
+func waitingForCommit(ctx context.Context, a *applier) (b *outBatch, waited <-chan error) {
+	a.lag = &lagClock{}
+	out := make(chan *outBatch)
+	a.out = out
+	done := make(chan error, 1)
+	go func() { done <- a.flushAndWait(ctx) }()
+	return <-out, done
 }
