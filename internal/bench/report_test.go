@@ -56,6 +56,7 @@ func (bn *bench) print(out io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+	bn.printTargets(out)
 	bn.printVerifyShare(out)
 	for _, r := range bn.results {
 		if r.note != "" {
@@ -123,4 +124,21 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// printTargets writes the backfills' rows/s against the COPY pipe's, with
+// the targets they are held to.
+func (bn *bench) printTargets(out io.Writer) {
+	pipe, ok := findResult(bn.results, "copy")
+	if !ok {
+		return
+	}
+	for _, t := range []struct {
+		key, what string
+		target    float64
+	}{{"tidemark-empty", "(a) into the empty destination", 0.9}, {"tidemark-populated", "(b) into the destination holding the rows", 1.2}} {
+		if r, ok := findResult(bn.results, t.key); ok {
+			fmt.Fprintf(out, "%s: %.2f× the COPY pipe's rows/s (target %.1f×)\n", t.what, r.rowsPerSec()/pipe.rowsPerSec(), t.target)
+		}
+	}
 }
