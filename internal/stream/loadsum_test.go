@@ -156,3 +156,34 @@ func TestLoadSumsGiveUp(t *testing.T) {
 		t.Fatal("still summing after 5 differing ranges of one chunk, with 16 equal")
 	}
 }
+
+// TestResetSumsFromTheFirstChunk: the backfill of a reset (the slot was
+// lost) sums from its first chunk, the destination having held the rows
+// until then: with nothing changed, its 1,050 rows are settled by four
+// sums of one, two, four and eight chunks' worth, none read.
+func TestResetSumsFromTheFirstChunk(t *testing.T) {
+	e, _ := loadedForSums(t)
+	states := e.stateLog()
+	mark := states.len()
+	e.dropSlot()
+	_, next := states.wait(e, mark, store.StateFailed)
+	e.s.Reset()
+	states.wait(e, next, store.StateRunning)
+	var b store.Backfill
+	e.waitFor("the reset's backfill loaded", func() bool {
+		recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, StartedBy: StartedByReset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 {
+			b = recs[0]
+		}
+		return b.LoadedAt != nil
+	})
+	e.assertConverged("t")
+	equal, differed := e.loadSumsCounts()
+	if b.StartedBy != StartedByReset || b.RowsRead != 1050 || b.Chunks != 4 || equal != 4 || differed != 0 {
+		t.Errorf("the reset's backfill %+v: %d chunks, %d rows read; %d ranges summed equal, %d differing; want started by reset, 4 chunks, 1050 rows, 4 equal, none differing",
+			b, b.Chunks, b.RowsRead, equal, differed)
+	}
+}

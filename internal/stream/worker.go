@@ -42,6 +42,11 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	}(r.table.ID)
 	defer func() { <-estimated }()
 	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
+	if r.rec.StartedBy == StartedByReset {
+		// A lost slot's reset backfills a destination that held the
+		// rows until then: sum from the first chunk (loadsum.go).
+		r.identical.Store(true)
+	}
 	if m.trails(rt, c) {
 		c.trail = m.startTrail(ctx, rt, r, c.scope)
 		defer c.trail.stop() // a run that ends otherwise drops it
