@@ -232,7 +232,7 @@ type committedChunk struct {
 	table      change.TableID
 	rows       int
 	bytes      int64
-	removed    *sink.Chunk // nil for a range its sums found equal
+	applied    *sink.Chunk // as Apply left it; nil for a range its sums found equal
 	last       bool
 }
 

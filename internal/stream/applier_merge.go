@@ -169,7 +169,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		after = pc.low
 	}
 	a.batch.Cursors[t.ID] = sink.Cursor{BackfillID: pc.backfillID, After: after, Done: pc.last, Rows: pc.rowsBefore + int64(len(rows))}
-	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), bytes: pc.read.Bytes, removed: chunk, last: pc.last})
+	a.batch.chunks = append(a.batch.chunks, committedChunk{backfillID: pc.backfillID, table: t.ID, rows: len(rows), bytes: pc.read.Bytes, applied: chunk, last: pc.last})
 	a.finish(pc, ChunkResult{High: high, Rows: len(rows), Conflicts: conflicts})
 	return nil
 }

@@ -19,7 +19,8 @@ type chunkPace struct {
 // liveQuiet is how long after the last live change chunks grow back.
 const liveQuiet = time.Second
 
-// observe records a committed chunk write.
+// observe records a committed chunk write. A batch that wrote no chunk
+// rows (a range its sums settled: only its cursor) teaches nothing.
 func (p *chunkPace) observe(rows int, took time.Duration) {
 	if p == nil || rows <= 0 || took <= 0 {
 		return

@@ -38,9 +38,12 @@ func chunkCommitted(b *outBatch) {
 type chunkStage int
 
 const (
-	chunkRegistered chunkStage = iota // its window is open; not read yet
-	chunkRead                         // read; not merged yet
-	trailVerified                     // a range its run's verify trails is compared (verifytrail.go)
+	// chunkRegistered: its window is open; not read yet. A sum read ahead
+	// (loadsum.go) registers before the chunk before it is submitted: a
+	// hook that blocks there holds that submit too.
+	chunkRegistered chunkStage = iota
+	chunkRead                  // read; not merged yet
+	trailVerified              // a range its run's verify trails is compared (verifytrail.go)
 )
 
 // chunkHook is a test-only hold: the worker calls it at each stage of each

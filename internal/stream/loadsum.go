@@ -7,6 +7,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // A backfill over a destination that already holds the source's rows (a
@@ -60,18 +61,19 @@ func (s *loadSums) rowsAfterMatch(chunk int) int {
 	return chunk * min(max(s.scale, 1)*2, maxSumScale)
 }
 
-// result takes in how a summed chunk went: settled (the sums matched) or
-// read again row by row for reason. A range of several chunks that
-// differs is not counted against the sums: its first chunk is written
-// row by row, the next summed at one chunk's size.
-func (s *loadSums) result(settled bool, reason string) {
+// result takes in how a summed chunk went: settled (the sums matched),
+// or read again row by row because its sums differed (differed) or for
+// another reason (live changes touched it). A range of several chunks
+// (several) that differs is not counted against the sums: its first
+// chunk is written row by row, the next summed at one chunk's size.
+func (s *loadSums) result(settled, differed, several bool) {
 	switch {
 	case settled:
 		s.matched++
 		s.scale = min(max(s.scale, 1)*2, maxSumScale)
-	case reason == reasonSumsDiffer && s.scale > 1:
+	case differed && several:
 		s.scale = 1
-	case reason == reasonSumsDiffer:
+	case differed:
 		s.differed++
 		s.off = s.differed > sumsFailedAfter+s.matched/8
 	default:
@@ -93,17 +95,8 @@ func (a *applier) loadSummed(ctx context.Context, pc *pendingChunk, high change.
 		byRows("the destination cannot sum a range", 0)
 		return
 	}
-	if pc.read.Table != nil && pc.read.Table != t && !newTranslation(pc.read.Table, t).identity {
-		byRows("the table's shape changed under the read", 0)
-		return
-	}
-	touched, err := a.windowTouches(ctx, t, window, pc.low, high)
-	if err != nil {
-		byRows(err.Error(), 0)
-		return
-	}
-	if touched > 0 {
-		byRows("live changes touched the range", touched)
+	if reason, conflicts := a.sumsCannotSettle(ctx, pc, high, window); reason != "" {
+		byRows(reason, conflicts)
 		return
 	}
 	if err := a.flushAndWait(ctx); err != nil {
@@ -111,6 +104,10 @@ func (a *applier) loadSummed(ctx context.Context, pc *pendingChunk, high change.
 		return
 	}
 	rows, sum, err := ds.SumRange(ctx, t, pc.low, high)
+	if err != nil && ctx.Err() != nil {
+		a.finish(pc, ChunkResult{Err: ctx.Err()})
+		return
+	}
 	if err != nil {
 		// As a verify's: the rest of the stream's run compares rows; an
 		// outage fails the row-by-row write too, and counts there.
@@ -143,6 +140,7 @@ type aheadSum struct {
 	pc    *pendingChunk
 	limit int
 	done  chan struct{}
+	err   error // the sum's, once done
 }
 
 // sumAhead registers the chunk after last, up to upto, and sums it in the
@@ -166,27 +164,31 @@ func (m *backfills) sumAhead(ctx context.Context, rt *runtime, r *run, c *covera
 	a := &aheadSum{pc: pc, limit: spec.Limit, done: make(chan struct{})}
 	go func(t *change.Table) {
 		defer close(a.done)
-		var err error
-		if pc.read, err = summer.SumRange(ctx, t, spec); err != nil {
-			pc.read = ChunkRead{} // read again in turn, where a failure counts
-		}
+		pc.read, a.err = summer.SumRange(ctx, t, spec)
 	}(r.table)
 	return a
 }
 
 // take is the chunk summed ahead, with the rows it was summed for, when
 // it starts at after and its rows are not asked for; otherwise it is
-// dropped and take returns nil.
-func (a *aheadSum) take(rt *runtime, after change.Key, byRows bool) (*pendingChunk, int) {
+// dropped and take returns nil. A sum that ran into the source's
+// statement timeout is dropped with its error, for the run to read
+// smaller chunks; one that failed otherwise is read again in turn, where
+// a failure counts.
+func (a *aheadSum) take(rt *runtime, after change.Key, byRows bool) (*pendingChunk, int, error) {
 	if a == nil {
-		return nil, 0
+		return nil, 0, nil
 	}
 	<-a.done
-	if byRows || a.pc.read.Sum == nil || !sameKey(a.pc.low, after) {
+	starts := sameKey(a.pc.low, after) && !byRows
+	if !starts || a.err != nil || a.pc.read.Sum == nil {
 		rt.applier.abandon(a.pc)
-		return nil, 0
+		if starts && source.IsStatementTimeout(a.err) {
+			return nil, a.limit, a.err
+		}
+		return nil, 0, nil
 	}
-	return a.pc, a.limit
+	return a.pc, a.limit, nil
 }
 
 // drop abandons a chunk summed ahead that is not taken.

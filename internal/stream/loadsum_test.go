@@ -2,12 +2,15 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -123,37 +126,114 @@ func TestRebackfillSumsUnderWrites(t *testing.T) {
 // TestLoadSumsGiveUp: a run stops summing once its one-chunk ranges
 // differ from their sums more than twice, and an eighth as often as
 // ranges match; a range of several chunks that differs only brings the
-// next sum back to one chunk.
+// next sum back to one chunk, as does one live changes touched.
 func TestLoadSumsGiveUp(t *testing.T) {
 	var s loadSums
 	if !s.try(true, false) || s.try(false, false) || s.try(true, true) {
 		t.Fatal("try: want sums only after an equal range, and not for a range read again row by row")
 	}
-	s.result(false, "live changes touched the range") // not the sums' fault
+	s.result(false, false, false) // live changes touched it: not the sums' fault
 	for range 2 {
-		s.result(false, reasonSumsDiffer)
+		s.result(false, true, false)
 	}
 	if !s.try(true, false) {
 		t.Fatal("stopped summing after two differing ranges")
 	}
 	for range 16 {
-		s.result(true, "")
+		s.result(true, false, false)
 	}
 	if got := s.rows(100); got != 100*maxSumScale {
 		t.Fatalf("after 16 equal ranges a sum covers %d rows, want %d", got, 100*maxSumScale)
 	}
-	s.result(false, reasonSumsDiffer) // of several chunks: not counted
+	if got := s.rowsAfterMatch(100); got != 100*maxSumScale {
+		t.Fatalf("a sum read ahead covers %d rows, want at most %d", got, 100*maxSumScale)
+	}
+	s.result(false, true, true) // of several chunks: not counted
 	if got := s.rows(100); got != 100 {
 		t.Fatalf("after a range that differed a sum covers %d rows, want one chunk's 100", got)
 	}
-	s.result(false, reasonSumsDiffer)
-	s.result(false, reasonSumsDiffer)
+	if got := s.rowsAfterMatch(100); got != 200 {
+		t.Fatalf("the sum read ahead of a one-chunk sum covers %d rows, want 200", got)
+	}
+	s.result(false, true, false)
+	s.result(false, true, false)
 	if !s.try(true, false) {
 		t.Fatal("stopped summing after 4 differing ranges of one chunk, with 16 equal")
 	}
-	s.result(false, reasonSumsDiffer)
+	s.result(false, true, false)
 	if s.try(true, false) {
 		t.Fatal("still summing after 5 differing ranges of one chunk, with 16 equal")
+	}
+}
+
+// TestAheadSumTakenWhereTheRunGoesOn: a chunk summed ahead is taken only
+// when the run goes on where it starts, it summed without fault and its
+// rows are not asked for; otherwise it is abandoned (its window closed),
+// and a statement timeout is handed on for the run to read less.
+func TestAheadSumTakenWhereTheRunGoesOn(t *testing.T) {
+	a := newTestApplier(t)
+	rt := &runtime{applier: a}
+	abandoned := make(chan *pendingChunk, 1)
+	go func() {
+		for {
+			select {
+			case req := <-a.requests:
+				if req.abandon != nil {
+					abandoned <- req.abandon
+				}
+			case <-a.done:
+				return
+			}
+		}
+	}()
+	key := func(n int) change.Key { return change.Key{change.Text(fmt.Sprint(n))} }
+	ahead := func(low int, sum bool, err error) *aheadSum {
+		pc := &pendingChunk{low: key(low)}
+		if sum {
+			pc.read.Sum = &source.RangeSum{Rows: 7, Sum: "1"}
+		}
+		s := &aheadSum{pc: pc, limit: 100, done: make(chan struct{}), err: err}
+		close(s.done)
+		return s
+	}
+	timeout := &source.StatementTimeoutError{Err: errors.New("canceling statement due to statement timeout"), Timeout: time.Second}
+	cases := []struct {
+		name    string
+		s       *aheadSum
+		after   int
+		byRows  bool
+		taken   bool
+		wantErr bool
+	}{
+		{"where the run goes on", ahead(5, true, nil), 5, false, true, false},
+		{"elsewhere (the chunk before is read again)", ahead(5, true, nil), 3, false, false, false},
+		{"its rows asked for", ahead(5, true, nil), 5, true, false, false},
+		{"a failed sum", ahead(5, false, errors.New("connection reset")), 5, false, false, false},
+		{"a sum past the statement timeout", ahead(5, false, timeout), 5, false, false, true},
+		{"a timeout elsewhere", ahead(5, false, timeout), 3, false, false, false},
+	}
+	for _, c := range cases {
+		pc, n, err := c.s.take(rt, key(c.after), c.byRows)
+		if (pc != nil) != c.taken || (err != nil) != c.wantErr {
+			t.Errorf("%s: taken %v, error %v; want taken %v, an error %v", c.name, pc != nil, err, c.taken, c.wantErr)
+		}
+		if c.taken {
+			if n != 100 {
+				t.Errorf("%s: taken for %d rows, want 100", c.name, n)
+			}
+			continue
+		}
+		select {
+		case got := <-abandoned:
+			if got != c.s.pc {
+				t.Errorf("%s: abandoned another chunk", c.name)
+			}
+		case <-time.After(waitTimeout):
+			t.Errorf("%s: not taken and not abandoned", c.name)
+		}
+	}
+	if pc, _, err := (*aheadSum)(nil).take(rt, key(1), false); pc != nil || err != nil {
+		t.Error("no chunk summed ahead: want nothing taken")
 	}
 }
 
@@ -182,8 +262,10 @@ func TestResetSumsFromTheFirstChunk(t *testing.T) {
 	})
 	e.assertConverged("t")
 	equal, differed := e.loadSumsCounts()
-	if b.StartedBy != StartedByReset || b.RowsRead != 1050 || b.Chunks != 4 || equal != 4 || differed != 0 {
-		t.Errorf("the reset's backfill %+v: %d chunks, %d rows read; %d ranges summed equal, %d differing; want started by reset, 4 chunks, 1050 rows, 4 equal, none differing",
+	// Quiet, the four sums cover 100, 200, 400 and the last 350 rows;
+	// summing from the third chunk on (not from the first) takes six.
+	if b.StartedBy != StartedByReset || b.RowsRead != 1050 || b.Chunks > 4 || equal < 1 || differed != 0 {
+		t.Errorf("the reset's backfill %+v: %d chunks, %d rows read; %d ranges summed equal, %d differing; want started by reset, at most 4 chunks, 1050 rows, summed, none differing",
 			b, b.Chunks, b.RowsRead, equal, differed)
 	}
 }

@@ -58,22 +58,10 @@ func rangeSummer(a *applier, src chunkSource, scope chunkSpec) source.RangeSumme
 // when the destination's sum equals the source's, otherwise a retry row by
 // row (ChunkResult.ByRows).
 func (a *applier) verifySummed(ctx context.Context, pc *pendingChunk, high change.Key, window []change.Change) {
-	byRows := func(reason string) {
-		a.finish(pc, ChunkResult{Retry: true, ByRows: true, Reason: reason})
-	}
 	t := pc.table
-	if pc.read.Table != nil && pc.read.Table != t && !newTranslation(pc.read.Table, t).identity {
-		byRows("the table's shape changed under the read")
-		return
-	}
-	touched, err := a.windowTouches(ctx, t, window, pc.low, high)
-	if err != nil {
-		byRows(err.Error())
-		return
-	}
-	if touched > 0 {
+	if reason, conflicts := a.sumsCannotSettle(ctx, pc, high, window); reason != "" {
 		// Conflicts tells the verify that live changes flow here.
-		a.finish(pc, ChunkResult{Retry: true, ByRows: true, Conflicts: touched, Reason: "live changes touched the range"})
+		a.finish(pc, ChunkResult{Retry: true, ByRows: true, Conflicts: conflicts, Reason: reason})
 		return
 	}
 	if err := a.flushAndWait(ctx); err != nil {
@@ -111,6 +99,25 @@ func (a *applier) verifySummed(ctx context.Context, pc *pendingChunk, high chang
 	}
 	d.rows, d.sum, d.err = ds.SumRange(ctx, t, pc.low, high)
 	a.finish(pc, d.result(a.log))
+}
+
+// sumsCannotSettle says why a summed chunk's range (pc.low, high] must be
+// read row by row whatever the sums say ("" when they can settle it):
+// the table's shape changed under the read, or a change of its window
+// falls in it (conflicts counts those).
+func (a *applier) sumsCannotSettle(ctx context.Context, pc *pendingChunk, high change.Key, window []change.Change) (reason string, conflicts int) {
+	t := pc.table
+	if pc.read.Table != nil && pc.read.Table != t && !newTranslation(pc.read.Table, t).identity {
+		return "the table's shape changed under the read", 0
+	}
+	touched, err := a.windowTouches(ctx, t, window, pc.low, high)
+	if err != nil {
+		return err.Error(), 0
+	}
+	if touched > 0 {
+		return "live changes touched the range", touched
+	}
+	return "", 0
 }
 
 // destSum is the destination's side of a summed range, to hold against

@@ -148,12 +148,13 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		}
 		m.atChunkStage(ctx, r.table.ID, chunkRead)
 		pc.upto, pc.rowsBefore = rg.High, c.rowsBefore
-		pc.ends = len(read.Rows) < limit
 		if read.Sum != nil {
 			pc.ends = read.Sum.Last == nil
 			if !pc.ends {
 				c.ahead = m.sumAhead(ctx, rt, r, c, read.Sum.Last, rg.High)
 			}
+		} else {
+			pc.ends = len(read.Rows) < limit
 		}
 		pc.last = pc.ends && final
 		if !pc.ends && sampleEnds(c.opts, c.sampled+int64(len(read.Rows))) {
@@ -169,7 +170,13 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			return false, false
 		}
 		if read.Sum != nil {
-			c.sums.result(!res.Retry, res.Reason)
+			differed := res.ByRows && res.Reason == reasonSumsDiffer
+			c.sums.result(!res.Retry, differed, limit > m.cfg.ChunkSize)
+			if differed {
+				// Not identical: the next chunk sums only once a range
+				// written row by row is found identical again.
+				r.identical.Store(false)
+			}
 		}
 		if res.Retry {
 			if !m.retryChunk(ctx, r, res, &rd) {
@@ -217,8 +224,12 @@ type readState struct {
 func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *coverage, rg keyRange, after change.Key, rd *readState) (pc *pendingChunk, limit int, ok bool) {
 	ahead := c.ahead
 	c.ahead = nil
-	if pc, limit := ahead.take(rt, after, rd.byRows); pc != nil {
-		return pc, limit, true
+	taken, n, err := ahead.take(rt, after, rd.byRows)
+	if err != nil {
+		return nil, 0, m.readFailed(ctx, r, c, n, err, &rd.delay)
+	}
+	if taken != nil {
+		return taken, n, true
 	}
 	pc = &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, scope: c.scope}
 	if err := rt.applier.register(ctx, pc); err != nil {
@@ -507,15 +518,15 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 		if r == nil {
 			continue
 		}
-		if c.removed != nil {
-			r.identical.Store(c.removed.Identical)
+		if c.applied != nil {
+			r.identical.Store(c.applied.Identical)
 		}
 		m.update(r, func(rec *store.Backfill) {
 			rec.RowsWritten += int64(c.rows)
-			if c.removed != nil {
+			if c.applied != nil {
 				// Less a column subset's rows the destination lacked.
-				rec.RowsWritten -= c.removed.Skipped
-				rec.RowsRemoved += c.removed.Removed
+				rec.RowsWritten -= c.applied.Skipped
+				rec.RowsRemoved += c.applied.Removed
 			}
 			rec.Chunks++
 			if c.last {
