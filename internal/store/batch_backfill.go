@@ -227,6 +227,7 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 		}
 		var c BatchInstance
 		var changed error // an instance At gave otherwise than when checked
+		packed := newPackedEncoder()
 		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, insts.Len,
 			func(args []any, i int) []any {
 				c = BatchInstance{}
@@ -235,6 +236,7 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 				if err = cmp.Or(prepareBatchInstance(&c), err); err != nil && changed == nil {
 					changed = fmt.Errorf("instance %d (%s) changed while it was written: %w", i, c.Task, err)
 				}
+				packed.add(i, &c, sortedDeps(insts.deps(i)))
 				return s.appendInstanceArgs(args, base+1+int64(i), id, &c, c.State, c.Mode, outputs)
 			})
 		if err = cmp.Or(changed, err); err != nil {
@@ -248,6 +250,11 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 			})
 		if err = cmp.Or(walk.err, err); err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
+		}
+		if v := packed.value(base + 1); v != nil {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO "batch_backfill_packed" ("backfill_id", "value") VALUES (?, ?)`), id, v); err != nil {
+				return fmt.Errorf("record the packed instances: %w", err)
+			}
 		}
 		return nil
 	})

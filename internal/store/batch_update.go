@@ -71,8 +71,8 @@ func (s *Store) updateInstances(ctx context.Context, tx *sql.Tx, insts []BatchIn
 func (s *Store) updateInstancesEach(ctx context.Context, tx *sql.Tx, insts []BatchInstance, outputs []string, order []int) error {
 	stmt, err := tx.PrepareContext(ctx, s.d.rebind(`UPDATE "batch_instances" SET
 		"state" = ?, "reason" = ?, "attempt" = ?, "next_try" = ?, "started_at" = ?, "finished_at" = ?,
-		"pid" = ?, "pgid" = ?, "proc_start" = ?, "host" = ?, "sql_tag" = ?, "rendered" = ?, "outputs" = ?, "error" = ?
-		WHERE "id" = ?`))
+		"pid" = ?, "pgid" = ?, "proc_start" = ?, "host" = ?, "sql_tag" = ?, "rendered" = ?, "outputs" = ?, "error" = ?,
+		"updated" = TRUE WHERE "id" = ?`))
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *Store) updateInstancesSet(ctx context.Context, tx *sql.Tx, insts []Batc
 		var q strings.Builder
 		q.WriteString(`UPDATE "batch_instances" AS b SET "state" = v.s, "reason" = v.r, "attempt" = v.a, "next_try" = v.nt,
 			"started_at" = v.sa, "finished_at" = v.fa, "pid" = v.pid, "pgid" = v.pgid, "proc_start" = v.ps, "host" = v.host,
-			"sql_tag" = v.tag, "rendered" = v.code, "outputs" = v.o, "error" = v.e FROM (VALUES `)
+			"sql_tag" = v.tag, "rendered" = v.code, "outputs" = v.o, "error" = v.e, "updated" = TRUE FROM (VALUES `)
 		args := make([]any, 0, (end-start)*15)
 		for k := start; k < end; k++ {
 			c := &insts[order[k]]

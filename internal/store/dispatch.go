@@ -162,7 +162,7 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 // its processes are then ended at once.
 func (s *Store) StartBatchAttempt(ctx context.Context, f WorkerFence, id int64, attempt int, host string, pid, pgid int, procStart uint64) error {
 	err := s.workerTx(ctx, f, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE "batch_instances" SET "host" = $1, "pid" = $2, "pgid" = $3, "proc_start" = $4
+		res, err := tx.ExecContext(ctx, `UPDATE "batch_instances" SET "host" = $1, "pid" = $2, "pgid" = $3, "proc_start" = $4, "updated" = TRUE
 			WHERE "id" = $5 AND "attempt" = $6 AND "state" = 'running'
 			AND EXISTS (SELECT 1 FROM "batch_dispatch" WHERE "instance_id" = $5 AND "attempt" = $6 AND "node" = $7 AND "epoch" = $8
 				AND "result" IS NULL)`,

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,6 +323,17 @@ func TestRestartEndsFinishedBackfill(t *testing.T) {
 // runs, in the order of the dependencies that cross the pages, and the
 // backfill succeeds with all of them.
 func TestRestartLoadsEveryPage(t *testing.T) {
+	// packed: the backfill's instances unpacked from its packed value
+	// (store.ReadBatchBackfillInstances). rows: recorded with an instance
+	// that had run, it has none, and its rows are read, in two halves.
+	// damaged: its packed value cut short, two pages unpack before the
+	// third fails, and its rows are read instead.
+	for _, variant := range []string{"packed", "rows", "damaged"} {
+		t.Run(variant, func(t *testing.T) { testRestartLoadsEveryPage(t, variant) })
+	}
+}
+
+func testRestartLoadsEveryPage(t *testing.T, variant string) {
 	biz := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
 	n := 2*engine.LoadPageSize + 500
 	waiting := []int{engine.LoadPageSize - 1, 2*engine.LoadPageSize - 1, n - 1} // the last of each page
@@ -338,7 +350,21 @@ func TestRestartLoadsEveryPage(t *testing.T) {
 		deps[w] = []int{prev}
 		prev = w
 	}
+	if variant == "rows" {
+		insts[0].Attempt, insts[0].FinishedAt = 1, &biz
+	}
 	url, rec := recordRunning(t, biz, insts, deps)
+	if variant == "damaged" {
+		db, err := sql.Open("sqlite", strings.TrimPrefix(url, "sqlite://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.Exec(`UPDATE "batch_backfill_packed" SET "value" = substr("value", 1, length("value") - 7) WHERE "backfill_id" = ?`, rec.ID)
+		if n, _ := res.RowsAffected(); err != nil || n != 1 {
+			t.Fatalf("damage the packed value: %d rows, %v", n, err)
+		}
+		db.Close()
+	}
 	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeNoop, "")}, envOpts{storeURL: url})
 	got := v.wait(rec.ID)
 	if got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != n {

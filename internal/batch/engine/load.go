@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -38,13 +39,20 @@ func shared(s string) string {
 
 // newNode builds the memory of one stored instance (without its links).
 func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
+	n := new(node)
+	e.fillNode(n, &in, bf)
+	return n
+}
+
+// fillNode makes *n the memory of in (without its links).
+func (e *Engine) fillNode(n *node, in *store.BatchInstance, bf *backfill) {
 	t, found := e.graph.Task(in.Task)
 	if !found {
 		// The task left the configuration: keep the instance visible; it
 		// fails when its turn comes.
 		t = &dag.Task{ID: in.Task, Name: in.Task, Type: "missing"}
 	}
-	n := &node{
+	*n = node{
 		id: in.ID, bf: bf, task: t,
 		biz: in.BizTime, bizEnd: in.BizEnd, scheduled: in.Scheduled,
 		group: int32(in.Group), seq: int32(in.Seq), order: int32(in.Order),
@@ -69,7 +77,6 @@ func (e *Engine) newNode(in store.BatchInstance, bf *backfill) *node {
 		n.run = &running{host: in.Host}
 		n.run.proc.PID, n.run.proc.PGID, n.run.proc.StartTicks = in.PID, in.PGID, in.ProcStart
 	}
-	return n
 }
 
 // plannedInstance is the store's row of a planned instance, as recorded.
@@ -94,7 +101,11 @@ func (e *Engine) adoptPlanned(rec store.BatchBackfill, p *plan.Plan, first int64
 	if err != nil {
 		return err
 	}
+	var slab []node // nodes allocated a page at a time, not one by one
 	for i := range p.Instances {
+		if len(slab) == 0 {
+			slab = make([]node, min(loadPageSize, len(p.Instances)-i))
+		}
 		in := plannedInstance(&p.Instances[i])
 		in.ID, in.BackfillID = first+int64(i), rec.ID
 		if deps := p.Instances[i].Deps; len(deps) > 0 {
@@ -105,7 +116,9 @@ func (e *Engine) adoptPlanned(rec store.BatchBackfill, p *plan.Plan, first int64
 			slices.Sort(in.Deps)
 			in.Deps = slices.Compact(in.Deps)
 		}
-		bf.nodes = append(bf.nodes, e.newNode(in, bf))
+		e.fillNode(&slab[0], &in, bf)
+		bf.nodes = append(bf.nodes, &slab[0])
+		slab = slab[1:]
 	}
 	e.finishAdopt(bf)
 	return nil
@@ -122,11 +135,28 @@ func (e *Engine) newBackfill(rec store.BatchBackfill) (*backfill, error) {
 
 // addNodes adds to bf nodes of insts, some of its instances: unlinked,
 // and not yet known to the engine (finishAdopt), so that a backfill whose
-// reading fails half way leaves nothing behind.
+// reading fails half way leaves nothing behind. A large page's nodes are
+// built in two halves at once: building them is most of a restart's time
+// once the instances are unpacked.
 func (e *Engine) addNodes(bf *backfill, insts []store.BatchInstance) {
-	for _, in := range insts {
-		bf.nodes = append(bf.nodes, e.newNode(in, bf))
+	start := len(bf.nodes)
+	bf.nodes = slices.Grow(bf.nodes, len(insts))[:start+len(insts)]
+	slab := make([]node, len(insts)) // one allocation, not one a node
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			e.fillNode(&slab[i], &insts[i], bf)
+			bf.nodes[start+i] = &slab[i]
+		}
 	}
+	if len(insts) < 1024 {
+		fill(0, len(insts))
+		return
+	}
+	var half sync.WaitGroup
+	mid := len(insts) / 2
+	half.Go(func() { fill(0, mid) })
+	fill(mid, len(insts))
+	half.Wait()
 }
 
 // finishAdopt makes bf's nodes, once all are added, the engine's: known,
@@ -175,15 +205,26 @@ func (e *Engine) link(n *node, stateOf func(id int64) string) {
 // loadOpen brings into memory every backfill that is waiting or running
 // and every open instance of the recurring schedule.
 func (e *Engine) loadOpen(ctx context.Context) error {
+	var backfills []store.BatchBackfill
 	for _, st := range []string{store.BatchWaiting, store.BatchRunning} {
 		bfs, err := e.st.ListBatchBackfills(ctx, store.BatchBackfillFilter{State: st, Limit: 100000})
 		if err != nil {
 			return err
 		}
-		for _, rec := range bfs {
-			if err := e.loadBackfill(ctx, rec); err != nil {
-				return err
-			}
+		backfills = append(backfills, bfs...)
+	}
+	total := 0
+	for _, rec := range backfills {
+		total += rec.Instances
+	}
+	if len(e.s.nodes) == 0 {
+		// Room for them all at once: growing a map of a million entries
+		// step by step rehashes it over and over.
+		e.s.nodes = make(map[int64]*node, total)
+	}
+	for _, rec := range backfills {
+		if err := e.loadBackfill(ctx, rec); err != nil {
+			return err
 		}
 	}
 	// The backfills were read whole above: only the schedule's are left.
@@ -204,16 +245,36 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 }
 
 // loadBackfill reads a backfill's instances page by page and adopts it.
-// The next page is read while the last one becomes nodes (readPages), so
-// the store's work and the engine's overlap, and the instances of a large
-// backfill are never all held twice. A backfill of two pages or more is
-// read in two halves of its ids at once: reading is most of a restart's
-// time, and on PostgreSQL each half's reads run on a core of their own
-// (SQLite's one connection takes them in turn).
+// A backfill recorded without its packed instances (before they were
+// kept) has its rows read: the next page while the last one becomes nodes
+// (readPages), so the store's work and the engine's overlap, and the
+// instances of a large backfill are never all held twice. A backfill of
+// two pages or more is read in two halves of its ids at once: reading is
+// most of a restart's time, and on PostgreSQL each half's reads run on a
+// core of their own (SQLite's one connection takes them in turn).
 func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
 		return err
+	}
+	// Its instances as recorded, unpacked, and the rows updated since: no
+	// need to read every row (store.ReadBatchBackfillInstances).
+	packed, err := e.st.ReadBatchBackfillInstances(ctx, rec.ID, loadPageSize, func(page []store.BatchInstance) error {
+		e.addNodes(bf, page)
+		return nil
+	})
+	switch {
+	case errors.Is(err, store.ErrPackedDamaged):
+		// The rows are the record: read them, from the start.
+		e.log.Warn("a batch backfill's packed instances are damaged; its rows are read instead", logkey.BatchBackfill(rec.ID), logkey.Err(err))
+		if bf, err = e.newBackfill(rec); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case packed:
+		e.finishAdopt(bf)
+		return nil
 	}
 	parts, err := e.loadParts(ctx, rec)
 	if err != nil {

@@ -24,6 +24,7 @@ func testBatch(t *testing.T, s *store.Store) {
 		{"InstanceFilters", testBatchInstanceFilters},
 		{"SparseList", testBatchSparseList},
 		{"BackfillFrom", testBatchBackfillFrom},
+		{"Packed", testBatchPacked},
 		{"UpdateInstances", testBatchUpdateInstances},
 		{"RunningUnique", testBatchRunningUnique},
 		{"OpenInstances", testBatchOpenInstances},
