@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"time"
 )
@@ -23,7 +24,8 @@ import (
 //	version byte, first instance id, instance count,
 //	string count, then each string's length and bytes,
 //	per instance: task, biz time, end, scheduled, group, seq, order,
-//	  mode, resource group, state, reason, dependency count, dependencies
+//	  mode, resource group, state, reason, dependency count, dependencies,
+//	and last the CRC-32C of all before it (4 bytes, big-endian)
 //
 // Strings are indexes into the table; the biz time is microseconds since
 // the previous instance's (the first's since the epoch), the end and the
@@ -32,6 +34,13 @@ import (
 // and each next one relative to the one before.
 
 const packedVersion = 1
+
+// maxPacked bounds a packed value (some ten million instances): a larger
+// backfill is not packed, its rows read as they are, well short of the
+// stores' limit on one value (1 GB).
+const maxPacked = 256 << 20
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // packedEncoder packs a new backfill's instances, in order, as they are
 // written. A backfill with an instance that has run, or whose attempt is
@@ -68,7 +77,7 @@ func (e *packedEncoder) add(i int, c *BatchInstance, deps []int) {
 	if !e.ok {
 		return
 	}
-	if c.HasRun() || c.Attempt != 0 || i != e.n {
+	if c.HasRun() || c.Attempt != 0 || i != e.n || len(e.table)+len(e.body) > maxPacked {
 		e.ok = false
 		e.body, e.table, e.strings = nil, nil, nil
 		return
@@ -105,13 +114,14 @@ func (e *packedEncoder) value(first int64) []byte {
 	if !e.ok {
 		return nil
 	}
-	out := make([]byte, 0, 3*binary.MaxVarintLen64+len(e.table)+len(e.body))
+	out := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(e.table)+len(e.body)+4)
 	out = append(out, packedVersion)
 	out = binary.AppendUvarint(out, uint64(first))
 	out = binary.AppendUvarint(out, uint64(e.n))
 	out = binary.AppendUvarint(out, uint64(len(e.strings)))
 	out = append(out, e.table...)
-	return append(out, e.body...)
+	out = append(out, e.body...)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crcTable))
 }
 
 // packedDecoder unpacks a value packedEncoder made, an instance at a
@@ -181,10 +191,14 @@ func (d *packedDecoder) str() (string, error) {
 
 // newPackedDecoder reads the head and string table of value.
 func newPackedDecoder(value []byte) (*packedDecoder, error) {
-	if len(value) == 0 || value[0] != packedVersion {
+	if len(value) < 5 || value[0] != packedVersion {
 		return nil, damaged("not of version 1")
 	}
-	d := &packedDecoder{buf: value[1:]}
+	end := len(value) - 4
+	if crc32.Checksum(value[:end], crcTable) != binary.BigEndian.Uint32(value[end:]) {
+		return nil, damaged("checksum differs")
+	}
+	d := &packedDecoder{buf: value[1:end]}
 	first, err := d.uvarint()
 	if err != nil {
 		return nil, err

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -67,6 +71,23 @@ func TestPackedRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPackedChecksum: a value with a bit flipped anywhere is damaged.
+func TestPackedChecksum(t *testing.T) {
+	insts, deps := randomPacked(rand.New(rand.NewPCG(5, 6)), 20)
+	enc := newPackedEncoder()
+	for i := range insts {
+		enc.add(i, &insts[i], deps[i])
+	}
+	v := enc.value(1)
+	for i := range v {
+		bad := slices.Clone(v)
+		bad[i] ^= 0x10
+		if _, err := newPackedDecoder(bad); !errors.Is(err, ErrPackedDamaged) {
+			t.Fatalf("bit flipped in byte %d of %d: %v, want ErrPackedDamaged", i, len(v), err)
+		}
+	}
+}
+
 // TestPackedNotPacked: an instance that has run, or out of turn, leaves
 // the backfill unpacked.
 func TestPackedNotPacked(t *testing.T) {
@@ -95,10 +116,13 @@ func FuzzPackedDecoder(f *testing.F) {
 		for i := range insts {
 			enc.add(i, &insts[i], deps[i])
 		}
-		f.Add(enc.value(7))
+		v := enc.value(7)
+		f.Add(v[:len(v)-4])
 	}
 	f.Add([]byte{1, 1, 200, 200, 200, 1})
-	f.Fuzz(func(t *testing.T, value []byte) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		// The input with its checksum: what gets past it is decoded.
+		value := binary.BigEndian.AppendUint32(slices.Clip(body), crc32.Checksum(body, crcTable))
 		d, err := newPackedDecoder(value)
 		if err != nil {
 			return

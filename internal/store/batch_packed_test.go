@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -10,7 +11,8 @@ import (
 
 // TestPackedSeesEveryUpdate: a row changed by hand, outside the store (an
 // operator's UPDATE in psql or sqlite3), is read whole by a restart's
-// packed read, as listing the rows shows it.
+// packed read, as listing the rows shows it; a dependency removed by hand
+// drops the packed value.
 func TestPackedSeesEveryUpdate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -50,6 +52,25 @@ func TestPackedSeesEveryUpdate(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, rows) {
 				t.Errorf("packed read =\n%+v\nwant (as listed)\n%+v", got, rows)
+			}
+			// A row's task renamed by hand: the value disagrees with the rows.
+			q = store.Rebind(s.Dialect(), `UPDATE "batch_instances" SET "task" = 'renamed' WHERE "id" = ?`)
+			if err := store.Exec(ctx, s, q, insts[1].ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.ReadBatchBackfillInstances(ctx, b.ID, 3, func([]store.BatchInstance) error { return nil })
+			if !errors.Is(err, store.ErrPackedDamaged) {
+				t.Errorf("packed read after a task was renamed: %v, want ErrPackedDamaged", err)
+			}
+			// A dependency removed by hand: the packed value is dropped,
+			// and the rows are what a restart reads.
+			q = store.Rebind(s.Dialect(), `DELETE FROM "batch_instance_deps" WHERE "instance_id" = ?`)
+			if err := store.Exec(ctx, s, q, insts[3].ID); err != nil {
+				t.Fatal(err)
+			}
+			ok, err = s.ReadBatchBackfillInstances(ctx, b.ID, 3, func([]store.BatchInstance) error { return nil })
+			if err != nil || ok {
+				t.Errorf("packed read after a dependency was removed: ok=%v, %v; want no packed value", ok, err)
 			}
 		})
 	}

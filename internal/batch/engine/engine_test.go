@@ -326,8 +326,8 @@ func TestRestartLoadsEveryPage(t *testing.T) {
 	// packed: the backfill's instances unpacked from its packed value
 	// (store.ReadBatchBackfillInstances). rows: recorded with an instance
 	// that had run, it has none, and its rows are read, in two halves.
-	// damaged: its packed value cut short, two pages unpack before the
-	// third fails, and its rows are read instead.
+	// damaged: its packed value cut short (its checksum then differs), and
+	// its rows are read instead.
 	for _, variant := range []string{"packed", "rows", "damaged"} {
 		t.Run(variant, func(t *testing.T) { testRestartLoadsEveryPage(t, variant) })
 	}

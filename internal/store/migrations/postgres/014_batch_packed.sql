@@ -21,3 +21,24 @@ END
 $$;
 CREATE TRIGGER "batch_instances_updated" BEFORE UPDATE ON "batch_instances"
     FOR EACH ROW WHEN (NOT NEW."updated") EXECUTE FUNCTION "tidemark_batch_instance_updated"();
+-- Dependencies or instances removed or changed by hand leave the packed
+-- value behind them: it is dropped, and a restart reads the rows.
+CREATE FUNCTION "tidemark_batch_packed_drop"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'batch_instances' THEN
+        DELETE FROM "batch_backfill_packed" WHERE "backfill_id" = OLD."backfill_id";
+    ELSE
+        DELETE FROM "batch_backfill_packed" WHERE "backfill_id" IN
+            (SELECT "backfill_id" FROM "batch_instances" WHERE "id" = OLD."instance_id");
+        IF TG_OP = 'UPDATE' THEN
+            DELETE FROM "batch_backfill_packed" WHERE "backfill_id" IN
+                (SELECT "backfill_id" FROM "batch_instances" WHERE "id" = NEW."instance_id");
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER "batch_instances_packed_drop" AFTER DELETE ON "batch_instances"
+    FOR EACH ROW EXECUTE FUNCTION "tidemark_batch_packed_drop"();
+CREATE TRIGGER "batch_instance_deps_packed_drop" AFTER UPDATE OR DELETE ON "batch_instance_deps"
+    FOR EACH ROW EXECUTE FUNCTION "tidemark_batch_packed_drop"();

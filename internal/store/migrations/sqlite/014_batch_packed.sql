@@ -19,3 +19,22 @@ CREATE TRIGGER "batch_instances_updated" AFTER UPDATE ON "batch_instances"
 BEGIN
     UPDATE "batch_instances" SET "updated" = 1 WHERE "id" = NEW."id";
 END;
+-- Dependencies or instances removed or changed by hand leave the packed
+-- value behind them: it is dropped, and a restart reads the rows.
+CREATE TRIGGER "batch_instances_packed_drop" AFTER DELETE ON "batch_instances"
+    FOR EACH ROW
+BEGIN
+    DELETE FROM "batch_backfill_packed" WHERE "backfill_id" = OLD."backfill_id";
+END;
+CREATE TRIGGER "batch_instance_deps_packed_drop_update" AFTER UPDATE ON "batch_instance_deps"
+    FOR EACH ROW
+BEGIN
+    DELETE FROM "batch_backfill_packed" WHERE "backfill_id" IN
+        (SELECT "backfill_id" FROM "batch_instances" WHERE "id" IN (OLD."instance_id", NEW."instance_id"));
+END;
+CREATE TRIGGER "batch_instance_deps_packed_drop_delete" AFTER DELETE ON "batch_instance_deps"
+    FOR EACH ROW
+BEGIN
+    DELETE FROM "batch_backfill_packed" WHERE "backfill_id" IN
+        (SELECT "backfill_id" FROM "batch_instances" WHERE "id" = OLD."instance_id");
+END;
