@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
 )
 
@@ -106,6 +107,14 @@ func TestFaultSlotLost(t *testing.T) {
 			states.wait(e, next, store.StateRunning)
 			e.phase("running again after the reset")
 			// The object shows the reset's backfill, completed and loaded.
+			// The stream is running a moment before the reset initiates it
+			// (backfillAll runs once the pipeline is up): until then the
+			// object may still show the interrupted backfill's failure.
+			tid := change.TableID{Schema: "public", Name: "t"}
+			e.waitFor("the reset's backfill of t", func() bool {
+				o := e.objectOf(tid)
+				return o.BackfillID != id && o.BackfillID != 0
+			})
 			o := e.waitLoaded("t")
 			reset := e.backfillRec(o.BackfillID)
 			if reset.StartedBy != StartedByReset {
