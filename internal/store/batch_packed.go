@@ -410,7 +410,7 @@ func (d *packedDecoder) page(backfill int64, size int, buf *[]BatchInstance, u *
 			return err
 		}
 		if r := u.row; r != nil && r.ID == c.ID {
-			if r.BackfillID != backfill || r.Task != c.Task {
+			if r.Task != c.Task { // the query chose the backfill's rows
 				return damaged("updated instance %d is not the one packed (task %q, packed %q)", r.ID, r.Task, c.Task)
 			}
 			r.Deps = c.Deps
