@@ -28,7 +28,7 @@ func verifyObject(ctx context.Context, rt *runtime, t *change.Table, chunkSize i
 		ranges = []keyRange{{}}
 	}
 	for n, rg := range ranges {
-		if err := v.verifyRange(ctx, &oc, rg, n == len(ranges)-1); err != nil {
+		if err := v.verifyRange(ctx, &oc, rg, nil, n == len(ranges)-1); err != nil {
 			return oc, err
 		}
 	}
@@ -57,8 +57,11 @@ type verifyPass struct {
 	// differed: should its rows match, the sums are no use here.
 	sumsDiffered bool
 	// trailing marks a pass that trails a load (verifytrail.go): the
-	// destination's sums are taken off the applier, which the load needs.
-	trailing bool
+	// destination's sums are taken off the applier, which the load needs,
+	// and a range bounded by a merged chunk's high key is summed whole
+	// (it holds a chunk's rows, give or take the live changes), without
+	// the search for its size-th key, until a statement timeout (halved).
+	trailing, halved bool
 }
 
 // retried takes a result that has the range read again, and says whether
@@ -81,9 +84,17 @@ func (v *verifyPass) stopSums(why string) {
 	}
 }
 
-// verifyRange verifies the key range rg, the pass's last with last.
-func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRange, last bool) error {
+// verifyRange verifies the key range rg, the pass's last with last, in
+// pieces ending at stops (in key order, inside rg) and at rg.High: a
+// trailing verify's pieces are the chunks its run merged.
+func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRange, stops []change.Key, last bool) error {
 	after := rg.Low
+	upto := func() change.Key { // the current piece's end
+		if len(stops) > 0 {
+			return stops[0]
+		}
+		return rg.High
+	}
 	var next *pendingChunk // read ahead, from next.low
 	compared := compareQueue{sumsMisled: func() {
 		v.stopSums("the servers' checksums differed where the rows match (different encodings?)")
@@ -97,12 +108,12 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 		}
 		if pc == nil {
 			var err error
-			if pc, err = v.read(ctx, after, rg.High, byRows); err != nil {
+			if pc, err = v.read(ctx, after, upto(), byRows); err != nil {
 				return err
 			}
 		}
-		pc.passEnd = pc.ends && last
-		res, err := v.submitReadingAhead(ctx, pc, rg.High, &next)
+		pc.passEnd = pc.ends && last && len(stops) == 0
+		res, err := v.submitReadingAhead(ctx, pc, stops, rg.High, &next)
 		if err == nil && res.destSum != nil {
 			res = res.destSum.settle(ctx, v.rt.applier.log)
 			err = res.Err
@@ -129,21 +140,31 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 			return err
 		}
 		compared.start(res.compare)
-		if pc.ends {
+		switch {
+		case pc.ends && len(stops) == 0:
 			v.drop(next)
 			return compared.record(oc)
+		case pc.ends:
+			after, stops = stops[0], stops[1:]
+		default:
+			after = res.High
 		}
-		after = res.High
 	}
 }
 
 // submitReadingAhead hands pc to the applier and, while the applier
-// compares it, reads the chunk after it into *next.
-func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, upto change.Key, next **pendingChunk) (ChunkResult, error) {
+// compares it, reads the chunk after it into *next: the rest of pc's
+// piece, or the next piece (stops and high as verifyRange's).
+func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, stops []change.Key, high change.Key, next **pendingChunk) (ChunkResult, error) {
 	// What the read ahead needs, taken before the applier has pc.
-	var lastKey change.Key
-	if !pc.ends {
-		lastKey = v.lastKey(pc.read)
+	var from, upto change.Key
+	switch {
+	case !pc.ends:
+		from, upto = v.lastKey(pc.read), pc.upto
+	case len(stops) > 1:
+		from, upto = stops[0], stops[1]
+	case len(stops) == 1:
+		from, upto = stops[0], high
 	}
 	type submitted struct {
 		res ChunkResult
@@ -154,7 +175,7 @@ func (v *verifyPass) submitReadingAhead(ctx context.Context, pc *pendingChunk, u
 		res, err := v.rt.applier.submit(ctx, pc)
 		done <- submitted{res, err}
 	}()
-	*next = v.readAhead(ctx, lastKey, upto)
+	*next = v.readAhead(ctx, from, upto)
 	sub := <-done
 	return sub.res, sub.err
 }
@@ -207,14 +228,14 @@ func (q *compareQueue) record(oc *ObjectCheck) error {
 	return nil
 }
 
-// readAhead reads the chunk after the one being compared, from that one's
-// last key on; nil when it ended its range (no last key) or the read
+// readAhead reads the chunk after the one being compared, from the key
+// it ended at on (from); nil when it ended the range (no from) or the read
 // failed (it is then read again in turn, where a failure counts).
-func (v *verifyPass) readAhead(ctx context.Context, lastKey, upto change.Key) *pendingChunk {
-	if lastKey == nil {
+func (v *verifyPass) readAhead(ctx context.Context, from, upto change.Key) *pendingChunk {
+	if from == nil {
 		return nil
 	}
-	next, err := v.read(ctx, lastKey, upto, false)
+	next, err := v.read(ctx, from, upto, false)
 	if err != nil {
 		return nil
 	}
@@ -261,8 +282,13 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 		spec.After, spec.Upto, spec.Limit = after, upto, v.size
 		var read ChunkRead
 		var err error
+		whole := false // the range summed whole
 		if v.summer != nil && !byRows && !v.busy {
-			read, err = v.summer.SumRange(ctx, v.t, spec)
+			sum := spec
+			if whole = v.trailing && upto != nil && !v.halved; whole {
+				sum.Limit = 0
+			}
+			read, err = v.summer.SumRange(ctx, v.t, sum)
 			if err != nil && ctx.Err() == nil && !source.IsStatementTimeout(err) {
 				// Rows are read where the source cannot sum; a real
 				// failure fails that read too, and counts there.
@@ -275,8 +301,12 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 		}
 		if err != nil {
 			v.rt.applier.abandon(pc)
+			if source.IsStatementTimeout(err) && whole {
+				v.halved = true // summed in the pass's size from here on
+				continue
+			}
 			if source.IsStatementTimeout(err) && v.size > v.floor {
-				v.size = max(v.floor, v.size/2)
+				v.size, v.halved = max(v.floor, v.size/2), true
 				continue
 			}
 			return nil, fmt.Errorf("verify %s: %w", v.t.ID, err)

@@ -73,17 +73,17 @@ func (tr *verifyTrail) merged(high change.Key, final bool) {
 	}
 }
 
-// next waits for the next range to verify: up to the latest high merged
-// (several chunks at once when the verify fell behind), final when it is
-// the run's last.
-func (tr *verifyTrail) next(ctx context.Context) (high change.Key, final bool, err error) {
+// next waits for the next chunks to verify: the high keys of those merged
+// since the last call (several when the verify fell behind), final when
+// the last of them is the run's last.
+func (tr *verifyTrail) next(ctx context.Context) (highs []change.Key, final bool, err error) {
 	for {
 		tr.mu.Lock()
-		if n := len(tr.highs); n > 0 {
-			high, final = tr.highs[n-1], tr.final
-			tr.highs = tr.highs[:0]
+		if len(tr.highs) > 0 {
+			highs, final = tr.highs, tr.final
+			tr.highs = nil
 			tr.mu.Unlock()
-			return high, final, nil
+			return highs, final, nil
 		}
 		tr.mu.Unlock()
 		select {
@@ -94,7 +94,7 @@ func (tr *verifyTrail) next(ctx context.Context) (high change.Key, final bool, e
 	}
 }
 
-// run verifies, range after range, what the run merged; compared is
+// run verifies, chunk after chunk, what the run merged; compared is
 // told of each range compared, and how many there are (its error, a
 // test's fault, fails the trail).
 func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func(int) error) {
@@ -102,13 +102,15 @@ func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func(int
 	tr.oc = ObjectCheck{Object: config.FormatTable(v.t.ID), Match: true, id: v.t.ID}
 	var low change.Key
 	for {
-		high, final, err := tr.next(ctx)
+		highs, final, err := tr.next(ctx)
 		if err != nil {
 			tr.err = err
 			return
 		}
+		high := highs[len(highs)-1]
 		before := len(tr.oc.Ranges)
-		if err := v.verifyRange(ctx, &tr.oc, keyRange{Low: low, High: high}, final); err != nil {
+		// A range a chunk's, so that the source sums each whole.
+		if err := v.verifyRange(ctx, &tr.oc, keyRange{Low: low, High: high}, highs[:len(highs)-1], final); err != nil {
 			tr.err = err
 			return
 		}

@@ -126,3 +126,73 @@ func TestVerifyTrailFailedIsRedoneWhole(t *testing.T) {
 		t.Errorf("the failed trail was not redone whole, or not said why:\n%s", logs.String())
 	}
 }
+
+// TestVerifyTrailSumsEachChunkWhole: the trail compares each merged
+// chunk's range as one, summed whole by the source without a search for
+// its chunk_size-th key, even when it fell behind and takes several chunks
+// at once, and when a range grew past chunk_size rows after its chunk
+// merged (50 rows inserted into the tenth chunk's keys while the trail is
+// held after its first range): eleven ranges, the tenth of 150 rows.
+func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100}", setup: `
+		CREATE TABLE t (id int PRIMARY KEY, a text);
+		INSERT INTO t SELECT g * 10, 'a' || g FROM generate_series(1, 1050) g;`})
+	id := change.TableID{Schema: "public", Name: "t"}
+	var compared, registered atomic.Int64
+	trailHeld, loadHeld := make(chan struct{}), make(chan struct{})
+	releaseTrail, releaseLoad := make(chan struct{}), make(chan struct{})
+	var onceTrail, onceLoad sync.Once
+	openTrail := func() { onceTrail.Do(func() { close(releaseTrail) }) }
+	openLoad := func() { onceLoad.Do(func() { close(releaseLoad) }) }
+	t.Cleanup(openTrail)
+	t.Cleanup(openLoad)
+	hold := func(ctx context.Context, held, release chan struct{}) {
+		close(held)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	hook := chunkHook(func(ctx context.Context, tid change.TableID, stage chunkStage) {
+		switch {
+		case tid != id:
+		case stage == trailVerified && compared.Add(1) == 1:
+			hold(ctx, trailHeld, releaseTrail)
+		case stage == chunkRegistered && registered.Add(1) == 11:
+			hold(ctx, loadHeld, releaseLoad)
+		}
+	})
+	e.start()
+	e.s.bf.hook.Store(&hook)
+	recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, held := range []chan struct{}{trailHeld, loadHeld} {
+		select {
+		case <-held:
+		case <-time.After(waitTimeout):
+			t.Fatal("timed out waiting for the trail and the load to be held")
+		}
+	}
+	dst := e.connectDest()
+	destRows := func() int {
+		var n int
+		if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.waitFor("the ten chunks before the held one loaded", func() bool { return destRows() == 1000 })
+	e.exec("INSERT INTO t SELECT 9000 + g * 2 - 1, 'b' || g FROM generate_series(1, 50) g")
+	e.waitFor("the inserted rows streamed", func() bool { return destRows() == 1050 })
+	openTrail()
+	e.waitFor("the ten ranges before the held chunk compared", func() bool { return compared.Load() >= 10 })
+	openLoad()
+	run := e.waitVerified(recs[0].ID)
+	v := run.Verify
+	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1100 || v.DestRows != 1100 {
+		t.Fatalf("the run: %s, verify %+v; want completed, a match over 11 ranges of 1100 rows", run.Status, *v)
+	}
+}

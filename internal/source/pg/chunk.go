@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/pgbinary"
@@ -86,14 +87,20 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) 
 	// The snapshot is taken when the SELECT, the transaction's first
 	// statement to need one, starts; the WAL position is read while it
 	// runs, so it is at or past every commit the snapshot sees. Both
-	// statements go in one round trip, in this order.
-	results, err := tx.pgConn().Exec(ctx, "LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE; "+
-		"SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text").ReadAll()
+	// statements go in one round trip, in this order, with the read of
+	// the columns after them (in the extended protocol, each statement is
+	// parsed only once the one before it has run: the SELECT's snapshot
+	// follows the lock).
+	var batch pgconn.Batch
+	batch.ExecParams("LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE", nil, nil, nil, nil)
+	batch.ExecParams("SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text", nil, nil, nil, nil)
+	batch.ExecParams(attributesByNameSQL, [][]byte{[]byte(quoteTable(t.ID))}, nil, nil, nil)
+	results, err := tx.pgConn().ExecBatch(ctx, &batch).ReadAll()
 	if err != nil {
 		return Chunk{}, err
 	}
-	if len(results) != 2 || len(results[1].Rows) != 1 {
-		return Chunk{}, fmt.Errorf("lock and snapshot: %d results, want 2, the second of one row", len(results))
+	if len(results) != 3 || len(results[1].Rows) != 1 {
+		return Chunk{}, fmt.Errorf("lock, snapshot and columns: %d results, want 3, the second of one row", len(results))
 	}
 	row := results[1].Rows[0]
 	var chunk Chunk
@@ -103,7 +110,18 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) 
 	if chunk.Position, err = change.ParseLSN(string(row[1])); err != nil {
 		return Chunk{}, err
 	}
-	if chunk.Table, err = snapshotShape(ctx, tx, t); err != nil {
+	cols := results[2]
+	attrs := make([]Attribute, 0, len(cols.Rows))
+	for _, vals := range cols.Rows {
+		a, err := scanAttribute(func(dest ...any) error {
+			return pgx.ScanRow(tx.conn.TypeMap(), cols.FieldDescriptions, vals, dest...)
+		})
+		if err != nil {
+			return Chunk{}, fmt.Errorf("read columns of %s: %w", t.ID, err)
+		}
+		attrs = append(attrs, a)
+	}
+	if chunk.Table, err = shapeOf(t, attrs); err != nil {
 		return Chunk{}, err
 	}
 	return chunk, nil

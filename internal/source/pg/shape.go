@@ -16,9 +16,10 @@ import (
 // Attribute is one column of a source table as the catalog holds it now.
 type Attribute = source.Attribute
 
-// attributesSQL reads every attribute of one table (attrelid = $1) in
-// attnum order. The collation columns are computed as in Describe.
-const attributesSQL = `
+// attributesFrom reads every attribute of one table in attnum order, the
+// table's oid to follow. The collation columns are computed as in
+// Describe.
+const attributesFrom = `
 	SELECT a.attnum, a.attname::text, a.attisdropped, a.attgenerated <> '',
 	       COALESCE(format_type(NULLIF(a.atttypid, 0), a.atttypmod), ''), a.atttypid,
 	       COALESCE(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, 0), a.atttypmod,
@@ -27,8 +28,13 @@ const attributesSQL = `
 	FROM pg_attribute a
 	LEFT JOIN pg_type t ON t.oid = a.atttypid
 	LEFT JOIN pg_collation co ON co.oid = a.attcollation AND a.attcollation <> 0
-	WHERE a.attrelid = $1 AND a.attnum > 0
-	ORDER BY a.attnum`
+	WHERE a.attnum > 0 AND a.attrelid = `
+
+// attributesSQL is attributesFrom for the table of oid $1.
+const attributesSQL = attributesFrom + `$1 ORDER BY a.attnum`
+
+// attributesByNameSQL is attributesSQL for the table named $1 (quoted).
+const attributesByNameSQL = attributesFrom + `to_regclass($1) ORDER BY a.attnum`
 
 // attributes reads the attributes of the relation with oid relid; none
 // when it does not exist.
@@ -37,27 +43,30 @@ func attributes(ctx context.Context, q queryer, relid uint32) ([]Attribute, erro
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attribute, error) {
-		var a Attribute
-		var hasMissing bool
-		var missing *string
-		err := r.Scan(&a.Num, &a.Name, &a.Dropped, &a.Generated, &a.Type, &a.TypeOID, &a.BaseOID, &a.TypeMod,
-			&a.Collation, &a.ByteOrder, &a.NotNull, &hasMissing, &missing, &a.HasDefault, &a.Column.Generated)
-		if err != nil {
-			return a, err
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attribute, error) { return scanAttribute(r.Scan) })
+}
+
+// scanAttribute reads one row of attributesSQL through scan.
+func scanAttribute(scan func(dest ...any) error) (Attribute, error) {
+	var a Attribute
+	var hasMissing bool
+	var missing *string
+	err := scan(&a.Num, &a.Name, &a.Dropped, &a.Generated, &a.Type, &a.TypeOID, &a.BaseOID, &a.TypeMod,
+		&a.Collation, &a.ByteOrder, &a.NotNull, &hasMissing, &missing, &a.HasDefault, &a.Column.Generated)
+	if err != nil {
+		return a, err
+	}
+	a.Tag = change.PostgresTag(a.BaseOID)
+	if hasMissing && missing != nil {
+		if v, ok := parseMissing(*missing); ok {
+			a.Missing = &v
+		} else {
+			// A value we cannot read back: judged like a default whose
+			// value for older rows is unknown.
+			a.HasDefault = true
 		}
-		a.Tag = change.PostgresTag(a.BaseOID)
-		if hasMissing && missing != nil {
-			if v, ok := parseMissing(*missing); ok {
-				a.Missing = &v
-			} else {
-				// A value we cannot read back: judged like a default whose
-				// value for older rows is unknown.
-				a.HasDefault = true
-			}
-		}
-		return a, nil
-	})
+	}
+	return a, nil
 }
 
 // tableOID looks a table up by name: 0 when it does not exist.
