@@ -20,7 +20,8 @@ test:
 # through a cluster's queue with one and three nodes against a lone engine;
 # a cluster's failover time over 10 SIGKILLs (docs/cluster.md); recording
 # the counters of a destination commit across 50 tables, one write a table
-# against one for all.
+# against one for all; a PostgreSQL source's fixed cost a chunk read and a
+# range's sum found by its size against one bounded by a chunk's key.
 bench:
 	./scripts/setup.sh
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/
@@ -28,6 +29,7 @@ bench:
 	go test -run '^$$' -bench 'Chunk|RowInserts|CopyBaseline' -benchtime 3s -timeout 10m ./internal/sink/postgres/ ./internal/sink/sqlite/
 	go test -run '^$$' -bench '^BenchmarkClusterFailover$$' -benchtime 1x -timeout 10m ./internal/daemon/
 	go test -run '^$$' -bench '^BenchmarkAddCounters$$' -benchtime 2s -timeout 10m ./internal/store/
+	go test -run '^$$' -bench 'ChunkFixedCost|SumRange' -benchtime 3s -timeout 10m ./internal/source/pg/
 
 # Minutes, not seconds: SIGKILL the daemon TIDEMARK_SOAK_KILLS times (default
 # 20) at random moments while four tables are written to and backfilled into

@@ -226,12 +226,28 @@ const generatedColumn = `COALESCE((SELECT pg_get_expr(ad.adbin, ad.adrelid) FROM
 // collation co): the collation's name (the database's default one by the
 // name the catalog gives it) and whether it sorts by bytes. Describe and
 // the shape reads share them.
-const collationColumns = `CASE WHEN co.collname = 'default' THEN COALESCE((
+const collationColumns = `CASE WHEN co.collname = 'default' THEN ` + defaultCollationName + `
+	ELSE COALESCE(co.collname, '') END,
+	COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND ` + defaultCollationBytewise + `), false),`
+
+// collationColumnsGiven are collationColumns with the database's default
+// collation given, as $2 (its name) and $3 (whether it sorts by bytes):
+// finding it scans pg_collation, which a chunk read should not pay each
+// time (Source.defaultCollation reads it once).
+const collationColumnsGiven = `CASE WHEN co.collname = 'default' THEN $2::pg_catalog.text
+	ELSE COALESCE(co.collname, '') END,
+	COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND $3::pg_catalog.bool), false),`
+
+// defaultCollationName is the database's default collation by the name
+// the catalog gives it ('default' when none is its twin), and
+// defaultCollationBytewise whether it sorts by bytes. Neither changes
+// while the database exists: its locale is set when it is created.
+const (
+	defaultCollationName = `COALESCE((
 	  SELECT c2.collname FROM pg_collation c2, pg_database d
 	  WHERE d.datname = current_database() AND d.datlocprovider = 'c' AND c2.collprovider = 'c'
 	    AND c2.collcollate = d.datcollate AND c2.collencoding IN (-1, d.encoding)
-	  ORDER BY c2.collencoding DESC LIMIT 1), 'default')
-	ELSE COALESCE(co.collname, '') END,
-	COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND
-	  (SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
-	   FROM pg_database d WHERE d.datname = current_database())), false),`
+	  ORDER BY c2.collencoding DESC LIMIT 1), 'default')`
+	defaultCollationBytewise = `COALESCE((SELECT d.datlocprovider = 'c' AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
+	   FROM pg_database d WHERE d.datname = current_database()), false)`
+)

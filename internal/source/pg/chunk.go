@@ -26,8 +26,12 @@ type ReadOptions = source.ReadOptions
 // in a read-only repeatable-read transaction whose snapshot and position are
 // returned with the rows. It takes no lock beyond what a SELECT takes.
 func (s *Source) ReadChunk(ctx context.Context, t *change.Table, opt ReadOptions) (Chunk, error) {
+	dc, err := s.defaultCollation(ctx)
+	if err != nil {
+		return Chunk{}, err
+	}
 	return s.inSnapshot(ctx, "read chunk of "+t.ID.String(), func(tx *readTx) (Chunk, error) {
-		return readChunk(ctx, tx, t, opt)
+		return readChunk(ctx, tx, t, dc, opt)
 	})
 }
 
@@ -45,8 +49,8 @@ func (s *Source) inSnapshot(ctx context.Context, what string, read func(tx *read
 	return chunk, nil
 }
 
-func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions) (Chunk, error) {
-	chunk, err := openChunk(ctx, tx, t)
+func readChunk(ctx context.Context, tx *readTx, t *change.Table, dc defaultCollation, opt ReadOptions) (Chunk, error) {
+	chunk, err := openChunk(ctx, tx, t, dc)
 	if err != nil {
 		return Chunk{}, err
 	}
@@ -75,8 +79,9 @@ func readChunk(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions
 }
 
 // openChunk locks t against schema changes, takes the snapshot and reads
-// the log position that frames it, and t's shape in that snapshot.
-func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) {
+// the log position that frames it, and t's shape in that snapshot (dc:
+// the database's default collation).
+func openChunk(ctx context.Context, tx *readTx, t *change.Table, dc defaultCollation) (Chunk, error) {
 	// The lock (the one the SELECT takes anyway) comes before the
 	// snapshot: a schema change holding the table is committed before the
 	// snapshot is taken, and none can happen until the read is done. So
@@ -94,7 +99,7 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table) (Chunk, error) 
 	var batch pgconn.Batch
 	batch.ExecParams("LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE", nil, nil, nil, nil)
 	batch.ExecParams("SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text", nil, nil, nil, nil)
-	batch.ExecParams(attributesByNameSQL, [][]byte{[]byte(quoteTable(t.ID))}, nil, nil, nil)
+	batch.ExecParams(attributesByNameSQL, append([][]byte{[]byte(quoteTable(t.ID))}, dc.params()...), nil, nil, nil)
 	results, err := tx.pgConn().ExecBatch(ctx, &batch).ReadAll()
 	if err != nil {
 		return Chunk{}, err

@@ -21,7 +21,7 @@ var dbSeq atomic.Int64
 
 // testDB creates a database, runs setup in it as the superuser, and
 // returns its DSN and the superuser's connection to it.
-func testDB(t *testing.T, setup string) (string, *pgx.Conn) {
+func testDB(t testing.TB, setup string) (string, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
 	dsn, err := server.CreateDatabase(ctx, fmt.Sprintf("pg%d", dbSeq.Add(1)))
@@ -40,7 +40,7 @@ func testDB(t *testing.T, setup string) (string, *pgx.Conn) {
 }
 
 // openSource opens a Source on dsn that the test closes.
-func openSource(t *testing.T, dsn string, timeouts ReadTimeouts) *Source {
+func openSource(t testing.TB, dsn string, timeouts ReadTimeouts) *Source {
 	t.Helper()
 	src, err := Open(context.Background(), Config{DSN: dsn, Publication: "p", Slot: "s", Timeouts: timeouts}, slog.New(slog.DiscardHandler))
 	if err != nil {

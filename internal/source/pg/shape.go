@@ -19,22 +19,29 @@ type Attribute = source.Attribute
 // attributesFrom reads every attribute of one table in attnum order, the
 // table's oid to follow. The collation columns are computed as in
 // Describe.
-const attributesFrom = `
+const attributesFrom = attributesSelect + collationColumns + attributesRest
+
+// attributesSQL is attributesFrom for the table of oid $1.
+const attributesSQL = attributesFrom + `$1 ORDER BY a.attnum`
+
+// attributesByNameSQL is attributesSQL for the table named $1 (quoted),
+// the database's default collation given as $2 and $3
+// (collationColumnsGiven).
+const attributesByNameSQL = attributesSelect + collationColumnsGiven + attributesRest + `to_regclass($1) ORDER BY a.attnum`
+
+const (
+	attributesSelect = `
 	SELECT a.attnum, a.attname::text, a.attisdropped, a.attgenerated <> '',
 	       COALESCE(format_type(NULLIF(a.atttypid, 0), a.atttypmod), ''), a.atttypid,
 	       COALESCE(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, 0), a.atttypmod,
-	       ` + collationColumns + `
+	       `
+	attributesRest = `
 	       a.attnotnull, a.atthasmissing, a.attmissingval::text, a.atthasdef, ` + generatedColumn + `
 	FROM pg_attribute a
 	LEFT JOIN pg_type t ON t.oid = a.atttypid
 	LEFT JOIN pg_collation co ON co.oid = a.attcollation AND a.attcollation <> 0
 	WHERE a.attnum > 0 AND a.attrelid = `
-
-// attributesSQL is attributesFrom for the table of oid $1.
-const attributesSQL = attributesFrom + `$1 ORDER BY a.attnum`
-
-// attributesByNameSQL is attributesSQL for the table named $1 (quoted).
-const attributesByNameSQL = attributesFrom + `to_regclass($1) ORDER BY a.attnum`
+)
 
 // attributes reads the attributes of the relation with oid relid; none
 // when it does not exist.

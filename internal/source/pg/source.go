@@ -56,6 +56,7 @@ type Source struct {
 	log       *slog.Logger
 	confirmed atomic.Uint64 // highest position the destination committed
 	want      atomic.Uint64 // a pending chunk waits for the stream to pass this
+	defColl   defaultCollationCache
 }
 
 // Open connects the pool used for catalog and chunk reads.

@@ -23,13 +23,17 @@ func (s *Source) SumRange(ctx context.Context, t *change.Table, opt ReadOptions)
 	if opt.Filter != nil || opt.Columns != nil {
 		return Chunk{}, errors.New("sum range: a filter or a column subset is compared row by row")
 	}
+	dc, err := s.defaultCollation(ctx)
+	if err != nil {
+		return Chunk{}, err
+	}
 	return s.inSnapshot(ctx, "sum range of "+t.ID.String(), func(tx *readTx) (Chunk, error) {
-		return sumRange(ctx, tx, t, opt)
+		return sumRange(ctx, tx, t, dc, opt)
 	})
 }
 
-func sumRange(ctx context.Context, tx *readTx, t *change.Table, opt ReadOptions) (Chunk, error) {
-	chunk, err := openChunk(ctx, tx, t)
+func sumRange(ctx context.Context, tx *readTx, t *change.Table, dc defaultCollation, opt ReadOptions) (Chunk, error) {
+	chunk, err := openChunk(ctx, tx, t, dc)
 	if err != nil {
 		return Chunk{}, err
 	}

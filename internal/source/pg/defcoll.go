@@ -1,0 +1,49 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// defaultCollation is the source database's default collation as the
+// shape reads name it (collationColumnsGiven's parameters).
+type defaultCollation struct {
+	name     string
+	bytewise bool
+}
+
+// params are its values as collationColumnsGiven's $2 and $3, in text.
+func (d defaultCollation) params() [][]byte {
+	return [][]byte{[]byte(d.name), []byte(strconv.FormatBool(d.bytewise))}
+}
+
+// defaultCollationCache holds it once read: a database's locale is set
+// when it is created and never changes.
+type defaultCollationCache struct {
+	mu     sync.Mutex
+	loaded bool
+	value  defaultCollation
+}
+
+// defaultCollation reads the database's default collation, once (a
+// failed read is tried again next time). It runs outside any chunk's
+// transaction, whose snapshot its catalog read would take too early.
+func (s *Source) defaultCollation(ctx context.Context) (defaultCollation, error) {
+	c := &s.defColl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loaded {
+		return c.value, nil
+	}
+	var d defaultCollation
+	err := s.read(ctx, func(q queryer) error {
+		return q.QueryRow(ctx, "SELECT "+defaultCollationName+", "+defaultCollationBytewise).Scan(&d.name, &d.bytewise)
+	})
+	if err != nil {
+		return d, classify(fmt.Errorf("read the database's default collation: %w", err))
+	}
+	c.loaded, c.value = true, d
+	return d, nil
+}
