@@ -106,6 +106,9 @@ type pendingChunk struct {
 	// run off the applier (a verify that trails a load: the load writes
 	// on meanwhile); otherwise the applier sums it itself.
 	sumLater bool
+	// wholeSum marks a verify's sum of a whole piece, bounded by a merged
+	// chunk's high key rather than by its size (verifypass.go).
+	wholeSum bool
 }
 
 type windowTxn struct {

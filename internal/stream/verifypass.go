@@ -57,11 +57,16 @@ type verifyPass struct {
 	// differed: should its rows match, the sums are no use here.
 	sumsDiffered bool
 	// trailing marks a pass that trails a load (verifytrail.go): the
-	// destination's sums are taken off the applier, which the load needs,
-	// and a range bounded by a merged chunk's high key is summed whole
-	// (it holds a chunk's rows, give or take the live changes), without
-	// the search for its size-th key, until a statement timeout (halved).
-	trailing, halved bool
+	// destination's sums are taken off the applier, which the load needs.
+	trailing bool
+	// wholePieces has the source sum each piece of a range whole (the
+	// trail's pieces are merged chunks: a chunk's rows, give or take the
+	// live changes since), without the search for its size-th key; not
+	// after a statement timeout (halved), nor in a piece whose whole sum
+	// had it read again (pieceSized): the piece is then read in sized
+	// ranges, so that rows read again cover what a sum did, and a window
+	// that overflowed over the whole piece gets a smaller one.
+	wholePieces, halved, pieceSized bool
 }
 
 // retried takes a result that has the range read again, and says whether
@@ -89,6 +94,7 @@ func (v *verifyPass) stopSums(why string) {
 // trailing verify's pieces are the chunks its run merged.
 func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRange, stops []change.Key, last bool) error {
 	after := rg.Low
+	v.pieceSized = false
 	upto := func() change.Key { // the current piece's end
 		if len(stops) > 0 {
 			return stops[0]
@@ -126,6 +132,11 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 			v.drop(next)
 			next = nil
 			byRows = v.retried(res)
+			if pc.wholeSum {
+				// Sized sums first: rows read again where a sized one
+				// differs cover what it summed.
+				v.pieceSized, byRows, v.sumsDiffered = true, false, false
+			}
 			continue
 		}
 		byRows = false
@@ -145,7 +156,7 @@ func (v *verifyPass) verifyRange(ctx context.Context, oc *ObjectCheck, rg keyRan
 			v.drop(next)
 			return compared.record(oc)
 		case pc.ends:
-			after, stops = stops[0], stops[1:]
+			after, stops, v.pieceSized = stops[0], stops[1:], false
 		default:
 			after = res.High
 		}
@@ -285,7 +296,7 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 		whole := false // the range summed whole
 		if v.summer != nil && !byRows && !v.busy {
 			sum := spec
-			if whole = v.trailing && upto != nil && !v.halved; whole {
+			if whole = v.wholePieces && upto != nil && !v.halved && !v.pieceSized; whole {
 				sum.Limit = 0
 			}
 			read, err = v.summer.SumRange(ctx, v.t, sum)
@@ -311,7 +322,7 @@ func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bo
 			}
 			return nil, fmt.Errorf("verify %s: %w", v.t.ID, err)
 		}
-		pc.read, pc.upto, pc.ends = read, upto, len(read.Rows) < v.size
+		pc.read, pc.upto, pc.ends, pc.wholeSum = read, upto, len(read.Rows) < v.size, whole
 		if read.Sum != nil {
 			pc.ends = read.Sum.Last == nil
 		}

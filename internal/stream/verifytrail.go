@@ -44,14 +44,15 @@ func (m *backfills) trails(rt *runtime, c *coverage) bool {
 }
 
 // startTrail starts the verify of run r's table, in ranges of chunk_size
-// rows at most, that trails the run's load; ctx ends it.
-func (m *backfills) startTrail(ctx context.Context, rt *runtime, r *run, scope chunkSpec) *verifyTrail {
+// rows at most, that trails the run's load, which starts after the key
+// resumed (nil: from the first); ctx ends it.
+func (m *backfills) startTrail(ctx context.Context, rt *runtime, r *run, scope chunkSpec, resumed change.Key) *verifyTrail {
 	ctx, cancel := context.WithCancel(ctx)
 	tr := &verifyTrail{wake: make(chan struct{}, 1), cancel: cancel, ended: make(chan struct{})}
 	t := r.table
 	v := newVerifyPass(rt, t, m.cfg.ChunkSize, scope)
 	v.trailing = true
-	go tr.run(ctx, v, func(n int) error { return m.trailCompared(ctx, t.ID, n) })
+	go tr.run(ctx, v, resumed, func(n int) error { return m.trailCompared(ctx, t.ID, n) })
 	return tr
 }
 
@@ -94,13 +95,20 @@ func (tr *verifyTrail) next(ctx context.Context) (highs []change.Key, final bool
 	}
 }
 
-// run verifies, chunk after chunk, what the run merged; compared is
+// run verifies, chunk after chunk, what the run merged, after the rows
+// it loaded before it resumed after the key resumed (if any); compared is
 // told of each range compared, and how many there are (its error, a
 // test's fault, fails the trail).
-func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func(int) error) {
+func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, resumed change.Key, compared func(int) error) {
 	defer close(tr.ended)
 	tr.oc = ObjectCheck{Object: config.FormatTable(v.t.ID), Match: true, id: v.t.ID}
-	var low change.Key
+	low := resumed
+	// The rows loaded before the run resumed are no chunk of this run's:
+	// they are read in ranges of chunk_size rows.
+	if resumed != nil && !tr.verify(ctx, v, keyRange{High: resumed}, nil, false, compared) {
+		return
+	}
+	v.wholePieces = true
 	for {
 		highs, final, err := tr.next(ctx)
 		if err != nil {
@@ -108,23 +116,29 @@ func (tr *verifyTrail) run(ctx context.Context, v *verifyPass, compared func(int
 			return
 		}
 		high := highs[len(highs)-1]
-		before := len(tr.oc.Ranges)
-		// A range a chunk's, so that the source sums each whole.
-		if err := v.verifyRange(ctx, &tr.oc, keyRange{Low: low, High: high}, highs[:len(highs)-1], final); err != nil {
-			tr.err = err
-			return
-		}
-		for n := before + 1; n <= len(tr.oc.Ranges); n++ {
-			if err := compared(n); err != nil {
-				tr.err = err
-				return
-			}
-		}
-		if final {
+		// A piece a chunk, so that the source sums each whole.
+		if !tr.verify(ctx, v, keyRange{Low: low, High: high}, highs[:len(highs)-1], final, compared) || final {
 			return
 		}
 		low = high
 	}
+}
+
+// verify verifies rg in pieces ending at stops (verifyRange) and tells
+// compared of each range compared; false when the trail failed.
+func (tr *verifyTrail) verify(ctx context.Context, v *verifyPass, rg keyRange, stops []change.Key, last bool, compared func(int) error) bool {
+	before := len(tr.oc.Ranges)
+	if err := v.verifyRange(ctx, &tr.oc, rg, stops, last); err != nil {
+		tr.err = err
+		return false
+	}
+	for n := before + 1; n <= len(tr.oc.Ranges); n++ {
+		if err := compared(n); err != nil {
+			tr.err = err
+			return false
+		}
+	}
+	return true
 }
 
 // result waits for the trail to verify the run's last range and returns

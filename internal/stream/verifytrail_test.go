@@ -132,35 +132,118 @@ func TestVerifyTrailFailedIsRedoneWhole(t *testing.T) {
 // its chunk_size-th key, even when it fell behind and takes several chunks
 // at once, and when a range grew past chunk_size rows after its chunk
 // merged (50 rows inserted into the tenth chunk's keys while the trail is
-// held after its first range): eleven ranges, the tenth of 150 rows.
+// held after its first range): eleven ranges, the tenth of 150 rows. With
+// the destination's last row of that range changed as well, the range's
+// whole sum differs, and it is summed again in ranges of chunk_size rows
+// before any is read row by row: the first hundred rows sum equal, the
+// rest differ and are compared row by row (twelve ranges, one differing),
+// and the sums stay in use (read row by row at once, the first hundred
+// rows would have matched where their whole sum differed, which turns
+// sums off as misleading).
 func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100}", setup: `
-		CREATE TABLE t (id int PRIMARY KEY, a text);
-		INSERT INTO t SELECT g * 10, 'a' || g FROM generate_series(1, 1050) g;`})
-	id := change.TableID{Schema: "public", Name: "t"}
-	var compared, registered atomic.Int64
-	trailHeld, loadHeld := make(chan struct{}), make(chan struct{})
-	releaseTrail, releaseLoad := make(chan struct{}), make(chan struct{})
-	var onceTrail, onceLoad sync.Once
-	openTrail := func() { onceTrail.Do(func() { close(releaseTrail) }) }
-	openLoad := func() { onceLoad.Do(func() { close(releaseLoad) }) }
-	t.Cleanup(openTrail)
-	t.Cleanup(openLoad)
-	hold := func(ctx context.Context, held, release chan struct{}) {
-		close(held)
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
+	for _, tc := range []struct {
+		name            string
+		tamper          bool
+		status          string
+		ranges, differs int
+	}{
+		{name: "grown", status: VerifyMatch, ranges: 11},
+		{name: "grown and differing", tamper: true, status: VerifyDiffer, ranges: 12, differs: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Chunks of chunk_size rows, whatever the writes cost: paced
+			// while the inserts flow, the last chunk could be two.
+			e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100, chunk_write_target: 0}", setup: `
+				CREATE TABLE t (id int PRIMARY KEY, a text);
+				INSERT INTO t SELECT g * 10, 'a' || g FROM generate_series(1, 1050) g;`})
+			id := change.TableID{Schema: "public", Name: "t"}
+			var compared, registered atomic.Int64
+			trailHeld, loadHeld := make(chan struct{}), make(chan struct{})
+			releaseTrail, releaseLoad := make(chan struct{}), make(chan struct{})
+			var onceTrail, onceLoad sync.Once
+			openTrail := func() { onceTrail.Do(func() { close(releaseTrail) }) }
+			openLoad := func() { onceLoad.Do(func() { close(releaseLoad) }) }
+			t.Cleanup(openTrail)
+			t.Cleanup(openLoad)
+			hold := func(ctx context.Context, held, release chan struct{}) {
+				close(held)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			hook := chunkHook(func(ctx context.Context, tid change.TableID, stage chunkStage) {
+				switch {
+				case tid != id:
+				case stage == trailVerified && compared.Add(1) == 1:
+					hold(ctx, trailHeld, releaseTrail)
+				case stage == chunkRegistered && registered.Add(1) == 11:
+					hold(ctx, loadHeld, releaseLoad)
+				}
+			})
+			var logs testutil.LockedBuffer
+			e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			e.s.bf.hook.Store(&hook)
+			recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, held := range []chan struct{}{trailHeld, loadHeld} {
+				select {
+				case <-held:
+				case <-time.After(waitTimeout):
+					t.Fatal("timed out waiting for the trail and the load to be held")
+				}
+			}
+			dst := e.connectDest()
+			destRows := func() int {
+				var n int
+				if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			e.waitFor("the ten chunks before the held one loaded", func() bool { return destRows() == 1000 })
+			e.exec("INSERT INTO t SELECT 9000 + g * 2 - 1, 'b' || g FROM generate_series(1, 50) g")
+			e.waitFor("the inserted rows streamed", func() bool { return destRows() == 1050 })
+			if tc.tamper {
+				e.execInDest("UPDATE t SET a = 'changed' WHERE id = 10000")
+			}
+			openTrail()
+			e.waitFor("the ten ranges before the held chunk compared", func() bool { return compared.Load() >= 10 })
+			openLoad()
+			run := e.waitVerified(recs[0].ID)
+			v := run.Verify
+			if run.Status != StatusCompleted || v.Status != tc.status || v.Ranges != tc.ranges || v.DifferingRanges != tc.differs || v.SourceRows != 1100 || v.DestRows != 1100 {
+				t.Fatalf("the run: %s, verify %+v; want completed, %s over %d ranges (%d differing) of 1100 rows", run.Status, *v, tc.status, tc.ranges, tc.differs)
+			}
+			if strings.Contains(logs.String(), "verify compares rows") {
+				t.Errorf("the trailing verify stopped summing:\n%s", logs.String())
+			}
+		})
 	}
+}
+
+// TestVerifyTrailResumed: a run resumed after a restart loads from its
+// cursor (here after its fifth chunk); its trail compares the rows loaded
+// before the restart in ranges of chunk_size rows, as no chunk of the
+// resumed run bounds them, then each chunk the resumed run merges: eleven
+// ranges of at most 100 rows, where one sum over the first 600 would leave
+// six.
+func TestVerifyTrailResumed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100, chunk_write_target: 0}", setup: `
+		CREATE TABLE t (id int PRIMARY KEY, a text);
+		INSERT INTO t SELECT g, 'a' || g FROM generate_series(1, 1050) g;`})
+	id := change.TableID{Schema: "public", Name: "t"}
+	var registered atomic.Int64
+	held := make(chan struct{})
 	hook := chunkHook(func(ctx context.Context, tid change.TableID, stage chunkStage) {
-		switch {
-		case tid != id:
-		case stage == trailVerified && compared.Add(1) == 1:
-			hold(ctx, trailHeld, releaseTrail)
-		case stage == chunkRegistered && registered.Add(1) == 11:
-			hold(ctx, loadHeld, releaseLoad)
+		if tid == id && stage == chunkRegistered && registered.Add(1) == 6 {
+			close(held)
+			<-ctx.Done() // until the stream stops
 		}
 	})
 	e.start()
@@ -169,30 +252,24 @@ func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, held := range []chan struct{}{trailHeld, loadHeld} {
-		select {
-		case <-held:
-		case <-time.After(waitTimeout):
-			t.Fatal("timed out waiting for the trail and the load to be held")
-		}
+	select {
+	case <-held:
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for the sixth chunk to be held")
 	}
 	dst := e.connectDest()
-	destRows := func() int {
+	e.waitFor("the five chunks before the held one loaded", func() bool {
 		var n int
 		if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		return n
-	}
-	e.waitFor("the ten chunks before the held one loaded", func() bool { return destRows() == 1000 })
-	e.exec("INSERT INTO t SELECT 9000 + g * 2 - 1, 'b' || g FROM generate_series(1, 50) g")
-	e.waitFor("the inserted rows streamed", func() bool { return destRows() == 1050 })
-	openTrail()
-	e.waitFor("the ten ranges before the held chunk compared", func() bool { return compared.Load() >= 10 })
-	openLoad()
+		return n == 500
+	})
+	e.stop()
+	e.start() // no hook: the run resumes from its cursor
 	run := e.waitVerified(recs[0].ID)
 	v := run.Verify
-	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1100 || v.DestRows != 1100 {
-		t.Fatalf("the run: %s, verify %+v; want completed, a match over 11 ranges of 1100 rows", run.Status, *v)
+	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
+		t.Fatalf("the resumed run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
 	}
 }

@@ -48,7 +48,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		r.identical.Store(true)
 	}
 	if m.trails(rt, c) {
-		c.trail = m.startTrail(ctx, rt, r, c.scope)
+		c.trail = m.startTrail(ctx, rt, r, c.scope, after)
 		defer c.trail.stop() // a run that ends otherwise drops it
 	}
 	ranges := c.opts.ranges

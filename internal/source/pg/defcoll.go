@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // defaultCollation is the source database's default collation as the
@@ -19,22 +20,28 @@ func (d defaultCollation) params() [][]byte {
 	return [][]byte{[]byte(d.name), []byte(strconv.FormatBool(d.bytewise))}
 }
 
-// defaultCollationCache holds it once read: a database's locale is set
-// when it is created and never changes.
+// defaultCollationCache holds it once read, for a minute: a database's
+// locale is set when it is created and never changes, but the name of its
+// twin in pg_collation can (a collation created or dropped), and a name
+// no longer there would fail the key comparisons that use it.
 type defaultCollationCache struct {
 	mu     sync.Mutex
-	loaded bool
+	loaded time.Time // zero: not read
 	value  defaultCollation
 }
 
-// defaultCollation reads the database's default collation, once (a
-// failed read is tried again next time). It runs outside any chunk's
-// transaction, whose snapshot its catalog read would take too early.
+// defaultCollationFor is how long a read of it is used.
+const defaultCollationFor = time.Minute
+
+// defaultCollation reads the database's default collation, at most once
+// a minute (a failed read is tried again next time). It runs outside any
+// chunk's transaction, whose snapshot its catalog read would take too
+// early.
 func (s *Source) defaultCollation(ctx context.Context) (defaultCollation, error) {
 	c := &s.defColl
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.loaded {
+	if !c.loaded.IsZero() && time.Since(c.loaded) < defaultCollationFor {
 		return c.value, nil
 	}
 	var d defaultCollation
@@ -44,6 +51,6 @@ func (s *Source) defaultCollation(ctx context.Context) (defaultCollation, error)
 	if err != nil {
 		return d, classify(fmt.Errorf("read the database's default collation: %w", err))
 	}
-	c.loaded, c.value = true, d
+	c.loaded, c.value = time.Now(), d
 	return d, nil
 }
