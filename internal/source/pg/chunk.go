@@ -90,12 +90,11 @@ func openChunk(ctx context.Context, tx *readTx, t *change.Table, dc defaultColla
 	// visible or not begun. LOCK takes no snapshot itself.
 	//
 	// The snapshot is taken when the SELECT, the transaction's first
-	// statement to need one, starts; the WAL position is read while it
-	// runs, so it is at or past every commit the snapshot sees. Both
-	// statements go in one round trip, in this order, with the read of
-	// the columns after them (in the extended protocol, each statement is
-	// parsed only once the one before it has run: the SELECT's snapshot
-	// follows the lock).
+	// statement to need one, is parsed; the WAL position is read while it
+	// runs, so it is at or past every commit the snapshot sees. The two go
+	// in one round trip, in this order, with the read of the columns
+	// after them: in the extended protocol each statement is parsed only
+	// once the one before it has run, so the snapshot follows the lock.
 	var batch pgconn.Batch
 	batch.ExecParams("LOCK TABLE "+quoteTable(t.ID)+" IN ACCESS SHARE MODE", nil, nil, nil, nil)
 	batch.ExecParams("SELECT pg_current_snapshot()::text, pg_current_wal_lsn()::text", nil, nil, nil, nil)
