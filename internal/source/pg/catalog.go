@@ -233,15 +233,16 @@ const collationColumns = `CASE WHEN co.collname = 'default' THEN ` + defaultColl
 // collationColumnsGiven are collationColumns with the database's default
 // collation given, as $2 (its name) and $3 (whether it sorts by bytes):
 // finding it scans pg_collation, which a chunk read should not pay each
-// time (Source.defaultCollation reads it once).
+// time (Source.defaultCollation reads it once a minute).
 const collationColumnsGiven = `CASE WHEN co.collname = 'default' THEN $2::pg_catalog.text
 	ELSE COALESCE(co.collname, '') END,
 	COALESCE(co.collname IN ('C', 'POSIX', 'ucs_basic') OR (co.collname = 'default' AND $3::pg_catalog.bool), false),`
 
 // defaultCollationName is the database's default collation by the name
 // the catalog gives it ('default' when none is its twin), and
-// defaultCollationBytewise whether it sorts by bytes. Neither changes
-// while the database exists: its locale is set when it is created.
+// defaultCollationBytewise whether it sorts by bytes. The database's
+// locale is set when it is created; the twin's name changes only with a
+// collation created or dropped.
 const (
 	defaultCollationName = `COALESCE((
 	  SELECT c2.collname FROM pg_collation c2, pg_database d
