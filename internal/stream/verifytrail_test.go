@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/testutil"
@@ -197,14 +199,7 @@ func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
 					t.Fatal("timed out waiting for the trail and the load to be held")
 				}
 			}
-			dst := e.connectDest()
-			destRows := func() int {
-				var n int
-				if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+			destRows := e.destCounter("t")
 			e.waitFor("the ten chunks before the held one loaded", func() bool { return destRows() == 1000 })
 			e.exec("INSERT INTO t SELECT 9000 + g * 2 - 1, 'b' || g FROM generate_series(1, 50) g")
 			e.waitFor("the inserted rows streamed", func() bool { return destRows() == 1050 })
@@ -257,19 +252,27 @@ func TestVerifyTrailResumed(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("timed out waiting for the sixth chunk to be held")
 	}
-	dst := e.connectDest()
-	e.waitFor("the five chunks before the held one loaded", func() bool {
-		var n int
-		if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 500
-	})
+	destRows := e.destCounter("t")
+	e.waitFor("the five chunks before the held one loaded", func() bool { return destRows() == 500 })
 	e.stop()
 	e.start() // no hook: the run resumes from its cursor
 	run := e.waitVerified(recs[0].ID)
 	v := run.Verify
 	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
 		t.Fatalf("the resumed run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
+	}
+}
+
+// destCounter counts the rows of the destination's table on a
+// connection of its own.
+func (e *env) destCounter(table string) func() int {
+	e.t.Helper()
+	dst := e.connectDest()
+	return func() int {
+		var n int
+		if err := dst.QueryRow(e.ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
+			e.t.Fatal(err)
+		}
+		return n
 	}
 }
