@@ -30,14 +30,7 @@ import (
 // TIDEMARK_BENCH_BATCH_RECOVERY_ONLY=1 times only a restarted engine.
 func BenchmarkBatch(b *testing.B) {
 	pgserver.ScrubEnv()
-	days := 365
-	if v := os.Getenv("TIDEMARK_BENCH_BATCH_DAYS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 365 {
-			b.Fatalf("TIDEMARK_BENCH_BATCH_DAYS=%q: use 1-365", v)
-		}
-		days = n
-	}
+	days := benchDays(b, "TIDEMARK_BENCH_BATCH_DAYS", 365)
 	ctx := context.Background()
 	tasks := generatedDAG(2000, dag.TypeNoop, "")
 	graph, err := dag.New(tasks)
@@ -294,22 +287,40 @@ func generatedDAG(n int, typ, command string) []dag.Task {
 	return tasks
 }
 
+// benchDays is the days the environment variable name asks for (1-365),
+// or def when it is unset.
+func benchDays(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 365 {
+		b.Fatalf("%s=%q: use 1-365", name, v)
+	}
+	return n
+}
+
 // BenchmarkClusterDispatch prints the batch engine's dispatch through a
 // cluster's queue (docs/cluster.md): a leader queues each claimed no-op
 // attempt in the PostgreSQL store and the workers of one, then three,
 // nodes (each its own store connections, in this process) take, run and
 // end them; the baseline is the same backfill run by a lone engine on the
-// same store, in the same run.
+// same store, in the same run. 200 tasks over 300 days (60,000 instances:
+// long enough for what the queue leaves behind to show);
+// TIDEMARK_BENCH_DISPATCH_DAYS changes the days.
 func BenchmarkClusterDispatch(b *testing.B) {
 	pgserver.ScrubEnv()
+	days := benchDays(b, "TIDEMARK_BENCH_DISPATCH_DAYS", 300)
 	ctx := context.Background()
 	tasks := generatedDAG(200, dag.TypeNoop, "")
 	graph, err := dag.New(tasks)
 	if err != nil {
 		b.Fatal(err)
 	}
+	first := calendar.Date{Year: 2024, Month: 1, Day: 1}
 	req := plan.Request{Task: tasks[0].ID, Scope: plan.Scope{Mode: plan.ScopeMass, Coverage: plan.CoverDescendants},
-		Dates:   plan.Dates{From: calendar.Date{Year: 2024, Month: 1, Day: 1}, To: calendar.Date{Year: 2024, Month: 1, Day: 30}},
+		Dates:   plan.Dates{From: first, To: first.AddDays(days - 1)},
 		Confirm: true}
 	pg, err := pgserver.Start(ctx, pgserver.Options{})
 	if err != nil {

@@ -369,7 +369,8 @@ func (s *Store) ListBatchDispatch(ctx context.Context, workerLease string, outOn
 			d."node" IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "leases" l WHERE l."name" = $1 || d."node"
 				AND l."node" = d."node" AND l."epoch" = d."epoch" AND l."expires_at" > now()) AS lost,
 			b."host", b."pid", b."pgid", b."proc_start"
-		FROM "batch_dispatch" d JOIN "batch_instances" b ON b."id" = d."instance_id" AND b."attempt" = d."attempt") AS q`
+		FROM "batch_dispatch" d JOIN LATERAL (SELECT i."host", i."pid", i."pgid", i."proc_start" FROM "batch_instances" i
+			WHERE i."id" = d."instance_id" AND i."attempt" = d."attempt" LIMIT 1) AS b ON true) AS q`
 	if outOnly {
 		q += ` WHERE q.lost OR q.result <> ''`
 	}
@@ -389,4 +390,18 @@ func (s *Store) ListBatchDispatch(ctx context.Context, workerLease string, outOn
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// TidyBatchDispatch vacuums the queue. Every claim moves a row out of the
+// queue's partial index and every end deletes one, and until the table is
+// vacuumed the dead entries stay: a claim's scan visits all of them (5,401
+// after 6,000 no-op attempts), and autovacuum comes a minute apart at best.
+func (s *Store) TidyBatchDispatch(ctx context.Context) error {
+	if err := s.needPostgres(); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `VACUUM "batch_dispatch"`); err != nil {
+		return fmt.Errorf("vacuum the queue of attempts: %w", err)
+	}
+	return nil
 }

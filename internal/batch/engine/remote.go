@@ -76,15 +76,26 @@ func (e *Engine) WakeDispatch() {
 	}
 }
 
+// tidyQueueEvery is how many ends the leader reads between vacuums of the
+// queue (each costs a few milliseconds on a queue of a few hundred rows).
+const tidyQueueEvery = 1000
+
 // watchQueue hands the loop the queue's ended and lost attempts, on each
 // notification and at least every second, until ctx ends.
 func (e *Engine) watchQueue(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	untidy := 0 // ends read since the queue was last vacuumed
 	for {
 		out, err := e.st.ListBatchDispatch(ctx, remote.WorkerLeasePrefix, true)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("read the ends of queued attempts", logkey.Err(err))
+		}
+		if untidy += len(out); untidy >= tidyQueueEvery {
+			if err := e.st.TidyBatchDispatch(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("vacuum the queue of attempts", logkey.Err(err))
+			}
+			untidy = 0
 		}
 		if len(out) > 0 {
 			select {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/batch/dag"
+	"github.com/tidemark/tidemark/internal/batch/plan"
 	"github.com/tidemark/tidemark/internal/batch/remote"
 	"github.com/tidemark/tidemark/internal/batch/runner"
 	"github.com/tidemark/tidemark/internal/store"
@@ -19,11 +21,17 @@ import (
 // ends.
 func startWorker(t *testing.T, url, node string) {
 	t.Helper()
+	startWorkerSlots(t, url, node, 4)
+}
+
+// startWorkerSlots is startWorker with slots attempts at once.
+func startWorkerSlots(t *testing.T, url, node string, slots int) {
+	t.Helper()
 	st, err := store.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := remote.NewWorker(remote.Options{Store: st, Node: node, Host: "h-" + node, Slots: 4, Logger: slog.New(slog.DiscardHandler), Poll: 50 * time.Millisecond})
+	w := remote.NewWorker(remote.Options{Store: st, Node: node, Host: "h-" + node, Slots: slots, Logger: slog.New(slog.DiscardHandler), Poll: 50 * time.Millisecond})
 	epoch, ok, err := st.AcquireLease(t.Context(), w.Lease(), node, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("worker lease: %v %v", ok, err)
@@ -163,5 +171,49 @@ func loseThrice(t *testing.T, lapse bool) {
 	ins := v.instances(bf.ID)
 	if len(ins) != 1 || ins[0].State != store.InstanceFailed || ins[0].Attempt != 3 || !strings.Contains(ins[0].Reason, "3 attempts in a row") {
 		t.Errorf("instance %+v, want failed after 3 attempts, saying they were lost", ins)
+	}
+}
+
+// TestDispatchVacuumsTheQueue: every claim and every end leaves a dead row
+// version in the queue, and its partial index keeps their entries until
+// the table is vacuumed; claims then scan them all (thousands after a few
+// thousand no-ops, the time of each claim growing with them), and
+// autovacuum comes a minute apart at best. The leader vacuums the queue
+// every thousand ends it reads: after 1,111 no-op attempts through a
+// node's worker it has, at least once.
+func TestDispatchVacuumsTheQueue(t *testing.T) {
+	url, err := server.CreateDatabase(t.Context(), "dispatch_vacuum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorkerSlots(t, url, "w", 64)
+	// A task runs one cycle at a time: 100 tasks below a root, 11 days.
+	tasks := []dag.Task{task(t, "r", dag.TypeNoop, "")}
+	for i := range 100 {
+		tasks = append(tasks, task(t, fmt.Sprintf("c%d", i), dag.TypeNoop, "", "r"))
+	}
+	v := newEnv(t, tasks, envOpts{storeURL: url, dispatch: true, groups: map[string]int{"default": 64}})
+	// As a daemon does: the leader reads ends when a node notifies.
+	ctx, cancel := context.WithCancel(context.Background())
+	var listening sync.WaitGroup
+	listening.Go(func() { _ = v.st.Listen(ctx, store.BatchDispatchChannel, nil, func(string) { v.e.WakeDispatch() }) })
+	defer func() { cancel(); listening.Wait() }()
+	req := rangeReq("p.r", "2025-01-01", "2025-01-11")
+	req.Scope, req.Confirm = plan.Scope{Mode: plan.ScopeMass, Coverage: plan.CoverDescendants}, true
+	bf := v.submit(req)
+	if got := v.wait(bf.ID); got.State != store.BatchSucceeded || got.Instances != 1111 {
+		t.Fatalf("backfill %s of %d instances (%s), want succeeded, 1,111", got.State, got.Instances, got.Error)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var vacuums int
+	if err := db.QueryRowContext(t.Context(), `SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'batch_dispatch'`).Scan(&vacuums); err != nil {
+		t.Fatal(err)
+	}
+	if vacuums == 0 {
+		t.Error("the queue was never vacuumed after 1,111 ends")
 	}
 }
