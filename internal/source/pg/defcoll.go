@@ -36,14 +36,17 @@ const defaultCollationFor = time.Minute
 // defaultCollation reads the database's default collation, at most once
 // a minute (a failed read is tried again next time). It runs outside any
 // chunk's transaction, whose snapshot its catalog read would take too
-// early.
+// early. The lock is not held while it reads: a caller waits for the
+// server under its own context only (workers that find it stale at once
+// each read it, once a minute).
 func (s *Source) defaultCollation(ctx context.Context) (defaultCollation, error) {
 	c := &s.defColl
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.loaded.IsZero() && time.Since(c.loaded) < defaultCollationFor {
+		defer c.mu.Unlock()
 		return c.value, nil
 	}
+	c.mu.Unlock()
 	var d defaultCollation
 	err := s.read(ctx, func(q queryer) error {
 		return q.QueryRow(ctx, "SELECT "+defaultCollationName+", "+defaultCollationBytewise).Scan(&d.name, &d.bytewise)
@@ -51,6 +54,8 @@ func (s *Source) defaultCollation(ctx context.Context) (defaultCollation, error)
 	if err != nil {
 		return d, classify(fmt.Errorf("read the database's default collation: %w", err))
 	}
+	c.mu.Lock()
 	c.loaded, c.value = time.Now(), d
+	c.mu.Unlock()
 	return d, nil
 }
