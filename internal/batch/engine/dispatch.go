@@ -26,14 +26,22 @@ type ending struct {
 // dispatch records the ready dry-run instances as such, claims ready
 // instances up to the free slots, and starts them.
 func (e *Engine) dispatch(ctx context.Context) {
+	e.dispatchWith(ctx, nil)
+}
+
+// dispatchWith is dispatch that also writes ended, the records of ended
+// attempts, in its transaction. It reports whether that was written; if
+// not, nothing was, and nothing was claimed.
+func (e *Engine) dispatchWith(ctx context.Context, ended []store.BatchInstance) bool {
 	now := e.now().UTC()
 	taken := map[*node]bool{} // a node can sit in a queue twice (stopped, then re-run)
 	dry := e.takeDry(taken)
 	claims, deferred := e.takeClaims(taken)
-	if len(dry) == 0 && len(claims) == 0 && len(deferred) == 0 {
-		return
+	if len(dry) == 0 && len(claims) == 0 && len(deferred) == 0 && len(ended) == 0 {
+		return true
 	}
-	changes := make([]store.BatchInstance, 0, len(dry)+len(claims)+len(deferred))
+	changes := make([]store.BatchInstance, 0, len(ended)+len(dry)+len(claims)+len(deferred))
+	changes = append(changes, ended...)
 	for _, n := range deferred {
 		changes = append(changes, record(n, store.InstanceWaiting, n.reason, now))
 	}
@@ -57,7 +65,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 	if err := e.writeInstances(ctx, changes, queue); err != nil {
 		e.log.Error("record dispatched instances; retrying in a second", logkey.Err(err))
 		e.undoClaims(dry, claims)
-		return
+		return false
 	}
 	// Claims first: a backfill whose last dry-run instance is released
 	// here must already count its claimed instances as running.
@@ -82,6 +90,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 	for bf := range touched {
 		e.checkDone(ctx, bf)
 	}
+	return true
 }
 
 // dispatchable reports whether a node taken off a queue may still run.

@@ -2,10 +2,12 @@ package engine_test
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -442,4 +444,50 @@ func recordRunning(t *testing.T, runAt time.Time, insts []store.BatchInstance, d
 		t.Fatal(err)
 	}
 	return url, rec
+}
+
+// TestEndsShareTheirDependentsClaim: a chain of five no-op tasks over one
+// day takes a write transaction a step: the first claim alone, then each
+// end with the claim of what it released, then the last end. Each is
+// recorded in order (an instance's end no later than its dependent's
+// claim), and the backfill succeeds.
+func TestEndsShareTheirDependentsClaim(t *testing.T) {
+	tasks := []dag.Task{task(t, "t1", dag.TypeNoop, "")}
+	for i := 2; i <= 5; i++ {
+		tasks = append(tasks, task(t, fmt.Sprintf("t%d", i), dag.TypeNoop, "", fmt.Sprintf("t%d", i-1)))
+	}
+	v := newEnv(t, tasks, envOpts{})
+	var mu sync.Mutex
+	writes := 0
+	v.st.Observe(func(op string, _ time.Duration) {
+		if op == "tx batch_write" {
+			mu.Lock()
+			writes++
+			mu.Unlock()
+		}
+	})
+	req := rangeReq("t1", "2025-01-11", "2025-01-11")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: dag.AllLevels}
+	rec := v.submit(req)
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded || got.States[store.InstanceSucceeded] != 5 {
+		t.Fatalf("backfill = %s %v, want succeeded with 5 succeeded instances", got.State, got.States)
+	}
+	v.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	// Two to submit the backfill and one to end it; the first claim, four
+	// ends each with the next claim, the last end (without sharing, 13:
+	// five claims and five ends).
+	if writes != 9 {
+		t.Errorf("%d batch write transactions, want 9", writes)
+	}
+	for _, in := range v.instances(rec.ID) {
+		for _, dep := range in.Deps {
+			for _, up := range v.instances(rec.ID) {
+				if up.ID == dep && up.FinishedAt.After(*in.StartedAt) {
+					t.Errorf("%s started at %s before %s finished at %s", in.Task, in.StartedAt, up.Task, up.FinishedAt)
+				}
+			}
+		}
+	}
 }

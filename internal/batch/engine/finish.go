@@ -16,6 +16,12 @@ import (
 
 // finish records a batch of ended attempts and then releases what they
 // held: slots, their cycles, and (when they succeeded) what depends on them.
+//
+// When every one of them succeeded, the ends are written in the
+// transaction that claims what they released (dispatchWith), one write
+// instead of two: what depends on an instance is never recorded running
+// without its end. A failure, a stop or a retry is written first, on its
+// own, as the holds, stops and backfill ends that follow it read it so.
 func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 	now := e.now().UTC()
 	changes := make([]store.BatchInstance, len(ends))
@@ -35,7 +41,10 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		changes[i] = record(n, st, reason, now)
 		n.reason = reason
 	}
-	e.recordEnds(ctx, changes)
+	withClaims := !shuttingDown && !slices.ContainsFunc(next, func(st string) bool { return st != store.InstanceSucceeded })
+	if !withClaims {
+		e.recordEnds(ctx, changes)
+	}
 	for i, end := range ends {
 		if end.n.task.Type == "noop" {
 			continue
@@ -58,7 +67,9 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		} else if ended(n) != "" {
 			holding = append(holding, n)
 		}
-		e.publishInstance(n)
+		if !withClaims {
+			e.publishInstance(n)
+		}
 		switch n.state {
 		case store.InstanceSucceeded:
 			e.released(n)
@@ -70,6 +81,14 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 			if n.bf != nil && n.bf.req.StopOnFailure && !n.bf.stopped {
 				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz.Format(time.RFC3339)))
 			}
+		}
+	}
+	if withClaims {
+		if !e.dispatchWith(ctx, changes) {
+			e.recordEnds(ctx, changes)
+		}
+		for _, end := range ends { // told once written, as the others are
+			e.publishInstance(end.n)
 		}
 	}
 	if len(holding) > 0 {
