@@ -361,7 +361,7 @@ func runClusterBatch(ctx context.Context, url string, g *dag.Graph, req plan.Req
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before the Wait
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var wakers []func()
+	var workers []func()
 	for i := range nodes {
 		st, err := store.Open(ctx, url)
 		if err != nil {
@@ -374,7 +374,7 @@ func runClusterBatch(ctx context.Context, url string, g *dag.Graph, req plan.Req
 		if err != nil || !ok {
 			return batchRun{}, fmt.Errorf("worker lease of %s: %v", name, err)
 		}
-		wakers = append(wakers, w.Wake)
+		workers = append(workers, w.Wake)
 		wg.Go(func() { _ = w.Run(rctx, epoch) })
 	}
 	st, err := store.Open(ctx, url)
@@ -387,11 +387,17 @@ func runClusterBatch(ctx context.Context, url string, g *dag.Graph, req plan.Req
 	if err != nil {
 		return batchRun{}, err
 	}
-	wakers = append(wakers, e.WakeDispatch)
+	// As the daemon's listener does: ends wake the leader, the rest the
+	// workers (the nodes share one listener here).
 	wg.Go(func() {
-		_ = st.Listen(rctx, store.BatchDispatchChannel, nil, func(string) {
-			for _, wake := range wakers {
-				wake()
+		_ = st.Listen(rctx, store.BatchDispatchChannel, nil, func(payload string) {
+			if payload != store.NotifyQueued {
+				e.WakeDispatch()
+			}
+			if payload != store.NotifyEnded {
+				for _, wake := range workers {
+					wake()
+				}
 			}
 		})
 	})

@@ -134,7 +134,7 @@ func (d *Daemon) newWorker() *remote.Worker {
 // are queued, asked to stop or ended, reconnecting after a failure.
 func (d *Daemon) listenDispatch(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := d.st.Listen(ctx, store.BatchDispatchChannel, func() { d.wakeDispatch() }, func(string) { d.wakeDispatch() })
+		err := d.st.Listen(ctx, store.BatchDispatchChannel, func() { d.wakeDispatch() }, d.wakeFor)
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("listen for queued attempts; retrying", logkey.Err(err))
 		}
@@ -149,4 +149,18 @@ func (d *Daemon) listenDispatch(ctx context.Context) error {
 func (d *Daemon) wakeDispatch() {
 	d.worker.Wake()
 	d.batch.WakeDispatch()
+}
+
+// wakeFor wakes whoever a notification concerns: a worker woken by
+// every end another node writes (its own too) takes nothing, in a
+// transaction of its own each time.
+func (d *Daemon) wakeFor(payload string) {
+	switch payload {
+	case store.NotifyQueued:
+		d.worker.Wake()
+	case store.NotifyEnded:
+		d.batch.WakeDispatch()
+	default:
+		d.wakeDispatch()
+	}
 }

@@ -107,7 +107,7 @@ func queueAttempts(ctx context.Context, tx *sql.Tx, queue []QueuedAttempt) error
 		}
 	}
 	if len(queue) > 0 {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, 'queued')`, BatchDispatchChannel); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, BatchDispatchChannel, NotifyQueued); err != nil {
 			return fmt.Errorf("queue attempts: %w", err)
 		}
 	}
@@ -117,6 +117,15 @@ func queueAttempts(ctx context.Context, tx *sql.Tx, queue []QueuedAttempt) error
 // BatchDispatchChannel is the NOTIFY channel that wakes nodes when
 // attempts are queued or asked to stop, and the leader when one ended.
 const BatchDispatchChannel = "tidemark_batch"
+
+// What a notification on BatchDispatchChannel says happened: the workers
+// want NotifyQueued and NotifyStop, the leader NotifyEnded (and a stop of
+// an attempt no node took, which it is told of directly).
+const (
+	NotifyQueued = "queued"
+	NotifyEnded  = "ended"
+	NotifyStop   = "stop"
+)
 
 // ClaimBatchAttempts takes up to limit queued attempts, oldest first, for
 // the node of fence, skipping rows another node is taking; nothing is taken
@@ -223,7 +232,7 @@ func (s *Store) EndBatchAttempts(ctx context.Context, f WorkerFence, ends []Atte
 				refused = append(refused, e.InstanceID)
 			}
 		}
-		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, 'ended')`, BatchDispatchChannel)
+		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, BatchDispatchChannel, NotifyEnded)
 		return err
 	})
 	if err != nil {
@@ -302,7 +311,7 @@ func (s *Store) StopBatchAttempt(ctx context.Context, id int64, attempt int, res
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, 'stop')`, BatchDispatchChannel)
+		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, BatchDispatchChannel, NotifyStop)
 		return err
 	})
 	if err != nil {
