@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // In a cluster the batch leader claims instances and queues their attempts
@@ -405,11 +406,16 @@ func (s *Store) ListBatchDispatch(ctx context.Context, workerLease string, outOn
 // queue's partial index and every end deletes one, and until the table is
 // vacuumed the dead entries stay: a claim's scan visits all of them (5,401
 // after 6,000 no-op attempts), and autovacuum comes a minute apart at best.
+// It neither waits for a lock another holds (an autovacuum's: it is done
+// then anyway) nor truncates the table, which would lock out claims and
+// ends for a moment.
 func (s *Store) TidyBatchDispatch(ctx context.Context) error {
 	if err := s.needPostgres(); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `VACUUM "batch_dispatch"`); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, `VACUUM (SKIP_LOCKED, TRUNCATE false) "batch_dispatch"`); err != nil {
 		return fmt.Errorf("vacuum the queue of attempts: %w", err)
 	}
 	return nil

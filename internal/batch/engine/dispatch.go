@@ -26,19 +26,20 @@ type ending struct {
 // dispatch records the ready dry-run instances as such, claims ready
 // instances up to the free slots, and starts them.
 func (e *Engine) dispatch(ctx context.Context) {
-	e.dispatchWith(ctx, nil)
+	e.dispatchWith(ctx, nil, nil)
 }
 
 // dispatchWith is dispatch that also writes ended, the records of ended
-// attempts, in its transaction. It reports whether that was written; if
-// not, nothing was, and nothing was claimed.
-func (e *Engine) dispatchWith(ctx context.Context, ended []store.BatchInstance) bool {
+// attempts, in its transaction, and calls written once that committed,
+// before anything claimed is told. It reports whether it was written; if
+// not, nothing was, nothing was claimed, and written is not called.
+func (e *Engine) dispatchWith(ctx context.Context, ended []store.BatchInstance, written func()) bool {
 	now := e.now().UTC()
 	taken := map[*node]bool{} // a node can sit in a queue twice (stopped, then re-run)
 	dry := e.takeDry(taken)
 	claims, deferred := e.takeClaims(taken)
 	if len(dry) == 0 && len(claims) == 0 && len(deferred) == 0 && len(ended) == 0 {
-		return true
+		return true // nothing ended: written is nil
 	}
 	changes := make([]store.BatchInstance, 0, len(ended)+len(dry)+len(claims)+len(deferred))
 	changes = append(changes, ended...)
@@ -66,6 +67,9 @@ func (e *Engine) dispatchWith(ctx context.Context, ended []store.BatchInstance) 
 		e.log.Error("record dispatched instances; retrying in a second", logkey.Err(err))
 		e.undoClaims(dry, claims)
 		return false
+	}
+	if written != nil {
+		written()
 	}
 	// Claims first: a backfill whose last dry-run instance is released
 	// here must already count its claimed instances as running.

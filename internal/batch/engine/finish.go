@@ -73,7 +73,9 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		switch n.state {
 		case store.InstanceSucceeded:
 			e.released(n)
-			e.forget(n)
+			if !withClaims {
+				e.forget(n)
+			}
 		case store.InstanceWaiting:
 			e.consider(n)
 		case store.InstanceFailed:
@@ -84,11 +86,18 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		}
 	}
 	if withClaims {
-		if !e.dispatchWith(ctx, changes) {
-			e.recordEnds(ctx, changes)
+		// Once written, as the others: told, and a scheduled instance
+		// forgotten (not before: the claims' rendering reads its outputs
+		// in memory, and the store has them only once written).
+		written := func() {
+			for _, end := range ends {
+				e.publishInstance(end.n)
+				e.forget(end.n)
+			}
 		}
-		for _, end := range ends { // told once written, as the others are
-			e.publishInstance(end.n)
+		if !e.dispatchWith(ctx, changes, written) {
+			e.recordEnds(ctx, changes)
+			written()
 		}
 	}
 	if len(holding) > 0 {

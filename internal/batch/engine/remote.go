@@ -76,8 +76,10 @@ func (e *Engine) WakeDispatch() {
 	}
 }
 
-// tidyQueueEvery is how many ends the leader reads between vacuums of the
-// queue (each costs a few milliseconds on a queue of a few hundred rows).
+// tidyQueueEvery is how many rows of ended attempts the leader reads
+// between vacuums of the queue (each costs a few milliseconds on a queue
+// of a few hundred rows). An end is counted each time it is read: one
+// lost with its node, read every second through its grace period, too.
 const tidyQueueEvery = 1000
 
 // watchQueue hands the loop the queue's ended and lost attempts, on each
@@ -85,7 +87,7 @@ const tidyQueueEvery = 1000
 func (e *Engine) watchQueue(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	untidy := 0 // ends read since the queue was last vacuumed
+	untidy := 0 // rows of ends read since the queue was last vacuumed
 	for {
 		out, err := e.st.ListBatchDispatch(ctx, remote.WorkerLeasePrefix, true)
 		if err != nil && ctx.Err() == nil {

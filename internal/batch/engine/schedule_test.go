@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,4 +123,30 @@ func TestScheduleRestartKeepsFailedUpstream(t *testing.T) {
 		downs := list(v, "p.down")
 		return len(downs) == 1 && downs[0].State == store.InstanceSucceeded
 	})
+}
+
+// A scheduled instance's outputs reach the instance that depends on it:
+// its dependent is claimed, and its code rendered, in the transaction
+// that records its end, so the outputs must still be in memory then (the
+// store has them only once that commits).
+func TestScheduledOutputsReachDependents(t *testing.T) {
+	clock := newClock(time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC))
+	up := task(t, "up", dag.TypeShell, `echo "rows=4$TIDEMARK_BIZDATE" >> "$TIDEMARK_OUTPUT"`)
+	up.Outputs = []dag.Param{{Name: "rows", Value: "none"}}
+	down := task(t, "down", dag.TypeShell, `echo "got ${outputs.up.rows} for ${bizdate}"`, "up")
+	v := newEnv(t, []dag.Task{up, down}, envOpts{schedule: true, now: clock.now})
+	clock.set(time.Date(2025, 3, 2, 0, 0, 1, 0, time.UTC))
+	var downs []store.BatchInstance
+	v.until("the day's down to succeed", func() bool {
+		var err error
+		downs, err = v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: "p.down"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(downs) == 1 && downs[0].State == store.InstanceSucceeded
+	})
+	log, _, err := v.st.GetInstanceLog(t.Context(), downs[0].ID, 0)
+	if err != nil || !strings.Contains(log, "got 420250301 for 20250301") {
+		t.Errorf("log of down = %q (%v), want up's output of the day", log, err)
+	}
 }
