@@ -37,15 +37,7 @@ func TestRecurringScheduleDailyOnHourly(t *testing.T) {
 	v := newEnv(t, []dag.Task{up, down}, envOpts{schedule: true, now: clock.now})
 
 	clock.set(time.Date(2025, 3, 2, 0, 0, 1, 0, time.UTC))
-	var downs []store.BatchInstance
-	v.until("the daily instance to succeed", func() bool {
-		var err error
-		downs, err = v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: "p.down"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(downs) == 1 && downs[0].State == store.InstanceSucceeded
-	})
+	downs := untilScheduledSucceeds(v, "p.down")
 	ups, err := v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: "p.up"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,17 +128,25 @@ func TestScheduledOutputsReachDependents(t *testing.T) {
 	down := task(t, "down", dag.TypeShell, `echo "got ${outputs.up.rows} for ${bizdate}"`, "up")
 	v := newEnv(t, []dag.Task{up, down}, envOpts{schedule: true, now: clock.now})
 	clock.set(time.Date(2025, 3, 2, 0, 0, 1, 0, time.UTC))
-	var downs []store.BatchInstance
-	v.until("the day's down to succeed", func() bool {
-		var err error
-		downs, err = v.st.ListBatchInstances(t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: "p.down"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(downs) == 1 && downs[0].State == store.InstanceSucceeded
-	})
+	downs := untilScheduledSucceeds(v, "p.down")
 	log, _, err := v.st.GetInstanceLog(t.Context(), downs[0].ID, 0)
 	if err != nil || !strings.Contains(log, "got 420250301 for 20250301") {
 		t.Errorf("log of down = %q (%v), want up's output of the day", log, err)
 	}
+}
+
+// untilScheduledSucceeds waits until task has one scheduled instance and
+// it succeeded, and returns it.
+func untilScheduledSucceeds(v *env, task string) []store.BatchInstance {
+	v.t.Helper()
+	var ins []store.BatchInstance
+	v.until("the scheduled "+task+" to succeed", func() bool {
+		var err error
+		ins, err = v.st.ListBatchInstances(v.t.Context(), store.BatchInstanceFilter{Scheduled: true, Task: task})
+		if err != nil {
+			v.t.Fatal(err)
+		}
+		return len(ins) == 1 && ins[0].State == store.InstanceSucceeded
+	})
+	return ins
 }
