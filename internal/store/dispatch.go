@@ -130,7 +130,9 @@ const (
 
 // ClaimBatchAttempts takes up to limit queued attempts, oldest first, for
 // the node of fence, skipping rows another node is taking; nothing is taken
-// unless the node still holds its worker lease.
+// unless the node still holds its worker lease. It takes no more than the
+// node's share (claimShare), so that attempts queued together spread over
+// the nodes that are up rather than go to whichever asks first.
 func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int) ([]QueuedAttempt, error) {
 	if err := s.needPostgres(); err != nil {
 		return nil, err
@@ -138,11 +140,15 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 	var out []QueuedAttempt
 	err := s.writeTx(ctx, "tx batch_claim", func(tx *sql.Tx) error {
 		out = out[:0]
+		share, err := claimShare(ctx, tx, f)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, `UPDATE "batch_dispatch" SET "node" = $1, "epoch" = $2, "claimed_at" = now()
 			WHERE "instance_id" IN (SELECT d."instance_id" FROM "batch_dispatch" d WHERE d."node" IS NULL AND d."result" IS NULL
 				AND EXISTS (SELECT 1 FROM "batch_instances" b WHERE b."id" = d."instance_id" AND b."attempt" = d."attempt" AND b."state" = 'running')
 				ORDER BY d."queued_at", d."instance_id" LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
-			RETURNING "instance_id", "attempt", "spec"`, f.Node, f.Epoch, limit)
+			RETURNING "instance_id", "attempt", "spec"`, f.Node, f.Epoch, min(limit, share))
 		if err != nil {
 			return err
 		}
@@ -164,6 +170,25 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 	}
 	slices.SortFunc(out, func(a, b QueuedAttempt) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
 	return out, nil
+}
+
+// claimShare is how many attempts the node of f may take now: the
+// attempts queued or running, over the nodes whose worker lease is live,
+// less those the node runs already; at least one, so that what is queued
+// is taken even when a node that is up takes nothing.
+func claimShare(ctx context.Context, tx *sql.Tx, f WorkerFence) (int, error) {
+	prefix := strings.TrimSuffix(f.Lease, f.Node) // "worker:"
+	var open, mine, workers int
+	err := tx.QueryRowContext(ctx, `SELECT
+			(SELECT pg_catalog.count(*) FROM "batch_dispatch" WHERE "result" IS NULL),
+			(SELECT pg_catalog.count(*) FROM "batch_dispatch" WHERE "result" IS NULL AND "node" = $1 AND "epoch" = $2),
+			(SELECT pg_catalog.count(*) FROM "leases" WHERE pg_catalog.left("name", pg_catalog.length($3)) = $3 AND "expires_at" > now())`,
+		f.Node, f.Epoch, prefix).Scan(&open, &mine, &workers)
+	if err != nil {
+		return 0, fmt.Errorf("count the queue: %w", err)
+	}
+	share := (open+max(workers, 1)-1)/max(workers, 1) - mine
+	return max(share, 1), nil
 }
 
 // StartBatchAttempt records where a taken attempt's processes run, before

@@ -18,34 +18,8 @@ func TestBatchDispatch(t *testing.T) {
 	ctx := t.Context()
 	s := openURL(t, postgresURL(t))
 	const n = 60
-	insts, deps := benchPlan(n, 3)
-	bf := &store.BatchBackfill{Name: "queue", Task: "task_000", StartedBy: "test", RunAt: time.Now()}
-	if err := s.CreateBatchBackfill(ctx, bf, insts, deps); err != nil {
-		t.Fatal(err)
-	}
-	all, err := s.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: bf.ID, Limit: n})
-	if err != nil || len(all) != n {
-		t.Fatalf("instances: %d, %v", len(all), err)
-	}
-	var claims []store.BatchInstance
-	var queue []store.QueuedAttempt
-	for _, in := range all {
-		in.State, in.Attempt = store.InstanceRunning, 1
-		claims = append(claims, in)
-		queue = append(queue, store.QueuedAttempt{InstanceID: in.ID, Attempt: 1, Spec: `{"type":"noop"}`})
-	}
-	if err := s.WriteBatchDispatch(ctx, claims, queue); err != nil {
-		t.Fatal(err)
-	}
-
-	fences := map[string]store.WorkerFence{}
-	for _, node := range []string{"a", "b", "c"} {
-		epoch, ok, err := s.AcquireLease(ctx, "worker:"+node, node, time.Minute)
-		if err != nil || !ok {
-			t.Fatalf("lease of %s: %v %v", node, ok, err)
-		}
-		fences[node] = store.WorkerFence{Lease: "worker:" + node, Node: node, Epoch: epoch}
-	}
+	claims := queueForTest(t, s, n)
+	fences := workerFences(t, s, "a", "b", "c")
 	// Each node takes 7, then all three take 7 at a time, at once, until
 	// the queue is empty.
 	var mu sync.Mutex
@@ -206,4 +180,76 @@ func TestBatchDispatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBatchClaimsShareTheQueue: attempts queued together spread over the
+// nodes that are up: of 30, each of three nodes with slots for all takes
+// its 10, whichever asks first; a node already running its share takes
+// one at a time; a lone node takes them all.
+func TestBatchClaimsShareTheQueue(t *testing.T) {
+	ctx := t.Context()
+	s := openURL(t, postgresURL(t))
+	queueForTest(t, s, 30)
+	fences := workerFences(t, s, "a", "b", "c")
+	for _, node := range []string{"a", "b", "c"} {
+		if got, err := s.ClaimBatchAttempts(ctx, fences[node], 64); err != nil || len(got) != 10 {
+			t.Fatalf("%s takes %d of 30 (%v), want its share of 10", node, len(got), err)
+		}
+	}
+	lone := openURL(t, postgresURL(t))
+	queueForTest(t, lone, 30)
+	f := workerFences(t, lone, "a")["a"]
+	if got, err := lone.ClaimBatchAttempts(ctx, f, 12); err != nil || len(got) != 12 {
+		t.Fatalf("a lone node takes %d (%v), want 12, its free slots", len(got), err)
+	}
+	// Three nodes again, a running 12 of 30 queued or running: its share
+	// is spent, and it takes one at a time.
+	more := workerFences(t, lone, "b", "c")
+	if got, err := lone.ClaimBatchAttempts(ctx, f, 64); err != nil || len(got) != 1 {
+		t.Fatalf("a takes %d beyond its share (%v), want 1", len(got), err)
+	}
+	if got, err := lone.ClaimBatchAttempts(ctx, more["b"], 64); err != nil || len(got) != 10 {
+		t.Fatalf("b takes %d (%v), want its share of 10", len(got), err)
+	}
+}
+
+// queueForTest records a backfill of n instances, claimed and queued for
+// the nodes, and returns their records.
+func queueForTest(t *testing.T, s *store.Store, n int) []store.BatchInstance {
+	t.Helper()
+	ctx := t.Context()
+	insts, deps := benchPlan(n, 3)
+	bf := &store.BatchBackfill{Name: "queue", Task: "task_000", StartedBy: "test", RunAt: time.Now()}
+	if err := s.CreateBatchBackfill(ctx, bf, insts, deps); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListBatchInstances(ctx, store.BatchInstanceFilter{BackfillID: bf.ID, Limit: n})
+	if err != nil || len(all) != n {
+		t.Fatalf("instances: %d, %v", len(all), err)
+	}
+	var claims []store.BatchInstance
+	var queue []store.QueuedAttempt
+	for _, in := range all {
+		in.State, in.Attempt = store.InstanceRunning, 1
+		claims = append(claims, in)
+		queue = append(queue, store.QueuedAttempt{InstanceID: in.ID, Attempt: 1, Spec: `{"type":"noop"}`})
+	}
+	if err := s.WriteBatchDispatch(ctx, claims, queue); err != nil {
+		t.Fatal(err)
+	}
+	return claims
+}
+
+// workerFences acquires the worker leases of nodes.
+func workerFences(t *testing.T, s *store.Store, nodes ...string) map[string]store.WorkerFence {
+	t.Helper()
+	fences := map[string]store.WorkerFence{}
+	for _, node := range nodes {
+		epoch, ok, err := s.AcquireLease(t.Context(), "worker:"+node, node, time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("lease of %s: %v %v", node, ok, err)
+		}
+		fences[node] = store.WorkerFence{Lease: "worker:" + node, Node: node, Epoch: epoch}
+	}
+	return fences
 }
