@@ -173,23 +173,31 @@ func (s *Store) ClaimBatchAttempts(ctx context.Context, f WorkerFence, limit int
 }
 
 // claimShare is how many attempts the node of f may take now: the
-// attempts queued or running, over the nodes whose worker lease is live,
-// less those the node runs already; at least one, so that what is queued
-// is taken even when a node that is up takes nothing.
+// attempts queued or running, over the nodes whose worker lease is live
+// (rounded up), less those the node runs already; at least one. A node
+// with a live lease may take nothing (it died a moment ago, or drains its
+// attempts as it stops), so attempts queued for claimShareAge or longer
+// are anyone's: they are added to the share, and they go first.
 func claimShare(ctx context.Context, tx *sql.Tx, f WorkerFence) (int, error) {
 	prefix := strings.TrimSuffix(f.Lease, f.Node) // "worker:"
-	var open, mine, workers int
+	var open, mine, aged, workers int
 	err := tx.QueryRowContext(ctx, `SELECT
 			(SELECT pg_catalog.count(*) FROM "batch_dispatch" WHERE "result" IS NULL),
 			(SELECT pg_catalog.count(*) FROM "batch_dispatch" WHERE "result" IS NULL AND "node" = $1 AND "epoch" = $2),
+			(SELECT pg_catalog.count(*) FROM "batch_dispatch" WHERE "result" IS NULL AND "node" IS NULL
+				AND "queued_at" <= now() - $4 * interval '1 millisecond'),
 			(SELECT pg_catalog.count(*) FROM "leases" WHERE pg_catalog.left("name", pg_catalog.length($3)) = $3 AND "expires_at" > now())`,
-		f.Node, f.Epoch, prefix).Scan(&open, &mine, &workers)
+		f.Node, f.Epoch, prefix, claimShareAge.Milliseconds()).Scan(&open, &mine, &aged, &workers)
 	if err != nil {
 		return 0, fmt.Errorf("count the queue: %w", err)
 	}
 	share := (open+max(workers, 1)-1)/max(workers, 1) - mine
-	return max(share, 1), nil
+	return max(share, 1) + aged, nil
 }
+
+// claimShareAge is how long a queued attempt waits for the nodes' shares
+// before any node may take it: two of a worker's polls.
+const claimShareAge = 2 * time.Second
 
 // StartBatchAttempt records where a taken attempt's processes run, before
 // anything else happens, so that whoever recovers it can end them. An

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -183,20 +184,31 @@ func TestBatchDispatch(t *testing.T) {
 }
 
 // TestBatchClaimsShareTheQueue: attempts queued together spread over the
-// nodes that are up: of 30, each of three nodes with slots for all takes
-// its 10, whichever asks first; a node already running its share takes
-// one at a time; a lone node takes them all.
+// nodes that are up (live worker leases; not other leases, nor released
+// ones): of 30, each of three nodes with slots for all takes its 10,
+// whichever asks first; a node already running its share takes one at a
+// time, until attempts have waited long enough to be anyone's; a lone
+// node takes what its slots allow.
 func TestBatchClaimsShareTheQueue(t *testing.T) {
 	ctx := t.Context()
 	s := openURL(t, postgresURL(t))
 	queueForTest(t, s, 30)
-	fences := workerFences(t, s, "a", "b", "c")
+	fences := workerFences(t, s, "a", "b", "c", "gone")
+	if err := s.ReleaseLease(ctx, "worker:gone", "gone", fences["gone"].Epoch); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"batch", "stream:x"} {
+		if _, ok, err := s.AcquireLease(ctx, other, "a", time.Minute); err != nil || !ok {
+			t.Fatalf("lease %s: %v %v", other, ok, err)
+		}
+	}
 	for _, node := range []string{"a", "b", "c"} {
 		if got, err := s.ClaimBatchAttempts(ctx, fences[node], 64); err != nil || len(got) != 10 {
 			t.Fatalf("%s takes %d of 30 (%v), want its share of 10", node, len(got), err)
 		}
 	}
-	lone := openURL(t, postgresURL(t))
+	url := postgresURL(t)
+	lone := openURL(t, url)
 	queueForTest(t, lone, 30)
 	f := workerFences(t, lone, "a")["a"]
 	if got, err := lone.ClaimBatchAttempts(ctx, f, 12); err != nil || len(got) != 12 {
@@ -210,6 +222,19 @@ func TestBatchClaimsShareTheQueue(t *testing.T) {
 	}
 	if got, err := lone.ClaimBatchAttempts(ctx, more["b"], 64); err != nil || len(got) != 10 {
 		t.Fatalf("b takes %d (%v), want its share of 10", len(got), err)
+	}
+	// c takes nothing (it died, say): once the 7 left have waited, a
+	// takes them all.
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `UPDATE "batch_dispatch" SET "queued_at" = now() - interval '1 minute' WHERE "node" IS NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lone.ClaimBatchAttempts(ctx, f, 64); err != nil || len(got) != 7 {
+		t.Fatalf("a takes %d of the 7 that waited (%v), want them all", len(got), err)
 	}
 }
 
