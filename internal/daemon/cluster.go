@@ -134,7 +134,9 @@ func (d *Daemon) newWorker() *remote.Worker {
 // are queued, asked to stop or ended, reconnecting after a failure.
 func (d *Daemon) listenDispatch(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := d.st.Listen(ctx, store.BatchDispatchChannel, func() { d.wakeDispatch() }, d.wakeFor)
+		err := d.st.Listen(ctx, store.BatchDispatchChannel, func() { d.wakeDispatch() }, func(payload string) {
+			wakeFor(payload, d.worker.Wake, d.batch.WakeDispatch)
+		})
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("listen for queued attempts; retrying", logkey.Err(err))
 		}
@@ -151,16 +153,18 @@ func (d *Daemon) wakeDispatch() {
 	d.batch.WakeDispatch()
 }
 
-// wakeFor wakes whoever a notification concerns: a worker woken by
-// every end another node writes (its own too) takes nothing, in a
-// transaction of its own each time.
-func (d *Daemon) wakeFor(payload string) {
+// wakeFor wakes whoever a notification concerns, the node's worker or
+// its batch leader: a worker woken by every end another node writes (its
+// own too) takes nothing, in a transaction of its own each time. What it
+// does not know wakes both.
+func wakeFor(payload string, worker, leader func()) {
 	switch payload {
 	case store.NotifyQueued:
-		d.worker.Wake()
+		worker()
 	case store.NotifyEnded:
-		d.batch.WakeDispatch()
+		leader()
 	default:
-		d.wakeDispatch()
+		worker()
+		leader()
 	}
 }
