@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/testutil"
 )
 
@@ -51,21 +50,14 @@ func TestVerifyTrailsTheLoad(t *testing.T) {
 	var logs testutil.LockedBuffer
 	e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	e.s.bf.hook.Store(&hook)
-	recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-held:
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for the last chunk to be held")
-	}
+	bf := e.initiateT()
+	e.waitClosed("the last chunk to be held", held)
 	e.waitFor("the ten ranges before the held chunk compared", func() bool { return compared.Load() == 10 })
-	if b, err := e.st.GetBackfill(e.ctx, recs[0].ID); err != nil || b.Status != StatusActive || b.Verify != nil {
+	if b, err := e.st.GetBackfill(e.ctx, bf); err != nil || b.Status != StatusActive || b.Verify != nil {
 		t.Fatalf("the run while its last chunk is held: %+v, %v; want active, no verify recorded yet", b, err)
 	}
 	open()
-	run := e.waitVerified(recs[0].ID)
+	run := e.waitVerified(bf)
 	v := run.Verify
 	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
 		t.Fatalf("the run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
@@ -112,11 +104,8 @@ func TestVerifyTrailFailedIsRedoneWhole(t *testing.T) {
 	var logs testutil.LockedBuffer
 	e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	e.s.bf.trailFault.Store(&fault)
-	recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := e.waitVerified(recs[0].ID)
+	bf := e.initiateT()
+	run := e.waitVerified(bf)
 	v := run.Verify
 	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
 		t.Fatalf("the run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
@@ -188,17 +177,8 @@ func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
 			var logs testutil.LockedBuffer
 			e.startLogged(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			e.s.bf.hook.Store(&hook)
-			recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, held := range []chan struct{}{trailHeld, loadHeld} {
-				select {
-				case <-held:
-				case <-time.After(waitTimeout):
-					t.Fatal("timed out waiting for the trail and the load to be held")
-				}
-			}
+			bf := e.initiateT()
+			e.waitClosed("the trail and the load to be held", trailHeld, loadHeld)
 			destRows := e.destCounter("t")
 			e.waitFor("the ten chunks before the held one loaded", func() bool { return destRows() == 1000 })
 			e.exec("INSERT INTO t SELECT 9000 + g * 2 - 1, 'b' || g FROM generate_series(1, 50) g")
@@ -209,7 +189,7 @@ func TestVerifyTrailSumsEachChunkWhole(t *testing.T) {
 			openTrail()
 			e.waitFor("the ten ranges before the held chunk compared", func() bool { return compared.Load() >= 10 })
 			openLoad()
-			run := e.waitVerified(recs[0].ID)
+			run := e.waitVerified(bf)
 			v := run.Verify
 			if run.Status != StatusCompleted || v.Status != tc.status || v.Ranges != tc.ranges || v.DifferingRanges != tc.differs || v.SourceRows != 1100 || v.DestRows != 1100 {
 				t.Fatalf("the run: %s, verify %+v; want completed, %s over %d ranges (%d differing) of 1100 rows", run.Status, *v, tc.status, tc.ranges, tc.differs)
@@ -243,20 +223,13 @@ func TestVerifyTrailResumed(t *testing.T) {
 	})
 	e.start()
 	e.s.bf.hook.Store(&hook)
-	recs, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByCLI, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-held:
-	case <-time.After(waitTimeout):
-		t.Fatal("timed out waiting for the sixth chunk to be held")
-	}
+	bf := e.initiateT()
+	e.waitClosed("the sixth chunk to be held", held)
 	destRows := e.destCounter("t")
 	e.waitFor("the five chunks before the held one loaded", func() bool { return destRows() == 500 })
 	e.stop()
 	e.start() // no hook: the run resumes from its cursor
-	run := e.waitVerified(recs[0].ID)
+	run := e.waitVerified(bf)
 	v := run.Verify
 	if run.Status != StatusCompleted || v.Status != VerifyMatch || v.Ranges != 11 || v.SourceRows != 1050 || v.DestRows != 1050 {
 		t.Fatalf("the resumed run: %s, verify %+v; want completed, a match over 11 ranges of 1050 rows", run.Status, *v)
@@ -274,5 +247,18 @@ func (e *env) destCounter(table string) func() int {
 			e.t.Fatal(err)
 		}
 		return n
+	}
+}
+
+// waitClosed waits until every channel in chans is closed (a hook holds
+// what), and fails the test after waitTimeout.
+func (e *env) waitClosed(what string, chans ...chan struct{}) {
+	e.t.Helper()
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-time.After(waitTimeout):
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
