@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,16 +86,9 @@ func TestSIGKILLDuringBackfill(t *testing.T) {
 		INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, %d) g`, crashRows)); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tidemark.yaml")
-	metaPath := filepath.Join(dir, "meta.db")
-	addr := freeAddr(t)
 	// A long status interval widens the gap between the destination commit
 	// and the confirmation to the source, so the test can kill inside it.
-	err = os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-metadata: sqlite://%s
-api: {listen: "%s"}
-streams:
+	c, metaPath := newCrashEnv(t, ctx, srcDSN, dstDSN, `
   - name: crash
     source: {type: postgres, dsn: "%s", status_interval: 30s}
     destination: {type: postgres, dsn: "%s"}
@@ -104,11 +96,7 @@ streams:
     backfill: {mode: manual, chunk_size: 1000, rows_per_second: 15000}
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 500ms}
-`, metaPath, addr, srcDSN, dstDSN)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &crashEnv{t: t, ctx: ctx, cfgPath: cfgPath, srcDSN: srcDSN, dstDSN: dstDSN, addr: addr}
+`)
 	c.start()
 	backfill := c.watch(metaPath)
 	writes := startWriter(t, srcDSN)

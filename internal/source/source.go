@@ -126,6 +126,16 @@ type Reader interface {
 	ReadGenerated(ctx context.Context, t *change.Table, cols []int, keys []change.Key, xid uint32) (vals [][]change.Value, visible bool, err error)
 }
 
+// KeyOrderer is a Reader that knows, for some tables, the order of their
+// keys without asking the source: a stream then lets live changes outside
+// a chunk's key range commit while the chunk is written (sink.ChunkLaner).
+type KeyOrderer interface {
+	// KeyCompare returns a comparison of t's keys that matches the
+	// source's order of them, or nil when only the source knows it (a
+	// collation, a numeric).
+	KeyCompare(t *change.Table) func(a, b change.Key) int
+}
+
 // TableLookup returns the described table for a source table, or nil when
 // the table is not streamed.
 type TableLookup func(change.TableID) *change.Table

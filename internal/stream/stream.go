@@ -468,6 +468,9 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
 		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth,
 		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk), record: s.st.RecordChangedDates, recordLate: s.st.RecordLateDates, late: s.cfg.LateData}
+	if ko, ok := src.(source.KeyOrderer); ok {
+		w.keyOrder = ko.KeyCompare
+	}
 	src.Confirm(cp.Position)
 	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
 	g.Go(func() error { return app.run(gctx) })

@@ -14,7 +14,8 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 )
 
-// writer commits batches to the destination, in order, one at a time. A
+// writer commits batches to the destination, in order, one at a time but
+// for the merged chunks a chunk lane writes beside them (lane.go). A
 // failed Apply is retried with backoff (the batch is idempotent) while the
 // stream keeps its replication connection alive; nothing is confirmed to the
 // source until the destination committed it.
@@ -41,32 +42,87 @@ type writer struct {
 	// none is recorded (tests).
 	recordLate func(context.Context, []store.ChangedDate) error
 	late       map[change.TableID][]config.LateRule
+	// keyOrder compares a table's keys in the source's order, nil for a
+	// table whose order only the source knows; nil: none is known.
+	keyOrder func(t *change.Table) func(a, b change.Key) int
+	// lane writes chunks beside the live changes (lane.go); position is
+	// the highest position committed on the writer's own connection.
+	lane     chunkLane
+	position change.LSN
 }
 
 func (w *writer) run(ctx context.Context) error {
+	laneCtx, cancelLane := context.WithCancel(ctx)
+	defer func() {
+		cancelLane()
+		w.closeLane()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case b, ok := <-w.in:
-			if !ok {
-				return nil
-			}
-			if err := w.apply(ctx, b); err != nil {
+		case d := <-w.lane.done: // nil (never ready) until the lane opens
+			if err := w.laneEnded(ctx, d); err != nil {
 				return err
 			}
-			chunkCommitted(b) // a test-only failpoint; inert unless set
-			w.confirm(b.Position)
-			// What was committed is recorded even when the stream is stopping.
-			w.committed(context.WithoutCancel(ctx), b)
-			if b.done != nil {
-				close(b.done)
+		case b, ok := <-w.in:
+			if !ok {
+				return w.waitLane(ctx)
+			}
+			if err := w.take(ctx, laneCtx, b); err != nil {
+				return err
 			}
 		}
 	}
 }
 
-func (w *writer) apply(ctx context.Context, b *outBatch) error {
+// take commits b: on the chunk lane when it carries chunks (lane.go),
+// else on the writer's connection, beside the lane's chunks or after
+// them.
+func (w *writer) take(ctx, laneCtx context.Context, b *outBatch) error {
+	if w.lane.busy != nil {
+		done, err := w.beside(ctx, b)
+		if done || err != nil {
+			return err
+		}
+		if err := w.waitLane(ctx); err != nil {
+			return err
+		}
+	}
+	if w.useLane(ctx, b) {
+		if b.Position > w.position {
+			// The position is the writer's: committed here first.
+			pos := &outBatch{Batch: sink.Batch{Stream: b.Stream, Position: b.Position, Resume: b.Resume}}
+			if err := w.apply(ctx, w.sink, pos, false); err != nil {
+				return err
+			}
+			w.position = b.Position
+		}
+		w.startLane(laneCtx, b)
+		return nil
+	}
+	if err := w.apply(ctx, w.sink, b, false); err != nil {
+		return err
+	}
+	w.position = max(w.position, b.Position)
+	w.reportCommitted(ctx, b)
+	return nil
+}
+
+// reportCommitted tells the source and the stream that b is committed.
+func (w *writer) reportCommitted(ctx context.Context, b *outBatch) {
+	chunkCommitted(b) // a test-only failpoint; inert unless set
+	w.confirm(b.Position)
+	// What was committed is recorded even when the stream is stopping.
+	w.committed(context.WithoutCancel(ctx), b)
+	if b.done != nil {
+		close(b.done)
+	}
+}
+
+// apply commits b on snk, retrying outages; a lane's batch goes without
+// its position (positionless; lane.go).
+func (w *writer) apply(ctx context.Context, snk sink.Sink, b *outBatch, positionless bool) error {
 	w.refused.drop(b)
 	delay := w.retry.Initial
 	outage := false
@@ -76,7 +132,11 @@ func (w *writer) apply(ctx context.Context, b *outBatch) error {
 		if err != nil {
 			err = errRecordChanged(err)
 		} else {
-			err = w.sink.Apply(ctx, &b.Batch)
+			batch := b.Batch
+			if positionless {
+				batch.Position, batch.Resume = 0, ""
+			}
+			err = snk.Apply(ctx, &batch)
 		}
 		if err == nil {
 			b.took = time.Since(start) // the attempt that committed, not an outage before it

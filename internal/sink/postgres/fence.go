@@ -24,14 +24,16 @@ const (
 	takeFenceSQL = `INSERT INTO "_tidemark"."fence" AS f ("stream", "epoch") VALUES ($1, $2)
 		ON CONFLICT ("stream") DO UPDATE SET "epoch" = EXCLUDED."epoch", "updated_at" = now()
 		WHERE f."epoch" <= EXCLUDED."epoch" RETURNING "epoch"`
-	// checkFenceSQL locks the stream's fence row for the transaction; it
-	// updates no row when another epoch holds it.
-	checkFenceSQL = `UPDATE "_tidemark"."fence" SET "epoch" = "epoch" WHERE "stream" = $1 AND "epoch" = $2`
+	// checkFenceSQL share-locks the stream's fence row for the
+	// transaction; it finds no row when another epoch holds it. A share
+	// lock, not a row update: a stream's chunk lane and its live writer
+	// commit at once (sink.ChunkLaner) and must not wait for each other,
+	// while takeFenceSQL's update still waits for both.
+	checkFenceSQL = `SELECT 1 FROM "_tidemark"."fence" WHERE "stream" = $1 AND "epoch" = $2 FOR SHARE`
 	// holdFenceSQL is checkFenceSQL that fails the transaction (division
-	// by zero, as the comment in the server's log says) when it updates
-	// no row.
-	holdFenceSQL = `WITH "held" AS (` + checkFenceSQL + ` RETURNING 1)
-		SELECT 1 / count(*)::int /* zero: a newer owner fenced this stream off */ FROM "held"`
+	// by zero, as the comment in the server's log says) when it finds no
+	// row.
+	holdFenceSQL   = `SELECT 1 / count(*)::int /* zero: a newer owner fenced this stream off */ FROM (` + checkFenceSQL + `) AS "held"`
 	divisionByZero = "22012"
 )
 

@@ -46,8 +46,9 @@ type Sink struct {
 	tables  *sink.ShapeCache[*tableSQL]
 	omit    *sink.Omitter // the generated columns the destination computes
 	// destTypes are the destination's column types as chunks last saw
-	// them: binary values need the source's (binary.go).
-	destTypes destTypes
+	// them: binary values need the source's (binary.go). A chunk lane
+	// shares its sink's: its chunks teach what TakesBinary answers.
+	destTypes *destTypes
 	fence     fence // the stream's owner epoch every batch checks (fence.go)
 	// resolved caches the destination types that source types resolved
 	// to (resolveType).
@@ -71,7 +72,7 @@ func Open(ctx context.Context, dsn string) (*Sink, error) {
 	for k, v := range sessionParams {
 		cfg.RuntimeParams[k] = v
 	}
-	s := &Sink{cfg: cfg, tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes)}
+	s := &Sink{cfg: cfg, tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes), destTypes: &destTypes{}}
 	if err := s.ensureConn(ctx); err != nil {
 		return nil, err
 	}
@@ -186,4 +187,19 @@ func (s *Sink) lookUpSchema(ctx context.Context, name string) error {
 		return fmt.Errorf("create schema %s: %w", name, err)
 	}
 	return nil
+}
+
+var _ sink.ChunkLaner = (*Sink)(nil)
+
+// ChunkLane opens a second writer on a connection of its own, under this
+// sink's fence (taken already: the lane does not take it again, which
+// would end this sink's session). Its caches are its own but for the
+// destination's column types, which both keep.
+func (s *Sink) ChunkLane(ctx context.Context) (sink.Sink, error) {
+	l := &Sink{cfg: s.cfg.Copy(), tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes), fence: s.fence,
+		destTypes: s.destTypes}
+	if err := l.ensureConn(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/source"
 )
 
 // Type oids whose order tidemark reproduces in Go.
@@ -58,6 +59,11 @@ func KeyCompare(t *change.Table) func(a, b change.Key) int {
 		return 0
 	}
 }
+
+var _ source.KeyOrderer = (*Source)(nil)
+
+// KeyCompare implements source.KeyOrderer with the package's KeyCompare.
+func (s *Source) KeyCompare(t *change.Table) func(a, b change.Key) int { return KeyCompare(t) }
 
 func cmpInt(x, y int64) int {
 	switch {
