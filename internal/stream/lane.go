@@ -2,7 +2,7 @@ package stream
 
 import (
 	"context"
-	"maps"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -27,7 +27,11 @@ import (
 //     waits for the lane, and every later one after it. The rows the lane
 //     writes and the rows the writer writes are then disjoint, and on
 //     each side applied in stream order, so the two orders give the same
-//     rows;
+//     rows. No change of the ranges lies between the chunk's merge point
+//     and a batch committed beside it, so the destination then holds the
+//     source's rows as of that batch: it still only passes through states
+//     the source had (a unique index or a foreign key the destination
+//     adds sees no state the source never had);
 //   - the lane's batch carries the chunks' cursors but no position. The
 //     stream's position is the writer's alone, and the writer has
 //     committed the chunk batch's position before the lane starts: a
@@ -48,26 +52,7 @@ type chunkLane struct {
 	busy   *outBatch
 	ranges map[change.TableID][]laneRange
 	done   chan laneDone
-	// held are the live changes kept for after the chunks' commit.
-	held heldChanges
 }
-
-// heldChanges are the source transactions that touch a chunk in flight,
-// or a key or table such a transaction touched before them, kept in
-// order while the writer commits the others beside the lane; at is the
-// position written meanwhile (the writer's before the first was held),
-// and batches the batches committed in part since, reported committed
-// once the held transactions are.
-type heldChanges struct {
-	ops     []sink.Op
-	tables  map[change.TableID]bool
-	keys    map[change.TableID]map[string]bool
-	batches []*outBatch
-}
-
-// maxHeld bounds the changes held for a chunk that does not commit (a
-// locked row, an outage): past it the writer waits for the lane.
-const maxHeld = 10_000
 
 type laneRange struct {
 	low, high change.Key
@@ -91,6 +76,7 @@ func (w *writer) useLane(ctx context.Context, b *outBatch) bool {
 			// The chunk is written on the writer's connection, as
 			// without a lane; the next chunk tries again.
 			w.log.Warn("could not open the destination's chunk connection; chunks are written with the live changes", logkey.Err(err))
+			w.pace.waited(time.Now()) // every live change waits for this chunk
 			return false
 		}
 		w.lane.sink, w.lane.done = l, make(chan laneDone, 1)
@@ -132,142 +118,40 @@ func (w *writer) startLane(ctx context.Context, b *outBatch) {
 	}()
 }
 
-// beside commits b while the lane writes, if it may: its transactions
-// that touch a chunk in flight are held for after the lane's commit (the
-// writer's position stays where it was meanwhile), the others committed
-// now. It reports false when b must wait for the lane: someone waits for
-// it, it carries chunks or a cursor of a table in flight, its source's
-// positions carry a resume token (whose value before a held transaction
-// is not known), it carries cursors while changes are held, or too much
-// is held already.
-func (w *writer) beside(ctx context.Context, b *outBatch) (bool, error) {
+// overtakes reports whether b may be committed while the lane writes: no
+// one waits for it, it carries no chunk and no cursor of a table in
+// flight, and none of its changes may touch a chunk's range (a truncate
+// of the table, or a key before or after inside it).
+func (w *writer) overtakes(b *outBatch) bool {
 	if b.done != nil || len(b.chunks) > 0 || hasChunk(b) {
-		return false, nil
+		return false
 	}
 	for id := range b.Cursors {
 		if _, busy := w.lane.ranges[id]; busy {
-			return false, nil
+			return false
 		}
 	}
-	free, held, hold := w.split(b)
-	h := &w.lane.held
-	holding := len(held) > 0 || len(h.batches) > 0
-	if holding && (b.Resume != "" || len(b.Cursors) > 0 || len(h.ops)+len(held) > maxHeld) {
-		return false, nil
-	}
-	if len(held) == 0 && len(h.batches) == 0 {
-		if err := w.apply(ctx, w.sink, b, false); err != nil {
-			return true, err
-		}
-		w.position = max(w.position, b.Position)
-		w.reportCommitted(ctx, b)
-		return true, nil
-	}
-	hold()
-	if len(free) > 0 {
-		part := &outBatch{Batch: sink.Batch{Stream: b.Stream, Ops: free}}
-		if err := w.apply(ctx, w.sink, part, true); err != nil {
-			return true, err
-		}
-	}
-	h.ops = append(h.ops, held...)
-	h.batches = append(h.batches, b)
-	return true, nil
-}
-
-// split divides b's changes, whole source transactions at a time, into
-// those that may commit beside the lane and those held; hold records
-// what the held ones touch, for the transactions after them.
-func (w *writer) split(b *outBatch) (free, held []sink.Op, hold func()) {
-	h := &w.lane.held
-	local := holdSet{tables: map[change.TableID]bool{}, keys: map[change.TableID]map[string]bool{}}
-	sets := []holdSet{{tables: h.tables, keys: h.keys}, local}
-	for start := 0; start < len(b.Ops); {
-		end := start + 1
-		for end < len(b.Ops) && b.Ops[end].Txn != nil && b.Ops[end].Txn == b.Ops[start].Txn {
-			end++
-		}
-		txn := b.Ops[start:end]
-		start = end
-		if !w.touchesLane(txn, sets) {
-			free = append(free, txn...)
-			continue
-		}
-		held = append(held, txn...)
-		for _, op := range txn {
-			if c := op.Change; c != nil {
-				local.add(c)
-			}
-		}
-	}
-	return free, held, func() {
-		if h.tables == nil {
-			h.tables, h.keys = map[change.TableID]bool{}, map[change.TableID]map[string]bool{}
-		}
-		maps.Copy(h.tables, local.tables)
-		for id, ks := range local.keys {
-			if h.keys[id] == nil {
-				h.keys[id] = map[string]bool{}
-			}
-			maps.Copy(h.keys[id], ks)
-		}
-	}
-}
-
-// holdSet is what held changes touch: tables truncated (held whole from
-// then on), and keys.
-type holdSet struct {
-	tables map[change.TableID]bool
-	keys   map[change.TableID]map[string]bool
-}
-
-func (s holdSet) add(c *change.Change) {
-	id := c.Table.ID
-	if c.Kind == change.Truncate {
-		s.tables[id] = true
-	}
-	for _, k := range changeKeys(c) {
-		if s.keys[id] == nil {
-			s.keys[id] = map[string]bool{}
-		}
-		s.keys[id][k.Encode()] = true
-	}
-}
-
-// touchesLane reports whether a transaction's changes touch a chunk in
-// flight, or what held changes touch: a key of theirs, a table one
-// truncated, or for a truncate any of its table's.
-func (w *writer) touchesLane(txn []sink.Op, sets []holdSet) bool {
-	for _, op := range txn {
+	for _, op := range b.Ops {
 		c := op.Change
 		if c == nil {
-			return true // not a row change: nothing to reason about, hold it
+			continue
 		}
-		id := c.Table.ID
-		ranges, busy := w.lane.ranges[id]
-		for _, s := range sets {
-			if s.tables[id] || c.Kind == change.Truncate && len(s.keys[id]) > 0 {
-				return true
-			}
+		ranges, busy := w.lane.ranges[c.Table.ID]
+		if !busy {
+			continue
 		}
-		if busy && c.Kind == change.Truncate {
-			return true
+		if c.Kind == change.Truncate {
+			return false
 		}
 		for _, k := range changeKeys(c) {
-			enc := k.Encode()
-			for _, s := range sets {
-				if s.keys[id][enc] {
-					return true
-				}
-			}
 			for _, r := range ranges {
 				if r.holds(k) {
-					return true
+					return false
 				}
 			}
 		}
 	}
-	return false
+	return true
 }
 
 // changeKeys are the keys a change touches: before and after.
@@ -315,26 +199,6 @@ func (w *writer) laneEnded(ctx context.Context, d laneDone) error {
 		return d.err
 	}
 	w.reportCommitted(ctx, d.b)
-	return w.releaseHeld(ctx)
-}
-
-// releaseHeld commits the held transactions, with the position of the
-// last batch they came from, and reports those batches committed.
-func (w *writer) releaseHeld(ctx context.Context) error {
-	h := w.lane.held
-	if len(h.batches) == 0 {
-		return nil
-	}
-	last := h.batches[len(h.batches)-1]
-	b := &outBatch{Batch: sink.Batch{Stream: last.Stream, Ops: h.ops, Position: last.Position, Resume: last.Resume}}
-	if err := w.apply(ctx, w.sink, b, false); err != nil {
-		return err
-	}
-	w.lane.held = heldChanges{}
-	w.position = max(w.position, last.Position)
-	for _, hb := range h.batches {
-		w.reportCommitted(ctx, hb)
-	}
 	return nil
 }
 

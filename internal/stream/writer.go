@@ -49,6 +49,8 @@ type writer struct {
 	// the highest position committed on the writer's own connection.
 	lane     chunkLane
 	position change.LSN
+	// pace is told of the batches that wait for a chunk (nil: not paced).
+	pace *chunkPace
 }
 
 func (w *writer) run(ctx context.Context) error {
@@ -77,14 +79,11 @@ func (w *writer) run(ctx context.Context) error {
 }
 
 // take commits b: on the chunk lane when it carries chunks (lane.go),
-// else on the writer's connection, beside the lane's chunks or after
-// them.
+// else on the writer's connection, beside the lane's chunks when it may
+// overtake them, after them when not.
 func (w *writer) take(ctx, laneCtx context.Context, b *outBatch) error {
-	if w.lane.busy != nil {
-		done, err := w.beside(ctx, b)
-		if done || err != nil {
-			return err
-		}
+	if w.lane.busy != nil && !w.overtakes(b) {
+		w.pace.waited(time.Now())
 		if err := w.waitLane(ctx); err != nil {
 			return err
 		}
