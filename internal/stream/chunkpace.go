@@ -14,11 +14,6 @@ type chunkPace struct {
 	target time.Duration // 0: always the configured size
 	perRow atomic.Int64  // ns per written chunk row, smoothed
 	liveAt atomic.Int64  // when the last live change arrived, unix ns
-	// onWait paces chunks only while live changes wait for them: on a
-	// chunk lane (lane.go) most do not wait for a chunk's write. waitAt
-	// is when one last did.
-	onWait bool
-	waitAt atomic.Int64
 }
 
 // liveQuiet is how long after the last live change chunks grow back.
@@ -44,13 +39,6 @@ func (p *chunkPace) live(now time.Time) {
 	}
 }
 
-// waited records that live changes waited for a chunk at now.
-func (p *chunkPace) waited(now time.Time) {
-	if p != nil {
-		p.waitAt.Store(now.UnixNano())
-	}
-}
-
 // quiet says no live change arrived for liveQuiet: then nothing waits
 // for a chunk's write, or a range's sum, to end.
 func (p *chunkPace) quiet(now time.Time) bool {
@@ -58,29 +46,14 @@ func (p *chunkPace) quiet(now time.Time) bool {
 }
 
 // limit is the rows the next chunk may read, given the configured size:
-// while live changes flow (onWait: while some wait for chunks), what
-// is written in about target, but at least a tenth of size (a chunk's
-// fixed costs would otherwise dominate).
+// while live changes flow, what is written in about target, but at least a
+// tenth of size (a chunk's fixed costs would otherwise dominate).
 func (p *chunkPace) limit(size int, now time.Time) int {
-	return p.limitWhile(size, now, p != nil && p.onWait)
-}
-
-// limitSums is limit for a range summed first: the destination's sum
-// holds the applier, so every live change flowing waits for it.
-func (p *chunkPace) limitSums(size int, now time.Time) int {
-	return p.limitWhile(size, now, false)
-}
-
-func (p *chunkPace) limitWhile(size int, now time.Time, onWait bool) int {
 	if p == nil || p.target <= 0 {
 		return size
 	}
 	per := p.perRow.Load()
-	waited := p.liveAt.Load()
-	if onWait {
-		waited = p.waitAt.Load()
-	}
-	if per <= 0 || now.UnixNano()-waited > int64(liveQuiet) {
+	if per <= 0 || p.quiet(now) {
 		return size
 	}
 	n := int(int64(p.target) / per)

@@ -33,28 +33,3 @@ func TestChunkPace(t *testing.T) {
 		t.Fatalf("no pace: %d rows, want 500", n)
 	}
 }
-
-// On a chunk lane only the live changes of a chunk's range wait for its
-// write: chunks shrink while some do, not while changes merely flow.
-func TestChunkPaceOnWait(t *testing.T) {
-	now := time.Now()
-	p := &chunkPace{target: 20 * time.Millisecond, onWait: true}
-	p.observe(10000, 50*time.Millisecond) // 5 µs a row
-	p.live(now)
-	if n := p.limit(10000, now); n != 10000 {
-		t.Fatalf("live changes, none waiting: %d rows, want 10000", n)
-	}
-	if p.quiet(now) {
-		t.Fatal("quiet with live changes flowing: range sums would grow under them")
-	}
-	if n := p.limitSums(10000, now); n != 4000 {
-		t.Fatalf("a summed range with live changes flowing: %d rows, want 4000 (the applier waits for its sum)", n)
-	}
-	p.waited(now)
-	if n := p.limit(10000, now); n != 4000 {
-		t.Fatalf("a change waited, 5 µs a row, 20 ms target: %d rows, want 4000", n)
-	}
-	if n := p.limit(10000, now.Add(2*time.Second)); n != 10000 {
-		t.Fatalf("two seconds after a change last waited: %d rows, want 10000", n)
-	}
-}

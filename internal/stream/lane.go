@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -76,7 +75,6 @@ func (w *writer) useLane(ctx context.Context, b *outBatch) bool {
 			// The chunk is written on the writer's connection, as
 			// without a lane; the next chunk tries again.
 			w.log.Warn("could not open the destination's chunk connection; chunks are written with the live changes", logkey.Err(err))
-			w.pace.waited(time.Now()) // every live change waits for this chunk
 			return false
 		}
 		w.lane.sink, w.lane.done = l, make(chan laneDone, 1)

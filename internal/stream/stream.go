@@ -471,11 +471,6 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	if ko, ok := src.(source.KeyOrderer); ok {
 		w.keyOrder = ko.KeyCompare
 	}
-	if _, lane := snk.(sink.ChunkLaner); lane {
-		// Only the changes of a chunk's range wait for its write.
-		app.pace.onWait = true
-		w.pace = app.pace
-	}
 	src.Confirm(cp.Position)
 	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
 	g.Go(func() error { return app.run(gctx) })

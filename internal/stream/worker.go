@@ -258,18 +258,13 @@ func (m *backfills) chunkLimit(rt *runtime, c *coverage, summed bool) int {
 	if summed && rt.applier.pace.quiet(time.Now()) {
 		size = c.sums.rows(size)
 	}
-	return m.paced(rt, c, size, summed)
+	return m.paced(rt, c, size)
 }
 
-// paced is size as paced while live changes wait for chunks (summed: for
-// the applier's sum of the range), below a statement timeout's ceiling,
-// up to a sample's end.
-func (m *backfills) paced(rt *runtime, c *coverage, size int, summed bool) int {
-	if summed {
-		size = rt.applier.pace.limitSums(size, time.Now())
-	} else {
-		size = rt.applier.pace.limit(size, time.Now())
-	}
+// paced is size as paced while live changes flow, below a statement
+// timeout's ceiling, up to a sample's end.
+func (m *backfills) paced(rt *runtime, c *coverage, size int) int {
+	size = rt.applier.pace.limit(size, time.Now())
 	if c.ceiling > 0 {
 		size = min(size, c.ceiling)
 	}

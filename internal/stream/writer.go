@@ -49,8 +49,6 @@ type writer struct {
 	// the highest position committed on the writer's own connection.
 	lane     chunkLane
 	position change.LSN
-	// pace is told of the batches that wait for a chunk (nil: not paced).
-	pace *chunkPace
 }
 
 func (w *writer) run(ctx context.Context) error {
@@ -83,7 +81,6 @@ func (w *writer) run(ctx context.Context) error {
 // overtake them, after them when not.
 func (w *writer) take(ctx, laneCtx context.Context, b *outBatch) error {
 	if w.lane.busy != nil && !w.overtakes(b) {
-		w.pace.waited(time.Now())
 		if err := w.waitLane(ctx); err != nil {
 			return err
 		}
