@@ -288,18 +288,23 @@ func (c *crashEnv) destAheadOfSlot() bool {
 }
 
 func (c *crashEnv) converged() bool {
+	return c.sameOn(`SELECT count(*) || ':' || coalesce(sum(hashtext(id::text || ':' || v::text || ':' || coalesce(note, '~'))), 0) FROM public.t`)
+}
+
+// sameOn says whether query, a digest of one text value, reads the same
+// on the source and the destination (an error on either is a difference).
+func (c *crashEnv) sameOn(query string) bool {
 	read := func(dsn string) string {
 		conn, err := pgx.Connect(c.ctx, dsn)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		defer conn.Close(c.ctx)
-		var sum string
-		err = conn.QueryRow(c.ctx, `SELECT count(*) || ':' || coalesce(sum(hashtext(id::text || ':' || v::text || ':' || coalesce(note, '~'))), 0) FROM public.t`).Scan(&sum)
-		if err != nil {
+		var digest string
+		if err := conn.QueryRow(c.ctx, query).Scan(&digest); err != nil {
 			return "error: " + err.Error()
 		}
-		return sum
+		return digest
 	}
 	a, b := read(c.srcDSN), read(c.dstDSN)
 	return a == b && !strings.HasPrefix(a, "error")

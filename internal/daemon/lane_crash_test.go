@@ -112,20 +112,7 @@ func TestSIGKILLWhileChangesWait(t *testing.T) {
 
 // sameU says whether u holds the same rows on both sides.
 func sameU(c *crashEnv) bool {
-	read := func(dsn string) string {
-		conn, err := pgx.Connect(c.ctx, dsn)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		defer conn.Close(c.ctx)
-		var s string
-		if err := conn.QueryRow(c.ctx, `SELECT coalesce(string_agg(id || '=' || v, ',' ORDER BY id), '') FROM public.u`).Scan(&s); err != nil {
-			return "error: " + err.Error()
-		}
-		return s
-	}
-	a, b := read(c.srcDSN), read(c.dstDSN)
-	return a == b && !strings.HasPrefix(a, "error")
+	return c.sameOn(`SELECT coalesce(string_agg(id || '=' || v, ',' ORDER BY id), '') FROM public.u`)
 }
 
 // newCrashEnv writes a daemon's configuration in a directory of the test's
