@@ -47,6 +47,14 @@ func Widens(from, to Column) bool {
 	return false
 }
 
+// WidenedTextDiffers reports whether a value's text in from's type differs
+// from its text after the column widened to to's type: real to double
+// precision (the ALTER turns 20.1 into 20.100000381469727). Every other
+// widening keeps each value's text.
+func WidenedTextDiffers(from, to Column) bool {
+	return from.TypeOID == oidFloat4 && to.TypeOID == oidFloat8
+}
+
 // limitWidens: a length or precision modifier grows or goes (-1 is none).
 func limitWidens(from, to int32) bool {
 	return to == -1 || (from != -1 && to >= from)

@@ -114,6 +114,12 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 		a.finish(pc, ChunkResult{Retry: true, Reason: "the shape of a chunk read in binary changed", inText: true})
 		return nil
 	}
+	if reshapedText(pc.read, shape) {
+		// Its values are the old type's text, which the widened column
+		// would read as another value than the source's ALTER made.
+		a.finish(pc, ChunkResult{Retry: true, Reason: "a column of a chunk read in text was widened to a type whose text differs"})
+		return nil
+	}
 	pc.table = shape
 	t := pc.table
 	high := pc.upto
@@ -210,6 +216,22 @@ func (a *applier) classify(ctx context.Context, t *change.Table, window []change
 		seen[k.Encode()] = in[i]
 	}
 	return func(k change.Key) bool { return seen[k.Encode()] }, nil
+}
+
+// reshapedText reports whether a chunk lands in a shape where a column it
+// read was widened to a type whose text differs (real to double
+// precision): its text values would be read as the old type's values.
+func reshapedText(read ChunkRead, to *change.Table) bool {
+	from := read.Table
+	if from == nil || from == to {
+		return false
+	}
+	for _, c := range to.Columns {
+		if j := matchColumn(from, c); j >= 0 && change.WidenedTextDiffers(from.Columns[j], c) {
+			return true
+		}
+	}
+	return false
 }
 
 // reshapedBinary reports whether a chunk read in binary values lands in a

@@ -43,6 +43,36 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 	}
 }
 
+// TestTextChunkWidenedInFlight: real widened to double precision on the
+// source while the table's first chunk, read in text, waits to be merged.
+// Its values are the real's text (0.1), which the widened column would read
+// as another value than the source's ALTER made (0.10000000149011612): the
+// chunk is read again, and the destination equals the source.
+func TestTextChunkWidenedInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: `
+		CREATE TABLE wt (id int PRIMARY KEY, r real, n int);
+		INSERT INTO wt SELECT g, g / 10.0, g FROM generate_series(1, 200) g;`})
+	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
+	e.start()
+	id := change.TableID{Schema: "public", Name: "wt"}
+	gate := e.holdChunk(id, chunkRead, 1)
+	if _, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate.wait(e)
+	e.exec(`ALTER TABLE wt ALTER COLUMN r TYPE double precision`)
+	e.exec(`UPDATE wt SET n = -n WHERE id IN (7, 150)`)
+	e.waitFor("the destination's r widened", func() bool { return slices.Contains(e.schemaDestColumns("wt"), "r double precision") })
+	gate.open()
+	e.waitLoaded("wt")
+	e.assertConverged("wt")
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "wt"})
+	if err != nil || len(recs) != 1 || recs[0].Status != StatusCompleted || recs[0].Retries < 1 {
+		t.Fatalf("backfills of wt: %+v %v; want one, completed, its held chunk read again", recs, err)
+	}
+}
+
 // TestReshapedBinary: a chunk read in binary is read again when its shape
 // changed under it in a way its values cannot follow.
 func TestReshapedBinary(t *testing.T) {
@@ -81,6 +111,30 @@ func TestReshapedBinary(t *testing.T) {
 		}
 		if got := reshapedBinary(ChunkRead{Table: from, Rows: tc.rows}, tc.to); got != tc.want {
 			t.Errorf("%s: reshapedBinary = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReshapedText: a chunk read in text is read again only when a column
+// it read was widened to a type whose text differs.
+func TestReshapedText(t *testing.T) {
+	col := func(name string, num int16, oid uint32) change.Column {
+		return change.Column{Name: name, Num: num, TypeOID: oid, BaseOID: oid}
+	}
+	read := &change.Table{Columns: []change.Column{col("id", 1, 23), col("r", 2, 700)}, Key: []int{0}}
+	for _, tc := range []struct {
+		name string
+		to   *change.Table
+		want bool
+	}{
+		{"the same shape", read, false},
+		{"integer to bigint", &change.Table{Columns: []change.Column{col("id", 1, 20), col("r", 2, 700)}, Key: []int{0}}, false},
+		{"real to double precision", &change.Table{Columns: []change.Column{col("id", 1, 23), col("r", 2, 701)}, Key: []int{0}}, true},
+		{"renamed and widened", &change.Table{Columns: []change.Column{col("id", 1, 23), col("d", 2, 701)}, Key: []int{0}}, true},
+		{"dropped", &change.Table{Columns: []change.Column{col("id", 1, 23)}, Key: []int{0}}, false},
+	} {
+		if got := reshapedText(ChunkRead{Table: read}, tc.to); got != tc.want {
+			t.Errorf("%s: reshapedText = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
