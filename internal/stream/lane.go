@@ -208,6 +208,7 @@ func (w *writer) closeLane() {
 		w.lane.busy = nil
 	}
 	if w.lane.sink != nil {
+		w.health.forget(w.lane.sink)
 		if err := w.lane.sink.Close(); err != nil {
 			w.log.Debug("close the destination's chunk connection", logkey.Err(err))
 		}

@@ -198,7 +198,7 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 	d.record(source)
 	in := make(chan *outBatch)
 	w := &writer{sink: &laneSink{d: d}, in: in, confirm: func(change.LSN) {}, committed: func(context.Context, *outBatch) {},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), retry: retryPolicy{Initial: 1, Max: 1}, degraded: func(error) {}, keyOrder: keyOrder}
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), retry: retryPolicy{Initial: 1, Max: 1}, health: newDestHealth(func(error) {}), keyOrder: keyOrder}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)

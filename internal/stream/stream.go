@@ -466,7 +466,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	app.regen = newRegenerator(src, snk, src.Attributes)
 	app.refused = newRefusals()
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
-		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, degraded: s.destinationHealth,
+		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, health: newDestHealth(s.destinationHealth),
 		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk), record: s.st.RecordChangedDates, recordLate: s.st.RecordLateDates, late: s.cfg.LateData}
 	if ko, ok := src.(source.KeyOrderer); ok {
 		w.keyOrder = ko.KeyCompare

@@ -26,8 +26,9 @@ type writer struct {
 	committed func(context.Context, *outBatch)
 	log       *slog.Logger
 	retry     retryPolicy
-	// degraded is told when the destination fails and when it recovers.
-	degraded func(err error)
+	// health is told when a connection to the destination fails and when
+	// it recovers.
+	health *destHealth
 	// refused holds the tables the destination refused (refuse.go), whose
 	// operations are dropped; fail records such a table's object failed.
 	// nil: every rejection fails the stream.
@@ -137,7 +138,7 @@ func (w *writer) apply(ctx context.Context, snk sink.Sink, b *outBatch, position
 		if err == nil {
 			b.took = time.Since(start) // the attempt that committed, not an outage before it
 			if outage {
-				w.degraded(nil)
+				w.health.recovered(snk)
 			}
 			return nil
 		}
@@ -157,7 +158,7 @@ func (w *writer) apply(ctx context.Context, snk sink.Sink, b *outBatch, position
 		}
 		outage = true
 		w.log.Warn("destination apply failed; retrying", "attempt", attempt, "retry_in", delay, logkey.Err(err))
-		w.degraded(fmt.Errorf("destination: %w", err))
+		w.health.failed(snk, fmt.Errorf("destination: %w", err))
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
