@@ -142,6 +142,10 @@ type applierConfig struct {
 	// LateData are the columns whose values in the rows a live change
 	// touches are checked for late data, by table.
 	LateData map[change.TableID][]config.LateRule
+	// ChunkLanes is how many batches of merged chunks may be in flight at
+	// once, of tables apart: the writer's chunk lanes (lane.go). At most
+	// one when 0.
+	ChunkLanes int
 }
 
 // applier is the single goroutine that orders everything the destination
@@ -182,10 +186,11 @@ type applier struct {
 	lastCommit change.LSN
 
 	// outq holds the batches ready for the writer, oldest first (see
-	// handoff.go); inFlight is the merged chunk's batch until it is
-	// committed (its done closed), nil when none is.
-	outq     []*outBatch
-	inFlight *outBatch
+	// handoff.go); inFlight are the batches of merged chunks until each is
+	// committed, and the writer tells their commits on chunksCommitted.
+	outq            []*outBatch
+	inFlight        []*outBatch
+	chunksCommitted chan *outBatch
 	// held are the next events, taken while the applier waited for a
 	// commit (flushAndWait) so the lag clock hears of a transaction; run
 	// handles them before reading on.
@@ -223,6 +228,9 @@ type outBatch struct {
 	chunks   []committedChunk
 	done     chan struct{} // closed once committed, when someone waits
 	took     time.Duration // the writer's Apply, set before done is closed
+	// committed is told the batch once it is committed (the applier's
+	// batches of merged chunks); nil: no one is.
+	committed chan<- *outBatch
 }
 
 // chunksOpen tells whether merged chunks wait in b, not yet sent.
@@ -242,7 +250,7 @@ type committedChunk struct {
 func newApplier(done <-chan struct{}, cfg applierConfig, stream string, src positionSource, dest rangeReader, log *slog.Logger, events <-chan change.Event, out chan<- *outBatch, start change.LSN) *applier {
 	return &applier{
 		done: done, cfg: cfg, stream: stream, src: src, dest: dest, log: log, events: events, out: out,
-		requests: make(chan applierRequest),
+		requests: make(chan applierRequest), chunksCommitted: make(chan *outBatch, max(1, cfg.ChunkLanes)),
 		skipUpTo: start, position: start, lastSent: start,
 		applied: map[uint32]appliedTxn{},
 	}
@@ -331,8 +339,8 @@ func (a *applier) run(ctx context.Context) error {
 			return ctx.Err()
 		case out <- next:
 			a.handedOver(next)
-		case <-a.chunkDone():
-			if err := a.chunkCommitted(ctx); err != nil {
+		case b := <-a.chunksCommitted:
+			if err := a.chunkCommitted(ctx, b); err != nil {
 				return err
 			}
 			arm()

@@ -30,15 +30,17 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 }
 
 // mergeReady merges, in registration order, every submitted chunk whose
-// position the stream has passed: while a merged chunk's batch is not
-// committed the others wait (their windows keep growing). Chunks of other
-// tables ready at the same moment join the batch while the rows they read
-// add up to at most one chunk (ChunkRows, as paced), so a live change still waits
-// for one chunk's worth of rows at most, and a stream of many small tables
-// pays one commit for several of them rather than one each.
+// position the stream has passed, while fewer batches of merged chunks are
+// in flight than the writer has chunk lanes (cfg.ChunkLanes): the others
+// wait (their windows keep growing). A chunk waits too while a batch of
+// its table is in flight. Chunks of other tables ready at the same moment
+// join the batch while the rows they read add up to at most one chunk
+// (ChunkRows, as paced), so a live change still waits for one chunk's
+// worth of rows at most, and a stream of many small tables pays one
+// commit for several of them rather than one each.
 func (a *applier) mergeReady(ctx context.Context) error {
-	for len(a.pending) > 0 && a.inFlight == nil {
-		ready := a.nextReady(nil)
+	for len(a.pending) > 0 && len(a.inFlight) < max(1, a.cfg.ChunkLanes) {
+		ready := a.nextToMerge()
 		if ready == nil {
 			return nil
 		}
@@ -53,6 +55,40 @@ func (a *applier) mergeReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nextToMerge is the first pending chunk, in registration order, that is
+// submitted, whose position the stream has passed, and that may be merged
+// now: any when no batch of chunks is in flight; else one of a table none
+// of them holds, and not a verify or a summed chunk: those compare with
+// the destination, which must hold every chunk before them. Such a chunk
+// waits for the batches in flight, and no later one is merged before it.
+func (a *applier) nextToMerge() *pendingChunk {
+	for _, p := range a.pending {
+		if !p.submitted || a.position < p.read.Position {
+			continue
+		}
+		switch {
+		case len(a.inFlight) == 0:
+			return p
+		case p.verify || p.read.Sum != nil:
+			return nil
+		case !a.writing(p.table.ID):
+			return p
+		}
+	}
+	return nil
+}
+
+// writing tells whether a batch in flight holds a chunk or a cursor of the
+// table.
+func (a *applier) writing(id change.TableID) bool {
+	for _, b := range a.inFlight {
+		if _, ok := b.Cursors[id]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // nextReady is the first pending chunk, in registration order, that is
@@ -80,7 +116,8 @@ func (a *applier) joinReady(ctx context.Context, first *pendingChunk) error {
 	for {
 		next := a.nextReady(func(p *pendingChunk) bool {
 			// Not a summed chunk: it waits for the batch before it.
-			return !p.verify && p.read.Sum == nil && !tables[p.table.ID] && rows+len(p.read.Rows) <= budget
+			return !p.verify && p.read.Sum == nil && !tables[p.table.ID] && !a.writing(p.table.ID) &&
+				rows+len(p.read.Rows) <= budget
 		})
 		if next == nil {
 			return nil
@@ -180,10 +217,12 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 	return nil
 }
 
-// sendChunks queues the batch of merged chunks: no other is merged until
-// it is committed, so a live change waits for one chunk write at most.
+// sendChunks queues the batch of merged chunks: no other chunk of its
+// tables is merged until it is committed, so a live change waits for one
+// chunk write of its table at most.
 func (a *applier) sendChunks() {
-	a.batch.done, a.inFlight = make(chan struct{}), a.batch
+	a.batch.committed = a.chunksCommitted
+	a.inFlight = append(a.inFlight, a.batch)
 	a.flush()
 }
 

@@ -140,7 +140,7 @@ func TestChunkAloneAndOneInFlight(t *testing.T) {
 	if r := <-first.result; r.Retry {
 		t.Fatalf("first chunk: %+v", r)
 	}
-	if len(a.outq) != 2 || a.outq[0].Ops[0].Change == nil || len(a.outq[1].Ops) != 1 || a.outq[1].Ops[0].Chunk == nil || a.inFlight != a.outq[1] {
+	if len(a.outq) != 2 || a.outq[0].Ops[0].Change == nil || len(a.outq[1].Ops) != 1 || a.outq[1].Ops[0].Chunk == nil || len(a.inFlight) != 1 || a.inFlight[0] != a.outq[1] {
 		t.Fatalf("queue after the merge: %d batches, want the live change, then the chunk alone, in flight", len(a.outq))
 	}
 	second := submit(2)
@@ -149,12 +149,69 @@ func TestChunkAloneAndOneInFlight(t *testing.T) {
 		t.Fatalf("second chunk merged while the first is in flight: %+v", r)
 	default:
 	}
-	close(a.inFlight.done) // the writer committed it
-	if err := a.chunkCommitted(ctx); err != nil {
+	if err := a.chunkCommitted(ctx, a.inFlight[0]); err != nil { // the writer committed it
 		t.Fatal(err)
 	}
-	if r := <-second.result; r.Retry || len(a.outq) != 3 || a.inFlight != a.outq[2] {
+	if r := <-second.result; r.Retry || len(a.outq) != 3 || len(a.inFlight) != 1 || a.inFlight[0] != a.outq[2] {
 		t.Fatalf("second chunk after the first committed: %+v, %d batches queued", r, len(a.outq))
+	}
+}
+
+// With two chunk lanes, a chunk of another table is merged while one is in
+// flight, a chunk of a table in flight is not, nor a third table's while
+// both lanes are taken; a verify chunk waits for every batch in flight,
+// and no later chunk is merged before it.
+func TestChunksOfTablesApartInFlight(t *testing.T) {
+	ctx := context.Background()
+	a := newTestApplier(t)
+	a.cfg.ChunkLanes = 2
+	third := &change.Table{ID: change.TableID{Schema: "public", Name: "v"}, Columns: modelTable.Columns, Key: modelTable.Key}
+	submit := func(tbl *change.Table, id int) *pendingChunk {
+		pc := &pendingChunk{table: tbl, result: make(chan ChunkResult, 1), ends: true}
+		a.handleRequest(ctx, applierRequest{register: pc, ack: make(chan struct{})})
+		pc.read = ChunkRead{Snapshot: setSnapshot{}, Rows: []change.Row{row(id, "x", "y")}}
+		if err := a.handleRequest(ctx, applierRequest{submit: pc}); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	merged := func(pc *pendingChunk) bool {
+		select {
+		case r := <-pc.result:
+			if r.Retry || r.Err != nil {
+				t.Fatalf("chunk of %s: %+v", pc.table.ID, r)
+			}
+			return true
+		default:
+			return false
+		}
+	}
+	first, other := submit(modelTable, 1), submit(laneOther, 2)
+	if !merged(first) || !merged(other) || len(a.inFlight) != 2 {
+		t.Fatalf("two chunks of tables apart: %d batches in flight, want both", len(a.inFlight))
+	}
+	again, late := submit(modelTable, 3), submit(third, 4)
+	if merged(again) || merged(late) {
+		t.Fatal("merged a chunk of a table in flight, or a third while both lanes are taken")
+	}
+	if err := a.chunkCommitted(ctx, a.inFlight[1]); err != nil { // the other table's
+		t.Fatal(err)
+	}
+	if merged(again) || !merged(late) {
+		t.Fatal("after the other table's commit: want the third table's chunk merged, not the first table's")
+	}
+
+	// A verify chunk ready first holds back a later chunk of a table
+	// apart while batches are in flight.
+	verify := &pendingChunk{table: laneOther, verify: true, submitted: true}
+	later := &pendingChunk{table: third, submitted: true}
+	a.pending = []*pendingChunk{verify, later}
+	if got := a.nextToMerge(); got != nil {
+		t.Fatalf("next to merge with a verify chunk waiting: %s, want none", got.table.ID)
+	}
+	a.inFlight = nil
+	if got := a.nextToMerge(); got != verify {
+		t.Fatal("the verify chunk is not merged once no batch is in flight")
 	}
 }
 

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"slices"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -16,20 +17,11 @@ const maxQueued = 4
 // empty, the batch being filled goes as soon as the writer is idle (group
 // commit): a live change waits for the destination, not for a schedule.
 
-// chunkDone is closed when the merged chunk's batch is committed; nil
-// (never ready) when no chunk is in flight.
-func (a *applier) chunkDone() <-chan struct{} {
-	if a.inFlight == nil {
-		return nil
-	}
-	return a.inFlight.done
-}
-
-// chunkCommitted learns from the committed chunk's write and merges the
-// chunks that waited for it.
-func (a *applier) chunkCommitted(ctx context.Context) error {
-	a.pace.observe(a.inFlight.changes, a.inFlight.took)
-	a.inFlight = nil
+// chunkCommitted learns from a committed batch of merged chunks and
+// merges the chunks that waited for it.
+func (a *applier) chunkCommitted(ctx context.Context, b *outBatch) error {
+	a.pace.observe(b.changes, b.took)
+	a.inFlight = slices.DeleteFunc(a.inFlight, func(f *outBatch) bool { return f == b })
 	return a.mergeReady(ctx)
 }
 

@@ -37,6 +37,9 @@ type laneDest struct {
 	mu       sync.Mutex
 	rows     map[change.TableID]modelState
 	position change.LSN
+	// cursors are the latest cursor committed by table (its Rows: the
+	// order the test sent them in).
+	cursors map[change.TableID]int64
 	// history lists each key's rows in the source's order (absent as
 	// ""); version is the index there of the row the destination holds.
 	history map[change.TableID]map[int][]string
@@ -44,8 +47,9 @@ type laneDest struct {
 	flight  []*sink.Chunk
 	release chan struct{}
 	failed  []string
-	// overtook counts the writer's commits while a chunk was in flight.
-	overtook int
+	// overtook counts the writer's commits while a chunk was in flight;
+	// beside the lanes' batches begun while another lane's was in flight.
+	overtook, beside int
 }
 
 // rowPrint is a row's text ("" for none), cheaper than fmt's.
@@ -98,6 +102,9 @@ func (s *laneSink) Apply(ctx context.Context, b *sink.Batch) error {
 		if b.Position != 0 {
 			d.failed = append(d.failed, fmt.Sprintf("the lane was given position %d", b.Position))
 		}
+		if len(d.flight) > 0 {
+			d.beside++
+		}
 		for _, op := range b.Ops {
 			d.flight = append(d.flight, op.Chunk)
 		}
@@ -111,7 +118,9 @@ func (s *laneSink) Apply(ctx context.Context, b *sink.Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.isLane {
-		d.flight = nil
+		d.flight = slices.DeleteFunc(d.flight, func(c *sink.Chunk) bool {
+			return slices.ContainsFunc(b.Ops, func(op sink.Op) bool { return op.Chunk == c })
+		})
 	} else if len(d.flight) > 0 {
 		d.overtook++
 	}
@@ -131,6 +140,12 @@ func (s *laneSink) Apply(ctx context.Context, b *sink.Batch) error {
 		case op.Change != nil:
 			d.applyChange(*op.Change)
 		}
+	}
+	for id, c := range b.Cursors {
+		if c.Rows < d.cursors[id] {
+			d.failed = append(d.failed, fmt.Sprintf("%s's cursor went back from the one sent %d to the one sent %d", id, d.cursors[id], c.Rows))
+		}
+		d.cursors[id] = c.Rows
 	}
 	if b.Position != 0 {
 		if b.Position < d.position {
@@ -181,8 +196,9 @@ func cloneStates(src map[change.TableID]modelState) map[change.TableID]modelStat
 }
 
 // runLaneSeed pushes one random history through a writer with keyOrder and
-// returns what went wrong, and how many commits overtook a chunk.
-func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a, b change.Key) int) ([]string, int) {
+// returns what went wrong, how many commits overtook a chunk, and how many
+// chunk batches were begun beside another.
+func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a, b change.Key) int) (failed []string, overtook, beside int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
 	source := map[change.TableID]modelState{modelTable.ID: {}, laneOther.ID: {}}
@@ -192,13 +208,14 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 			source[laneOther.ID][k] = row(k, "init", "big")
 		}
 	}
-	d := &laneDest{rows: cloneStates(source), release: make(chan struct{}),
+	d := &laneDest{rows: cloneStates(source), release: make(chan struct{}), cursors: map[change.TableID]int64{},
 		history: map[change.TableID]map[int][]string{modelTable.ID: {}, laneOther.ID: {}},
 		version: map[change.TableID]map[int]int{modelTable.ID: {}, laneOther.ID: {}}}
 	d.record(source)
 	in := make(chan *outBatch)
 	w := &writer{sink: &laneSink{d: d}, in: in, confirm: func(change.LSN) {}, committed: func(context.Context, *outBatch) {},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), retry: retryPolicy{Initial: 1, Max: 1}, health: newDestHealth(func(error) {}), keyOrder: keyOrder}
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), retry: retryPolicy{Initial: 1, Max: 1}, health: newDestHealth(func(error) {}), keyOrder: keyOrder,
+		lanes: chunkLanes{max: 2}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
@@ -219,16 +236,20 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 		}
 	}
 	pos := change.LSN(0)
-	var lastChunk chan struct{}
+	// The chunk batches in flight. The applier merges two at most (the
+	// writer's lanes), never two of one table; this sends up to three, of
+	// any tables, to see the writer keep one table's batches in order.
+	var inFlight []chan *outBatch
 	for range 120 {
 		pos++
 		b := &outBatch{Batch: sink.Batch{Stream: "s", Position: pos, Cursors: map[change.TableID]sink.Cursor{}}}
-		if r.IntN(4) == 0 && (lastChunk == nil || closed(lastChunk)) {
+		tbl := modelTable
+		if r.IntN(3) == 0 {
+			tbl = laneOther
+		}
+		inFlight = slices.DeleteFunc(inFlight, func(c chan *outBatch) bool { return len(c) > 0 })
+		if r.IntN(4) == 0 && len(inFlight) < 3 {
 			// A chunk of a random range of one table, as the source holds it.
-			tbl := modelTable
-			if r.IntN(3) == 0 {
-				tbl = laneOther
-			}
 			lo, hi := r.IntN(laneKeys), r.IntN(laneKeys+1)
 			c := &sink.Chunk{Table: tbl}
 			if lo > 0 {
@@ -243,10 +264,11 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 				}
 			}
 			b.Ops = append(b.Ops, sink.Op{Chunk: c})
-			b.Cursors[tbl.ID] = sink.Cursor{BackfillID: 1, After: c.High}
+			// Rows orders one table's cursors as they were sent.
+			b.Cursors[tbl.ID] = sink.Cursor{BackfillID: 1, After: c.High, Rows: int64(pos)}
 			b.chunks = []committedChunk{{backfillID: 1, table: tbl.ID, rows: len(c.Rows)}}
-			b.done = make(chan struct{})
-			lastChunk = b.done
+			committed := make(chan *outBatch, 1)
+			b.committed, inFlight = committed, append(inFlight, committed)
 		} else {
 			// One or two source transactions of one to three changes.
 			for range 1 + r.IntN(2) {
@@ -287,22 +309,13 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	failed := d.failed
+	failed = d.failed
 	for id, st := range source {
 		if !maps.EqualFunc(st, d.rows[id], slices.Equal) {
 			failed = append(failed, fmt.Sprintf("%s ends as %v, want %v", id, d.rows[id], st))
 		}
 	}
-	return failed, d.overtook
-}
-
-func closed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+	return failed, d.overtook, d.beside
 }
 
 func TestChunkLaneAgainstModel(t *testing.T) {
@@ -311,19 +324,20 @@ func TestChunkLaneAgainstModel(t *testing.T) {
 		f    func(*change.Table) func(a, b change.Key) int
 	}{{"keys ordered", intKeyOrder}, {"order unknown", nil}} {
 		t.Run(order.name, func(t *testing.T) {
-			overtook := 0
+			overtook, beside := 0, 0
 			for seed := range uint64(150) {
-				failed, n := runLaneSeed(t, seed, order.f)
+				failed, n, m := runLaneSeed(t, seed, order.f)
 				if len(failed) > 0 {
 					t.Fatalf("seed %d: %s", seed, failed[0])
 				}
-				overtook += n
+				overtook, beside = overtook+n, beside+m
 			}
-			// Live changes did commit while chunks were written.
-			if overtook == 0 {
-				t.Fatal("no commit overtook a chunk in flight")
+			// Live changes did commit while chunks were written, and
+			// chunks of tables apart were written at once.
+			if overtook == 0 || beside == 0 {
+				t.Fatalf("%d commits overtook a chunk in flight, %d chunk batches were begun beside another: want some of each", overtook, beside)
 			}
-			t.Logf("%d commits overtook a chunk in flight", overtook)
+			t.Logf("%d commits overtook a chunk in flight; %d chunk batches were begun beside another", overtook, beside)
 		})
 	}
 }
@@ -336,7 +350,7 @@ func TestChunkLaneNeedsItsRanges(t *testing.T) {
 		return func(a, b change.Key) int { return 1 } // every key after every bound
 	}
 	for seed := range uint64(200) {
-		if failed, _ := runLaneSeed(t, seed, lying); len(failed) > 0 {
+		if failed, _, _ := runLaneSeed(t, seed, lying); len(failed) > 0 {
 			t.Logf("seed %d failed with a lying key order: %s", seed, failed[0])
 			return
 		}

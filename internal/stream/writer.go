@@ -46,9 +46,9 @@ type writer struct {
 	// keyOrder compares a table's keys in the source's order, nil for a
 	// table whose order only the source knows; nil: none is known.
 	keyOrder func(t *change.Table) func(a, b change.Key) int
-	// lane writes chunks beside the live changes (lane.go); position is
+	// lanes write chunks beside the live changes (lane.go); position is
 	// the highest position committed on the writer's own connection.
-	lane     chunkLane
+	lanes    chunkLanes
 	position change.LSN
 }
 
@@ -56,19 +56,19 @@ func (w *writer) run(ctx context.Context) error {
 	laneCtx, cancelLane := context.WithCancel(ctx)
 	defer func() {
 		cancelLane()
-		w.closeLane()
+		w.closeLanes()
 	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case d := <-w.lane.done: // nil (never ready) until the lane opens
+		case d := <-w.lanes.done: // nil (never ready) until a lane opens
 			if err := w.laneEnded(ctx, d); err != nil {
 				return err
 			}
 		case b, ok := <-w.in:
 			if !ok {
-				return w.waitLane(ctx)
+				return w.waitLanes(ctx)
 			}
 			if err := w.take(ctx, laneCtx, b); err != nil {
 				return err
@@ -77,26 +77,35 @@ func (w *writer) run(ctx context.Context) error {
 	}
 }
 
-// take commits b: on the chunk lane when it carries chunks (lane.go),
-// else on the writer's connection, beside the lane's chunks when it may
+// take commits b: on a chunk lane when it carries chunks (lane.go), else
+// on the writer's connection, beside the lanes' chunks when it may
 // overtake them, after them when not.
 func (w *writer) take(ctx, laneCtx context.Context, b *outBatch) error {
-	if w.lane.busy != nil && !w.overtakes(b) {
-		if err := w.waitLane(ctx); err != nil {
+	if w.onLane(b) {
+		l, err := w.laneFor(ctx, b)
+		if err != nil {
 			return err
 		}
+		if l != nil {
+			if b.Position > w.position {
+				// The position is the writer's: committed here first.
+				pos := &outBatch{Batch: sink.Batch{Stream: b.Stream, Position: b.Position, Resume: b.Resume}}
+				if err := w.apply(ctx, w.sink, pos, false); err != nil {
+					return err
+				}
+				w.position = b.Position
+			}
+			w.startLane(laneCtx, l, b)
+			return nil
+		}
 	}
-	if w.useLane(ctx, b) {
-		if b.Position > w.position {
-			// The position is the writer's: committed here first.
-			pos := &outBatch{Batch: sink.Batch{Stream: b.Stream, Position: b.Position, Resume: b.Resume}}
-			if err := w.apply(ctx, w.sink, pos, false); err != nil {
+	for !w.overtakes(b) {
+		if waited, err := w.waitLane(ctx); err != nil || !waited {
+			if err != nil {
 				return err
 			}
-			w.position = b.Position
+			break
 		}
-		w.startLane(laneCtx, b)
-		return nil
 	}
 	if err := w.apply(ctx, w.sink, b, false); err != nil {
 		return err
@@ -114,6 +123,9 @@ func (w *writer) reportCommitted(ctx context.Context, b *outBatch) {
 	w.committed(context.WithoutCancel(ctx), b)
 	if b.done != nil {
 		close(b.done)
+	}
+	if b.committed != nil {
+		b.committed <- b // buffered for every batch in flight
 	}
 }
 
