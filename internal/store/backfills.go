@@ -142,36 +142,50 @@ func (s *Store) CreateBackfill(ctx context.Context, b *Backfill) error {
 // UpdateBackfill replaces every field of the backfill with b.ID except ID and
 // CreatedAt, which never change. It returns ErrNotFound for an unknown ID.
 func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) error {
+	q, args, err := s.updateBackfillSQL(b)
+	if err != nil {
+		return err
+	}
+	res, err := s.exec(ctx, q, args...)
+	return backfillUpdated(b.ID, res, err)
+}
+
+// updateBackfillSQL is UpdateBackfill's statement and arguments.
+func (s *Store) updateBackfillSQL(b Backfill) (string, []any, error) {
 	if err := b.validate(); err != nil {
-		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+		return "", nil, fmt.Errorf("update backfill %d: %w", b.ID, err)
 	}
 	opts, err := encodeOptions(b.Options)
 	if err != nil {
-		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+		return "", nil, fmt.Errorf("update backfill %d: %w", b.ID, err)
 	}
 	verify, err := encodeVerify(b.Verify)
 	if err != nil {
-		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+		return "", nil, fmt.Errorf("update backfill %d: %w", b.ID, err)
 	}
-	res, err := s.exec(ctx, `UPDATE "backfills" SET
+	return `UPDATE "backfills" SET
 		"stream" = ?, "schema_name" = ?, "table_name" = ?, "started_by" = ?, "options" = ?, "status" = ?, "error" = ?,
 		"started_at" = ?, "finished_at" = ?, "loaded_at" = ?,
 		"rows_read" = ?, "rows_written" = ?, "rows_removed" = ?, "bytes" = ?, "chunks" = ?, "window_conflicts" = ?, "retries" = ?, "rows_estimate" = ?,
 		"run_id" = ?, "verify" = ?
-		WHERE "id" = ?`,
-		b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
-		s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
-		b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
-		b.RunID, verify, b.ID)
+		WHERE "id" = ?`, []any{
+			b.Stream, b.Schema, b.Table, b.StartedBy, opts, b.Status, b.Error,
+			s.d.nullTimeArg(b.StartedAt), s.d.nullTimeArg(b.FinishedAt), s.d.nullTimeArg(b.LoadedAt),
+			b.RowsRead, b.RowsWritten, b.RowsRemoved, b.Bytes, b.Chunks, b.WindowConflicts, b.Retries, b.RowsEstimate,
+			b.RunID, verify, b.ID}, nil
+}
+
+// backfillUpdated is the outcome of UpdateBackfill's statement.
+func backfillUpdated(id int64, res sql.Result, err error) error {
 	if err != nil {
-		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+		return fmt.Errorf("update backfill %d: %w", id, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("update backfill %d: %w", b.ID, err)
+		return fmt.Errorf("update backfill %d: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("update backfill %d: %w", b.ID, ErrNotFound)
+		return fmt.Errorf("update backfill %d: %w", id, ErrNotFound)
 	}
 	return nil
 }

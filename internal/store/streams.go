@@ -215,6 +215,13 @@ const anyBackfill = -1
 // updateObject sets set, with args, on the object of row and reports
 // whether there was one to change.
 func (s *Store) updateObject(ctx context.Context, row objectRow, what, set string, args ...any) (bool, error) {
+	q, args := objectUpdateSQL(row, set, args)
+	res, err := s.exec(ctx, q, args...)
+	return objectUpdated(row, what, res, err)
+}
+
+// objectUpdateSQL is updateObject's statement and arguments.
+func objectUpdateSQL(row objectRow, set string, args []any) (string, []any) {
 	q := `UPDATE "objects" SET ` + set + ` WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?`
 	args = append(args, row.stream, row.schema, row.table)
 	if row.backfillID != anyBackfill {
@@ -224,7 +231,12 @@ func (s *Store) updateObject(ctx context.Context, row objectRow, what, set strin
 	if row.unloaded {
 		q += ` AND NOT "loaded"`
 	}
-	res, err := s.exec(ctx, q, args...)
+	return q, args
+}
+
+// objectUpdated is the outcome of updateObject's statement: whether it
+// changed the object.
+func objectUpdated(row objectRow, what string, res sql.Result, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s object %s/%s.%s: %w", what, row.stream, row.schema, row.table, err)
 	}
@@ -233,6 +245,53 @@ func (s *Store) updateObject(ctx context.Context, row objectRow, what, set strin
 		return false, fmt.Errorf("%s object %s/%s.%s: %w", what, row.stream, row.schema, row.table, err)
 	}
 	return n == 1, nil
+}
+
+// RunObjectChange is what a change of a backfill's record also does to its
+// object, when the object's latest backfill is that one: set its status
+// and reason (as SetRunObjectStatus), or mark it loaded (Loaded, as
+// MarkRunObjectLoaded).
+type RunObjectChange struct {
+	Status, Reason string
+	Loaded         bool
+}
+
+// UpdateBackfillAndObject is UpdateBackfill and then the change o on the
+// backfill's object, in one transaction: one sync of the store, not two,
+// at each start and end of a backfill (in a stream of many small tables
+// the store's syncs bounded how many tables a second were loaded). It
+// reports whether the object changed.
+func (s *Store) UpdateBackfillAndObject(ctx context.Context, b Backfill, o RunObjectChange) (bool, error) {
+	row := objectRow{b.Stream, b.Schema, b.Table, b.ID, o.Loaded}
+	var what, set string
+	var args []any
+	switch {
+	case o.Loaded && o.Status == "":
+		what, set, args = "mark loaded", `"loaded" = ?, "updated_at" = ?`, []any{true, s.d.timeArg(now())}
+	case !o.Loaded && ValidStatus(o.Status):
+		what, set, args = "set status of", `"status" = ?, "reason" = ?, "updated_at" = ?`, []any{o.Status, o.Reason, s.d.timeArg(now())}
+	default:
+		return false, fmt.Errorf("update backfill %d and its object: want a valid status or loaded, not %+v", b.ID, o)
+	}
+	bq, bargs, err := s.updateBackfillSQL(b)
+	if err != nil {
+		return false, err
+	}
+	oq, oargs := objectUpdateSQL(row, set, args)
+	changed := false
+	err = s.writeTx(ctx, "tx update_backfill_object", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(bq), bargs...)
+		if err := backfillUpdated(b.ID, res, err); err != nil {
+			return err
+		}
+		res, err = tx.ExecContext(ctx, s.d.rebind(oq), oargs...)
+		changed, err = objectUpdated(row, what, res, err)
+		return err
+	})
+	return changed, err
 }
 
 // SetObjectColumns records an object's columns and leaves the rest of it

@@ -248,12 +248,10 @@ func (m *backfills) finishLocked(ctx context.Context, r *run, status, errMsg str
 	now := time.Now().UTC()
 	r.rec.Status, r.rec.Error, r.rec.FinishedAt = status, errMsg, &now
 	rec := r.rec
-	err := m.st.UpdateBackfill(ctx, rec)
+	// The record and its object's status in one store write.
+	_, err := m.st.UpdateBackfillAndObject(ctx, rec, store.RunObjectChange{Status: status, Reason: errMsg})
 	r.mu.Unlock()
 	if err != nil {
-		return err
-	}
-	if _, err := m.st.SetRunObjectStatus(ctx, m.stream, rec.Schema, rec.Table, rec.ID, status, errMsg); err != nil {
 		return err
 	}
 	m.logFinish(rec)

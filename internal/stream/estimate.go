@@ -143,7 +143,10 @@ func (s *Stream) backfillRate(ctx context.Context) (float64, string, error) {
 }
 
 // recordEstimate stores the source's row estimate on a run that became
-// active, for progress bars; a failure only leaves it unknown.
+// active, for progress bars; a failure only leaves it unknown. Before the
+// run's first chunk is recorded, the estimate goes with that record (or
+// the run's end): a write of its own was one more sync of the store for
+// each table of a stream of many small ones.
 func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run, id change.TableID) {
 	if rt.size == nil {
 		return
@@ -153,5 +156,11 @@ func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run, id 
 		m.log.Debug("no row estimate", logkey.Backfill(r.rec.ID), logkey.Err(err))
 		return
 	}
-	m.update(r, func(b *store.Backfill) { b.RowsEstimate = size.Rows })
+	r.mu.Lock()
+	r.rec.RowsEstimate = size.Rows
+	recorded := r.rec.RowsRead > 0 // a chunk's record went without it
+	r.mu.Unlock()
+	if recorded {
+		m.persist(r)
+	}
 }

@@ -361,14 +361,16 @@ func (m *backfills) activate(ctx context.Context, r *run) bool {
 	if ctx.Err() != nil || m.active[id] != r {
 		return false
 	}
-	m.update(r, func(b *store.Backfill) {
+	err := m.updateWithObject(m.writeCtx(), r, func(b *store.Backfill) {
 		b.Status = StatusActive
 		if b.StartedAt == nil {
 			now := time.Now().UTC()
 			b.StartedAt = &now
 		}
-	})
-	m.setObjectStatus(r, StatusActive)
+	}, store.RunObjectChange{Status: StatusActive})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.log.Error("record backfill active", logkey.Backfill(r.rec.ID), logkey.Err(err))
+	}
 	return true
 }
 
@@ -501,12 +503,19 @@ func (m *backfills) update(r *run, f func(*store.Backfill)) {
 	m.notify(rec)
 }
 
-// setObjectStatus records a run's status on its object; m.mu is held.
-func (m *backfills) setObjectStatus(r *run, status string) {
-	_, err := m.st.SetRunObjectStatus(m.writeCtx(), m.stream, r.rec.Schema, r.rec.Table, r.rec.ID, status, "")
-	if err != nil && !errors.Is(err, context.Canceled) {
-		m.log.Error("record object status", logkey.Object(r.rec.Schema+"."+r.rec.Table), logkey.Err(err))
+// updateWithObject changes a run's record as update does, and its object's
+// as o says, in one store write (UpdateBackfillAndObject); m.mu is held.
+func (m *backfills) updateWithObject(ctx context.Context, r *run, f func(*store.Backfill), o store.RunObjectChange) error {
+	r.mu.Lock()
+	f(&r.rec)
+	rec := r.rec
+	_, err := m.st.UpdateBackfillAndObject(ctx, rec, o)
+	r.mu.Unlock()
+	if err != nil {
+		return err
 	}
+	m.notify(rec)
+	return nil
 }
 
 // committed records what a destination commit loaded for each backfill.
@@ -521,7 +530,7 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 		if c.applied != nil {
 			r.identical.Store(c.applied.Identical)
 		}
-		m.update(r, func(rec *store.Backfill) {
+		written := func(rec *store.Backfill) {
 			rec.RowsWritten += int64(c.rows)
 			if c.applied != nil {
 				// Less a column subset's rows the destination lacked.
@@ -533,20 +542,18 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 				now := time.Now().UTC()
 				rec.LoadedAt = &now
 			}
-		})
-		if c.last {
-			m.mu.Lock()
-			delete(m.byID, c.backfillID)
-			m.mu.Unlock()
-			r.mu.Lock()
-			rec := r.rec
-			r.mu.Unlock()
-			m.mu.Lock() // initiate reads and writes the object under it
-			err := m.markLoaded(ctx, rec)
-			m.mu.Unlock()
-			if err != nil {
-				m.log.Error("record loaded backfill", logkey.Backfill(rec.ID), logkey.Err(err))
-			}
+		}
+		if !c.last {
+			m.update(r, written)
+			continue
+		}
+		// The run's record and its object loaded, in one store write.
+		m.mu.Lock() // initiate reads and writes the object under it
+		delete(m.byID, c.backfillID)
+		err := m.updateWithObject(ctx, r, written, store.RunObjectChange{Loaded: true})
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Error("record loaded backfill", logkey.Backfill(c.backfillID), logkey.Err(err))
 		}
 	}
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Counters", testCounters},
 		{"TablesCounters", testTablesCounters},
 		{"RunObject", testRunObject},
+		{"BackfillAndObject", testBackfillAndObject},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
@@ -623,6 +624,70 @@ func testRunObject(t *testing.T, s *store.Store) {
 	}
 	if ok, err := s.SetRunObjectStatus(ctx, "ro", "public", "nope", 5, store.StatusCompleted, ""); ok || err != nil {
 		t.Errorf("an object not recorded: %v %v, want false and no error", ok, err)
+	}
+}
+
+// testBackfillAndObject: a backfill's record and its object's status (or
+// loaded flag) change together, and not at all when the backfill is
+// unknown or the change is invalid; the object of another run is left
+// alone while the backfill's record changes.
+func testBackfillAndObject(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	b := store.Backfill{Stream: "bo", Schema: "public", Table: "t", StartedBy: "cli"}
+	mustNil(t, s.CreateBackfill(ctx, &b))
+	mustNil(t, s.PutObject(ctx, store.Object{Stream: "bo", Schema: "public", Table: "t", Status: store.StatusPending, BackfillID: b.ID}))
+	check := func(what, status string, rows int64, loaded bool) {
+		t.Helper()
+		o, err := s.GetObject(ctx, "bo", "public", "t")
+		mustNil(t, err)
+		got, err := s.GetBackfill(ctx, b.ID)
+		mustNil(t, err)
+		if o.Status != status || o.Loaded != loaded || got.Status != status || got.RowsRead != rows {
+			t.Errorf("%s: object %s loaded %v, backfill %s with %d rows read; want %s, %v, %d", what, o.Status, o.Loaded, got.Status, got.RowsRead, status, loaded, rows)
+		}
+	}
+	b.Status, b.RowsRead = store.StatusActive, 10
+	if ok, err := s.UpdateBackfillAndObject(ctx, b, store.RunObjectChange{Status: store.StatusActive}); !ok || err != nil {
+		t.Errorf("the run active: %v %v, want true", ok, err)
+	}
+	check("active", store.StatusActive, 10, false)
+	b.Status, b.RowsRead = store.StatusCompleted, 20
+	if ok, err := s.UpdateBackfillAndObject(ctx, b, store.RunObjectChange{Status: store.StatusCompleted}); !ok || err != nil {
+		t.Errorf("the run completed: %v %v, want true", ok, err)
+	}
+	b.RowsRead = 30
+	if ok, err := s.UpdateBackfillAndObject(ctx, b, store.RunObjectChange{Loaded: true}); !ok || err != nil {
+		t.Errorf("the run loaded: %v %v, want true", ok, err)
+	}
+	check("loaded", store.StatusCompleted, 30, true)
+	for what, o := range map[string]store.RunObjectChange{
+		"an invalid status":   {Status: "done"},
+		"no change":           {},
+		"a status and loaded": {Status: store.StatusFailed, Loaded: true},
+	} {
+		b.RowsRead = 99
+		if _, err := s.UpdateBackfillAndObject(ctx, b, o); err == nil {
+			t.Errorf("%s: no error", what)
+		}
+	}
+	unknown := b
+	unknown.ID = b.ID + 1000
+	if _, err := s.UpdateBackfillAndObject(ctx, unknown, store.RunObjectChange{Status: store.StatusFailed}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown backfill: %v, want ErrNotFound", err)
+	}
+	check("after the refused changes", store.StatusCompleted, 30, true)
+	// A newer run owns the object: the older one's record changes, the
+	// object does not.
+	mustNil(t, s.PutObject(ctx, store.Object{Stream: "bo", Schema: "public", Table: "t", Status: store.StatusPending, BackfillID: b.ID + 1}))
+	b.Status, b.RowsRead = store.StatusFailed, 40
+	if ok, err := s.UpdateBackfillAndObject(ctx, b, store.RunObjectChange{Status: store.StatusFailed}); ok || err != nil {
+		t.Errorf("an older run: %v %v, want false and no error", ok, err)
+	}
+	if o, err := s.GetObject(ctx, "bo", "public", "t"); err != nil || o.Status != store.StatusPending {
+		t.Errorf("the newer run's object: %+v %v, want pending", o, err)
+	}
+	if got, err := s.GetBackfill(ctx, b.ID); err != nil || got.Status != store.StatusFailed || got.RowsRead != 40 {
+		t.Errorf("the older run's record: %+v %v, want failed with 40 rows read", got, err)
 	}
 }
 
