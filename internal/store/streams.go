@@ -131,11 +131,24 @@ type Object struct {
 
 // PutObject inserts or replaces the object keyed by (Stream, Schema, Table).
 func (s *Store) PutObject(ctx context.Context, o Object) error {
+	q, args, err := s.putObjectSQL(&o)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, q, args...); err != nil {
+		return fmt.Errorf("put object %s/%s.%s: %w", o.Stream, o.Schema, o.Table, err)
+	}
+	return nil
+}
+
+// putObjectSQL is PutObject's statement and arguments; it sets a zero
+// UpdatedAt.
+func (s *Store) putObjectSQL(o *Object) (string, []any, error) {
 	if o.Stream == "" || o.Schema == "" || o.Table == "" {
-		return fmt.Errorf("put object %q %q.%q: stream, schema and table are required", o.Stream, o.Schema, o.Table)
+		return "", nil, fmt.Errorf("put object %q %q.%q: stream, schema and table are required", o.Stream, o.Schema, o.Table)
 	}
 	if o.Status != StatusNone && !ValidStatus(o.Status) {
-		return fmt.Errorf("put object %s/%s.%s: invalid status %q", o.Stream, o.Schema, o.Table, o.Status)
+		return "", nil, fmt.Errorf("put object %s/%s.%s: invalid status %q", o.Stream, o.Schema, o.Table, o.Status)
 	}
 	if o.UpdatedAt.IsZero() {
 		o.UpdatedAt = now()
@@ -146,18 +159,60 @@ func (s *Store) PutObject(ctx context.Context, o Object) error {
 	}
 	colJSON, err := json.Marshal(cols)
 	if err != nil {
-		return fmt.Errorf("put object %s/%s.%s: encode columns: %w", o.Stream, o.Schema, o.Table, err)
+		return "", nil, fmt.Errorf("put object %s/%s.%s: encode columns: %w", o.Stream, o.Schema, o.Table, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO "objects" ("stream", "schema_name", "table_name", "status", "reason", "loaded", "backfill_id", "columns", "updated_at")
+	return `INSERT INTO "objects" ("stream", "schema_name", "table_name", "status", "reason", "loaded", "backfill_id", "columns", "updated_at")
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT ("stream", "schema_name", "table_name") DO UPDATE SET
 			"status" = excluded."status", "reason" = excluded."reason", "loaded" = excluded."loaded",
 			"backfill_id" = excluded."backfill_id", "columns" = excluded."columns", "updated_at" = excluded."updated_at"`,
-		o.Stream, o.Schema, o.Table, o.Status, o.Reason, o.Loaded, o.BackfillID, string(colJSON), s.d.timeArg(o.UpdatedAt))
-	if err != nil {
-		return fmt.Errorf("put object %s/%s.%s: %w", o.Stream, o.Schema, o.Table, err)
+		[]any{o.Stream, o.Schema, o.Table, o.Status, o.Reason, o.Loaded, o.BackfillID, string(colJSON), s.d.timeArg(o.UpdatedAt)}, nil
+}
+
+// RecordObjects reads each named object of the stream, gives it to f
+// (found false, and o zero, for one not recorded) and writes the object f
+// returns, all in one transaction, each object locked from its read to the
+// end (on PostgreSQL; SQLite's transaction holds the whole store): one
+// sync of the store for a stream's start of many tables instead of one a
+// table, and no change of an object made meanwhile is overwritten. An
+// error of f rolls everything back.
+func (s *Store) RecordObjects(ctx context.Context, stream string, names []ObjectName, f func(name ObjectName, o Object, found bool) (Object, error)) error {
+	if len(names) == 0 {
+		return nil
 	}
-	return nil
+	lock := ""
+	if s.d.name == dialectPostgres {
+		lock = ` FOR UPDATE`
+	}
+	get := s.d.rebind(`SELECT ` + objectCols + ` FROM "objects"
+		WHERE "stream" = ? AND "schema_name" = ? AND "table_name" = ?` + lock)
+	return s.writeTx(ctx, "tx record_objects", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
+		for _, n := range names {
+			o, err := scanObject(tx.QueryRowContext(ctx, get, stream, n.Schema, n.Table))
+			found := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("get object %s/%s.%s: %w", stream, n.Schema, n.Table, err)
+			}
+			if !found {
+				o = Object{}
+			}
+			if o, err = f(n, o, found); err != nil {
+				return err
+			}
+			o.Stream, o.Schema, o.Table = stream, n.Schema, n.Table
+			q, args, err := s.putObjectSQL(&o)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+				return fmt.Errorf("put object %s/%s.%s: %w", o.Stream, o.Schema, o.Table, err)
+			}
+		}
+		return nil
+	})
 }
 
 // SetRunObjectStatus records status and reason on a stream's object when

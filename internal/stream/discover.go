@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/sink"
 	"github.com/tidemark/tidemark/internal/source"
 	"github.com/tidemark/tidemark/internal/store"
@@ -84,6 +85,14 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 		cancel() // a failed start leaves the rest undescribed
 		ahead.wait()
 	}()
+	// The objects are recorded a batch at a time, in one store write
+	// each; those of a start that fails on the way are recorded too.
+	rec := &objectRecorder{s: s, firstStart: firstStart}
+	defer func() {
+		if err := rec.flush(context.WithoutCancel(ctx)); err != nil {
+			s.log.Warn("record the objects found before the start failed", logkey.Err(err))
+		}
+	}()
 	for i, id := range wanted {
 		t, err := ahead.get(ctx, i)
 		if err != nil && !errors.Is(err, source.ErrNoKey) {
@@ -101,7 +110,7 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 				return nil, nil, rerr
 			}
 		}
-		if err := s.recordObject(ctx, id, t, err, firstStart); err != nil {
+		if err := rec.add(ctx, id, t, err); err != nil {
 			return nil, nil, err
 		}
 		if t == nil {
@@ -109,6 +118,9 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 			continue
 		}
 		tables[id] = t
+	}
+	if err := rec.flush(ctx); err != nil {
+		return nil, nil, err
 	}
 	return tables, skipped, nil
 }
@@ -181,13 +193,66 @@ func (s *Stream) known(ctx context.Context, id change.TableID) bool {
 	return err == nil
 }
 
+// objectRecorder records the objects a start found, objectBatch at a time.
+type objectRecorder struct {
+	s          *Stream
+	firstStart bool
+	names      []store.ObjectName
+	found      map[store.ObjectName]foundTable
+}
+
+// foundTable is a table as a start found it: its shape, or why it has none.
+type foundTable struct {
+	t   *change.Table
+	err error
+}
+
+// objectBatch is how many objects a start records in one store write.
+const objectBatch = 128
+
+// add records the table's object, with the batch, once the batch is full.
+func (r *objectRecorder) add(ctx context.Context, id change.TableID, t *change.Table, describeErr error) error {
+	n := store.ObjectName{Schema: id.Schema, Table: id.Name}
+	if r.found == nil {
+		r.found = map[store.ObjectName]foundTable{}
+	}
+	if _, dup := r.found[n]; !dup {
+		r.names = append(r.names, n)
+	}
+	r.found[n] = foundTable{t: t, err: describeErr}
+	if len(r.names) < objectBatch {
+		return nil
+	}
+	return r.flush(ctx)
+}
+
+// flush records the batch's objects.
+func (r *objectRecorder) flush(ctx context.Context) error {
+	if len(r.names) == 0 {
+		return nil
+	}
+	names, found := r.names, r.found
+	r.names, r.found = nil, nil
+	return r.s.st.RecordObjects(ctx, r.s.cfg.Name, names, func(n store.ObjectName, o store.Object, known bool) (store.Object, error) {
+		f := found[n]
+		return r.s.objectFound(change.TableID{Schema: n.Schema, Name: n.Table}, o, known, f.t, f.err, r.firstStart), nil
+	})
+}
+
+// recordObject records one table's object as a start would (discovery of
+// a table while the stream runs).
 func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.Table, describeErr error, firstStart bool) error {
-	o, err := s.st.GetObject(ctx, s.cfg.Name, id.Schema, id.Name)
-	isNew := errors.Is(err, store.ErrNotFound)
-	if err != nil && !isNew {
+	r := &objectRecorder{s: s, firstStart: firstStart}
+	if err := r.add(ctx, id, t, describeErr); err != nil {
 		return err
 	}
-	o.Stream, o.Schema, o.Table = s.cfg.Name, id.Schema, id.Name
+	return r.flush(ctx)
+}
+
+// objectFound is the object o (known: recorded before) as a start finds
+// its table: described as t, or not (describeErr).
+func (s *Stream) objectFound(id change.TableID, o store.Object, known bool, t *change.Table, describeErr error, firstStart bool) store.Object {
+	isNew := !known
 	if t != nil {
 		o.Columns = columnInfo(t)
 	}
@@ -202,7 +267,7 @@ func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.
 	case o.Status == StatusNone && o.Reason == ReasonDiscovered:
 		o.Reason = s.noStatusReason(id, false)
 	}
-	return s.st.PutObject(ctx, o)
+	return o
 }
 
 // noStatusReason says why an object without a backfill has none.

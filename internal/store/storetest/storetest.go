@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"TablesCounters", testTablesCounters},
 		{"RunObject", testRunObject},
 		{"BackfillAndObject", testBackfillAndObject},
+		{"RecordObjects", testRecordObjects},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
@@ -688,6 +689,58 @@ func testBackfillAndObject(t *testing.T, s *store.Store) {
 	}
 	if got, err := s.GetBackfill(ctx, b.ID); err != nil || got.Status != store.StatusFailed || got.RowsRead != 40 {
 		t.Errorf("the older run's record: %+v %v, want failed with 40 rows read", got, err)
+	}
+}
+
+// testRecordObjects: each object is read, changed and written in one
+// transaction; an object not recorded comes as not found; an error of the
+// change writes none of them.
+func testRecordObjects(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	mustNil(t, s.PutObject(ctx, store.Object{Stream: "rec", Schema: "public", Table: "a", Status: store.StatusCompleted, BackfillID: 3, Loaded: true}))
+	names := []store.ObjectName{{Schema: "public", Table: "a"}, {Schema: "public", Table: "b"}}
+	seen := map[string]bool{}
+	err := s.RecordObjects(ctx, "rec", names, func(n store.ObjectName, o store.Object, found bool) (store.Object, error) {
+		seen[n.Table] = found
+		if found && (o.Status != store.StatusCompleted || o.BackfillID != 3) {
+			t.Errorf("object a as read: %+v", o)
+		}
+		o.Reason = "seen " + n.Table
+		if !found {
+			o.Status = store.StatusNone
+		}
+		o.Stream, o.Table = "elsewhere", "other" // the name is the one read
+		return o, nil
+	})
+	mustNil(t, err)
+	if !seen["a"] || seen["b"] || len(seen) != 2 {
+		t.Errorf("found: %v, want a and not b", seen)
+	}
+	for _, n := range names {
+		o, err := s.GetObject(ctx, "rec", n.Schema, n.Table)
+		if err != nil || o.Reason != "seen "+n.Table {
+			t.Errorf("object %s after: %+v %v", n.Table, o, err)
+		}
+	}
+	if a, _ := s.GetObject(ctx, "rec", "public", "a"); a.Status != store.StatusCompleted || !a.Loaded || a.BackfillID != 3 {
+		t.Errorf("object a lost what it held: %+v", a)
+	}
+	refused := errors.New("refused")
+	err = s.RecordObjects(ctx, "rec", append(names, store.ObjectName{Schema: "public", Table: "c"}), func(n store.ObjectName, o store.Object, found bool) (store.Object, error) {
+		if n.Table == "c" {
+			return o, refused
+		}
+		o.Reason = "rolled back"
+		return o, nil
+	})
+	if !errors.Is(err, refused) {
+		t.Errorf("a change that fails: %v, want its error", err)
+	}
+	if a, _ := s.GetObject(ctx, "rec", "public", "a"); a.Reason != "seen a" {
+		t.Errorf("after a failed batch, object a: %+v, want it unchanged", a)
+	}
+	if _, err := s.GetObject(ctx, "rec", "public", "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after a failed batch, object c: %v, want not recorded", err)
 	}
 }
 
