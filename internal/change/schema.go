@@ -19,8 +19,8 @@ const (
 )
 
 // Widens reports whether a column whose type changes from from's to to's
-// keeps every value, with the same text: an integer to a wider integer,
-// real to double precision, varchar(n) to a longer varchar, unbounded
+// keeps every value: an integer to a wider integer, real to double
+// precision (whose text differs: WidenedTextDiffers), varchar(n) to a longer varchar, unbounded
 // varchar or text, numeric(p,s) to numeric(p2,s) with p2 >= p or to
 // unconstrained numeric, and a higher (or no) precision of time,
 // timestamp, timestamptz and bit varying. Nothing else widens: timestamp

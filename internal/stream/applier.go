@@ -146,6 +146,9 @@ type applierConfig struct {
 	// once, of tables apart: the writer's chunk lanes (lane.go). At most
 	// one when 0.
 	ChunkLanes int
+	// LanesOpen, when set, lowers that bound to the lanes the writer could
+	// open (a destination refusing connections).
+	LanesOpen *atomic.Int32
 }
 
 // applier is the single goroutine that orders everything the destination
@@ -231,6 +234,10 @@ type outBatch struct {
 	// committed is told the batch once it is committed (the applier's
 	// batches of merged chunks); nil: no one is.
 	committed chan<- *outBatch
+	// chunkTables are the tables of a batch of merged chunks, noted when
+	// it is sent: the applier's own copy, as the writer may drop a
+	// refused table's cursor from the batch meanwhile.
+	chunkTables []change.TableID
 }
 
 // chunksOpen tells whether merged chunks wait in b, not yet sent.

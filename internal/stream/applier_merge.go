@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -39,7 +41,7 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 // worth of rows at most, and a stream of many small tables pays one
 // commit for several of them rather than one each.
 func (a *applier) mergeReady(ctx context.Context) error {
-	for len(a.pending) > 0 && len(a.inFlight) < max(1, a.cfg.ChunkLanes) {
+	for len(a.pending) > 0 && len(a.inFlight) < a.chunkLanes() {
 		ready := a.nextToMerge()
 		if ready == nil {
 			return nil
@@ -80,11 +82,20 @@ func (a *applier) nextToMerge() *pendingChunk {
 	return nil
 }
 
+// chunkLanes is how many batches of merged chunks may be in flight.
+func (a *applier) chunkLanes() int {
+	n := max(1, a.cfg.ChunkLanes)
+	if open := a.cfg.LanesOpen; open != nil {
+		n = min(n, max(1, int(open.Load())))
+	}
+	return n
+}
+
 // writing tells whether a batch in flight holds a chunk or a cursor of the
 // table.
 func (a *applier) writing(id change.TableID) bool {
 	for _, b := range a.inFlight {
-		if _, ok := b.Cursors[id]; ok {
+		if slices.Contains(b.chunkTables, id) {
 			return true
 		}
 	}
@@ -222,6 +233,7 @@ func (a *applier) merge(ctx context.Context, pc *pendingChunk) error {
 // chunk write of its table at most.
 func (a *applier) sendChunks() {
 	a.batch.committed = a.chunksCommitted
+	a.batch.chunkTables = slices.Collect(maps.Keys(a.batch.Cursors))
 	a.inFlight = append(a.inFlight, a.batch)
 	a.flush()
 }

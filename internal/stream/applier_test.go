@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,12 @@ func TestChunksOfTablesApartInFlight(t *testing.T) {
 	a.inFlight = nil
 	if got := a.nextToMerge(); got != verify {
 		t.Fatal("the verify chunk is not merged once no batch is in flight")
+	}
+	// The writer could open one lane only: one batch in flight.
+	a.cfg.LanesOpen = &atomic.Int32{}
+	a.cfg.LanesOpen.Store(1)
+	if n := a.chunkLanes(); n != 1 {
+		t.Fatalf("with one lane open, %d batches of chunks may be in flight", n)
 	}
 }
 

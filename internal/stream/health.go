@@ -7,7 +7,7 @@ import (
 )
 
 // destHealth tells the stream of destination outages across the writer's
-// connections (its own and the chunk lane's, which fail and recover each
+// connections (its own and the chunk lanes', which fail and recover each
 // on its own goroutine): the stream shows the outage while any of them
 // fails, and is running again only once none does.
 type destHealth struct {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -42,7 +43,7 @@ import (
 //     batches go one after the other, so its cursor never goes back.
 //
 // A table whose key order only the source knows (a collation, a numeric)
-// has no keyOrder: any change of it waits for the lane. Batches someone
+// has no keyOrder: any change of it waits for the lanes writing that table. Batches someone
 // waits for (a verify, a schema change) wait for every lane, so that the
 // destination is whole when they are committed.
 
@@ -76,6 +77,17 @@ type chunkLanes struct {
 	open []*chunkLane
 	max  int
 	done chan laneDone // nil (never ready) until the first lane opens
+	// usable, when set, tells the applier how many batches of chunks it
+	// may have in flight: max, or the lanes open when the destination
+	// refused one (applierConfig.LanesOpen).
+	usable *atomic.Int32
+}
+
+// tell sets usable to n.
+func (l *chunkLanes) tell(n int) {
+	if l.usable != nil {
+		l.usable.Store(int32(n))
+	}
 }
 
 type laneRange struct {
@@ -136,6 +148,9 @@ func (w *writer) idleLane(ctx context.Context) *chunkLane {
 	}
 	snk, err := w.sink.(sink.ChunkLaner).ChunkLane(ctx)
 	if err != nil {
+		// The applier sends no more chunk batches than can be written
+		// beside the live changes: one at a time without a lane.
+		w.lanes.tell(len(w.lanes.open))
 		if len(w.lanes.open) == 0 {
 			// The chunk is written on the writer's connection; the next
 			// chunk tries again.
@@ -147,6 +162,7 @@ func (w *writer) idleLane(ctx context.Context) *chunkLane {
 		w.lanes.max = len(w.lanes.open)
 		return nil
 	}
+	w.lanes.tell(w.lanes.max)
 	if w.lanes.done == nil {
 		w.lanes.done = make(chan laneDone, max(1, w.lanes.max))
 	}

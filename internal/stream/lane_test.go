@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -50,6 +52,8 @@ type laneDest struct {
 	// overtook counts the writer's commits while a chunk was in flight;
 	// beside the lanes' batches begun while another lane's was in flight.
 	overtook, beside int
+	// lanes counts the lanes opened; maxLanes (0: any) refuses more.
+	lanes, maxLanes int
 }
 
 // rowPrint is a row's text ("" for none), cheaper than fmt's.
@@ -92,6 +96,12 @@ func (s *laneSink) Checkpoint(context.Context, string) (sink.Checkpoint, error) 
 }
 func (s *laneSink) Close() error { return nil }
 func (s *laneSink) ChunkLane(context.Context) (sink.Sink, error) {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if s.d.maxLanes > 0 && s.d.lanes >= s.d.maxLanes {
+		return nil, errors.New("too many connections")
+	}
+	s.d.lanes++
 	return &laneSink{d: s.d, isLane: true}, nil
 }
 
@@ -200,6 +210,13 @@ func cloneStates(src map[change.TableID]modelState) map[change.TableID]modelStat
 // chunk batches were begun beside another.
 func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a, b change.Key) int) (failed []string, overtook, beside int) {
 	t.Helper()
+	return runLaneSeedLanes(t, seed, keyOrder, 0, nil)
+}
+
+// runLaneSeedLanes is runLaneSeed with a destination that opens maxLanes
+// lanes at most (0: any), telling usable how many the applier may fill.
+func runLaneSeedLanes(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a, b change.Key) int, maxLanes int, usable *atomic.Int32) (failed []string, overtook, beside int) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
 	source := map[change.TableID]modelState{modelTable.ID: {}, laneOther.ID: {}}
 	for k := 1; k <= laneKeys; k++ {
@@ -208,14 +225,14 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 			source[laneOther.ID][k] = row(k, "init", "big")
 		}
 	}
-	d := &laneDest{rows: cloneStates(source), release: make(chan struct{}), cursors: map[change.TableID]int64{},
+	d := &laneDest{rows: cloneStates(source), release: make(chan struct{}), cursors: map[change.TableID]int64{}, maxLanes: maxLanes,
 		history: map[change.TableID]map[int][]string{modelTable.ID: {}, laneOther.ID: {}},
 		version: map[change.TableID]map[int]int{modelTable.ID: {}, laneOther.ID: {}}}
 	d.record(source)
 	in := make(chan *outBatch)
 	w := &writer{sink: &laneSink{d: d}, in: in, confirm: func(change.LSN) {}, committed: func(context.Context, *outBatch) {},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), retry: retryPolicy{Initial: 1, Max: 1}, health: newDestHealth(func(error) {}), keyOrder: keyOrder,
-		lanes: chunkLanes{max: 2}}
+		lanes: chunkLanes{max: 2, usable: usable}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
@@ -340,6 +357,26 @@ func TestChunkLaneAgainstModel(t *testing.T) {
 			t.Logf("%d commits overtook a chunk in flight; %d chunk batches were begun beside another", overtook, beside)
 		})
 	}
+}
+
+// TestChunkLaneRefused: a destination that opens one chunk lane and
+// refuses the second. Histories still end right, and the writer tells the
+// applier it may have one batch of chunks in flight, not two.
+func TestChunkLaneRefused(t *testing.T) {
+	for seed := range uint64(40) {
+		usable := &atomic.Int32{}
+		usable.Store(2)
+		failed, _, _ := runLaneSeedLanes(t, seed, intKeyOrder, 1, usable)
+		if len(failed) > 0 {
+			t.Fatalf("seed %d: %s", seed, failed[0])
+		}
+		if n := usable.Load(); n != 1 && n != 2 {
+			t.Fatalf("seed %d: the applier may fill %d lanes", seed, n)
+		} else if n == 1 {
+			return // the refusal was seen and told
+		}
+	}
+	t.Fatal("no history needed a second lane: the refusal was never told")
 }
 
 // TestChunkLaneNeedsItsRanges proves the model test can fail: with an

@@ -451,10 +451,12 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	events := make(chan change.Event, 1024)
 	batches := make(chan *outBatch) // unbuffered: a send finds the writer idle (handoff.go)
 	lanes := chunkLaneCount(snk, s.cfg.Backfill.MaxConcurrent)
+	lanesOpen := &atomic.Int32{}
+	lanesOpen.Store(int32(lanes))
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay, ChunkRows: s.cfg.Backfill.ChunkSize,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
-		DateColumns: s.cfg.DateColumns, LateData: s.cfg.LateData, ChunkLanes: lanes,
+		DateColumns: s.cfg.DateColumns, LateData: s.cfg.LateData, ChunkLanes: lanes, LanesOpen: lanesOpen,
 	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, cp.Position)
 	app.resume = cp.Resume
 	if resetAll {
@@ -467,7 +469,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	app.regen = newRegenerator(src, snk, src.Attributes)
 	app.refused = newRefusals()
 	w := &writer{sink: snk, in: batches, confirm: src.Confirm, committed: s.committed, log: s.log,
-		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, health: newDestHealth(s.destinationHealth), lanes: chunkLanes{max: lanes},
+		retry: retryPolicy{Initial: s.cfg.Retry.Initial, Max: s.cfg.Retry.Max}, health: newDestHealth(s.destinationHealth), lanes: chunkLanes{max: lanes, usable: lanesOpen},
 		refused: app.refused, fail: s.refuseObject, hint: rejectedHint(snk), record: s.st.RecordChangedDates, recordLate: s.st.RecordLateDates, late: s.cfg.LateData}
 	if ko, ok := src.(source.KeyOrderer); ok {
 		w.keyOrder = ko.KeyCompare

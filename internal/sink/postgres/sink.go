@@ -194,10 +194,10 @@ func (s *Sink) lookUpSchema(ctx context.Context, name string) error {
 
 var _ sink.ChunkLaner = (*Sink)(nil)
 
-// ChunkLane opens a second writer on a connection of its own, under this
+// ChunkLane opens another writer on a connection of its own, under this
 // sink's fence (taken already: the lane does not take it again, which
 // would end this sink's session). Its caches are its own but for the
-// destination's column types, which both keep.
+// destination's column types, which all of them keep.
 func (s *Sink) ChunkLane(ctx context.Context) (sink.Sink, error) {
 	l := &Sink{cfg: s.cfg.Copy(), tables: sink.NewShapeCache(newTableSQL), omit: sink.NewOmitter(computes), fence: s.fence,
 		destTypes: s.destTypes}
