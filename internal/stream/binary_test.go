@@ -20,26 +20,42 @@ func TestBinaryChunkWidenedInFlight(t *testing.T) {
 		CREATE TABLE w (id int PRIMARY KEY, n int, r real, s varchar(10), at timestamptz);
 		INSERT INTO w SELECT g, g * 1000, g / 10.0, 's' || g, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 hour'
 			FROM generate_series(1, 400) g;`})
-	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
-	e.start()
-	id := change.TableID{Schema: "public", Name: "w"}
-	gate := e.holdChunk(id, chunkRead, 5)
-	if _, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByAPI, nil); err != nil {
-		t.Fatal(err)
-	}
-	gate.wait(e)
+	gate := e.initiateHeld("w", 5)
 	e.exec(`ALTER TABLE w ALTER COLUMN n TYPE bigint, ALTER COLUMN r TYPE double precision`)
 	e.exec(`UPDATE w SET n = 9223372036854775807, r = 0.1 WHERE id IN (3, 240, 398)`)
 	// The stream widens the destination with the update; only then may
 	// the held chunk be merged, into the new shape.
 	e.waitFor("the destination's n widened", func() bool { return slices.Contains(e.schemaDestColumns("w"), "n bigint") })
 	gate.open()
-	e.waitLoaded("w")
-	e.assertConverged("w")
+	e.assertReadAgain("w")
 	e.schemaDestTypes("w", map[string]string{"n": "bigint", "r": "double precision"})
-	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "w"})
+}
+
+// initiateHeld starts the stream (manual mode, chunks of 50 rows), backfills
+// the table and returns once its nth chunk is read and held.
+func (e *env) initiateHeld(table string, nth int64) *chunkGate {
+	e.t.Helper()
+	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
+	e.start()
+	id := change.TableID{Schema: "public", Name: table}
+	gate := e.holdChunk(id, chunkRead, nth)
+	if _, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByAPI, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	gate.wait(e)
+	return gate
+}
+
+// assertReadAgain waits for the table's backfill and checks that the
+// destination equals the source and that its one run completed after
+// reading a chunk again.
+func (e *env) assertReadAgain(table string) {
+	e.t.Helper()
+	e.waitLoaded(table)
+	e.assertConverged(table)
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: table})
 	if err != nil || len(recs) != 1 || recs[0].Status != StatusCompleted || recs[0].Retries < 1 {
-		t.Fatalf("backfills of w: %+v %v; want one, completed, its held chunk read again", recs, err)
+		e.t.Fatalf("backfills of %s: %+v %v; want one, completed, its held chunk read again", table, recs, err)
 	}
 }
 
@@ -53,24 +69,12 @@ func TestTextChunkWidenedInFlight(t *testing.T) {
 	e := newEnv(t, envOptions{dest: "postgres", setup: `
 		CREATE TABLE wt (id int PRIMARY KEY, r real, n int);
 		INSERT INTO wt SELECT g, g / 10.0, g FROM generate_series(1, 200) g;`})
-	e.cfg.Backfill.Mode, e.cfg.Backfill.ChunkSize = "manual", 50
-	e.start()
-	id := change.TableID{Schema: "public", Name: "wt"}
-	gate := e.holdChunk(id, chunkRead, 1)
-	if _, err := e.s.Initiate(e.ctx, []change.TableID{id}, store.StartedByAPI, nil); err != nil {
-		t.Fatal(err)
-	}
-	gate.wait(e)
+	gate := e.initiateHeld("wt", 1)
 	e.exec(`ALTER TABLE wt ALTER COLUMN r TYPE double precision`)
 	e.exec(`UPDATE wt SET n = -n WHERE id IN (7, 150)`)
 	e.waitFor("the destination's r widened", func() bool { return slices.Contains(e.schemaDestColumns("wt"), "r double precision") })
 	gate.open()
-	e.waitLoaded("wt")
-	e.assertConverged("wt")
-	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name, Table: "wt"})
-	if err != nil || len(recs) != 1 || recs[0].Status != StatusCompleted || recs[0].Retries < 1 {
-		t.Fatalf("backfills of wt: %+v %v; want one, completed, its held chunk read again", recs, err)
-	}
+	e.assertReadAgain("wt")
 }
 
 // TestReshapedBinary: a chunk read in binary is read again when its shape
