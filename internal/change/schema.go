@@ -20,10 +20,10 @@ const (
 
 // Widens reports whether a column whose type changes from from's to to's
 // keeps every value: an integer to a wider integer, real to double
-// precision (whose text differs: WidenedTextDiffers), varchar(n) to a longer varchar, unbounded
-// varchar or text, numeric(p,s) to numeric(p2,s) with p2 >= p or to
-// unconstrained numeric, and a higher (or no) precision of time,
-// timestamp, timestamptz and bit varying. Nothing else widens: timestamp
+// precision (whose text differs: WidenedTextDiffers), varchar(n) to a
+// longer varchar, unbounded varchar or text, numeric(p,s) to
+// numeric(p2,s) with p2 >= p or to unconstrained numeric, and a higher
+// (or no) precision of time, timestamp, timestamptz and bit varying. Nothing else widens: timestamp
 // to timestamptz, for one, reads each value in the session's time zone of
 // the ALTER, which a destination cannot know. See docs/schema-changes.md.
 func Widens(from, to Column) bool {

@@ -217,8 +217,10 @@ func TestChunksOfTablesApartInFlight(t *testing.T) {
 	// The writer could open one lane only: one batch in flight.
 	a.cfg.LanesOpen = &atomic.Int32{}
 	a.cfg.LanesOpen.Store(1)
-	if n := a.chunkLanes(); n != 1 {
-		t.Fatalf("with one lane open, %d batches of chunks may be in flight", n)
+	a.pending = nil
+	first, other = submit(modelTable, 5), submit(laneOther, 6)
+	if !merged(first) || merged(other) || len(a.inFlight) != 1 {
+		t.Fatalf("with one lane open: %d batches in flight, want the first table's alone", len(a.inFlight))
 	}
 }
 

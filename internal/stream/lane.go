@@ -43,9 +43,9 @@ import (
 //     batches go one after the other, so its cursor never goes back.
 //
 // A table whose key order only the source knows (a collation, a numeric)
-// has no keyOrder: any change of it waits for the lanes writing that table. Batches someone
-// waits for (a verify, a schema change) wait for every lane, so that the
-// destination is whole when they are committed.
+// has no keyOrder: any change of it waits for the lanes writing that
+// table. Batches someone waits for (a verify, a schema change) wait for
+// every lane, so that the destination is whole when they are committed.
 
 // maxChunkLanes bounds a stream's chunk connections to the destination,
 // whatever backfill.max_concurrent is.

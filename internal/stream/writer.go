@@ -100,11 +100,12 @@ func (w *writer) take(ctx, laneCtx context.Context, b *outBatch) error {
 		}
 	}
 	for !w.overtakes(b) {
-		if waited, err := w.waitLane(ctx); err != nil || !waited {
-			if err != nil {
-				return err
-			}
-			break
+		waited, err := w.waitLane(ctx)
+		if err != nil {
+			return err
+		}
+		if !waited {
+			break // no lane is busy: nothing to wait for
 		}
 	}
 	if err := w.apply(ctx, w.sink, b, false); err != nil {
