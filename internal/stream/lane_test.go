@@ -52,7 +52,8 @@ type laneDest struct {
 	// overtook counts the writer's commits while a chunk was in flight;
 	// beside the lanes' batches begun while another lane's was in flight.
 	overtook, beside int
-	// lanes counts the lanes opened; maxLanes (0: any) refuses more.
+	// lanes counts the lanes opened; maxLanes (0: any; below 0: none)
+	// refuses more.
 	lanes, maxLanes int
 }
 
@@ -98,7 +99,7 @@ func (s *laneSink) Close() error { return nil }
 func (s *laneSink) ChunkLane(context.Context) (sink.Sink, error) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	if s.d.maxLanes > 0 && s.d.lanes >= s.d.maxLanes {
+	if s.d.maxLanes < 0 || s.d.maxLanes > 0 && s.d.lanes >= s.d.maxLanes {
 		return nil, errors.New("too many connections")
 	}
 	s.d.lanes++
@@ -214,7 +215,8 @@ func runLaneSeed(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a,
 }
 
 // runLaneSeedLanes is runLaneSeed with a destination that opens maxLanes
-// lanes at most (0: any), telling usable how many the applier may fill.
+// lanes at most (0: any; below 0: none), telling usable how many the
+// applier may fill.
 func runLaneSeedLanes(t *testing.T, seed uint64, keyOrder func(*change.Table) func(a, b change.Key) int, maxLanes int, usable *atomic.Int32) (failed []string, overtook, beside int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
@@ -377,6 +379,34 @@ func TestChunkLaneRefused(t *testing.T) {
 		}
 	}
 	t.Fatal("no history needed a second lane: the refusal was never told")
+}
+
+// TestChunkLaneNoneOpens: a destination that opens no chunk lane. Every
+// chunk batch is written with the live changes, histories still end right,
+// and the applier is told to send one chunk batch at a time.
+func TestChunkLaneNoneOpens(t *testing.T) {
+	told := false
+	for seed := range uint64(20) {
+		usable := &atomic.Int32{}
+		usable.Store(2)
+		failed, overtook, beside := runLaneSeedLanes(t, seed, intKeyOrder, -1, usable)
+		if len(failed) > 0 {
+			t.Fatalf("seed %d: %s", seed, failed[0])
+		}
+		if overtook != 0 || beside != 0 {
+			t.Fatalf("seed %d: %d commits overtook a chunk, %d chunk batches went beside another, with no lane", seed, overtook, beside)
+		}
+		switch n := usable.Load(); n {
+		case 0:
+			told = true
+		case 2: // no chunk came: no lane was asked for
+		default:
+			t.Fatalf("seed %d: the applier may fill %d lanes, want 0 once a lane was refused", seed, n)
+		}
+	}
+	if !told {
+		t.Fatal("no history asked for a lane: the refusal was never told")
+	}
 }
 
 // TestChunkLaneNeedsItsRanges proves the model test can fail: with an
