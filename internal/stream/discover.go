@@ -252,14 +252,13 @@ func (s *Stream) recordObject(ctx context.Context, id change.TableID, t *change.
 // objectFound is the object o (known: recorded before) as a start finds
 // its table: described as t, or not (describeErr).
 func (s *Stream) objectFound(id change.TableID, o store.Object, known bool, t *change.Table, describeErr error, firstStart bool) store.Object {
-	isNew := !known
 	if t != nil {
 		o.Columns = columnInfo(t)
 	}
 	switch {
 	case describeErr != nil:
 		o.Status, o.Reason = StatusFailed, describeErr.Error()
-	case isNew || (o.Status == StatusFailed && (o.BackfillID == 0 || o.Reason == ReasonDropped)):
+	case !known || (o.Status == StatusFailed && (o.BackfillID == 0 || o.Reason == ReasonDropped)):
 		o.Status, o.Reason = StatusNone, s.noStatusReason(id, firstStart)
 	case o.Status == StatusNone && o.Reason == ReasonNotStarted:
 		// Its first start's automatic backfill never began: it still gets it.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,4 +249,32 @@ func TestCountersOfATransactionAcrossTables(t *testing.T) {
 		t.Errorf("the counters of one commit took %d store writes, want 1", n)
 	}
 	e.assertConverged("c d")
+}
+
+// TestStartRecordsObjectsTogether: a start records the objects of the
+// tables it found in one store write, not one a table.
+func TestStartRecordsObjectsTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{yaml: "backfill: {mode: manual}", setup: `
+		CREATE TABLE a (id int PRIMARY KEY);
+		CREATE TABLE b (id int PRIMARY KEY);
+		CREATE TABLE c (id int PRIMARY KEY);`})
+	var mu sync.Mutex
+	writes := map[string]int{}
+	e.st.Observe(func(op string, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		writes[op]++
+	})
+	e.start()
+	for _, table := range []string{"a", "b", "c"} {
+		if o := e.object(table); o.Status != StatusNone {
+			t.Fatalf("object %s after the start: %+v", table, o)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes["tx record_objects"] != 1 || writes["insert objects"] != 0 {
+		t.Fatalf("the start's objects took %d batched writes and %d single ones, want one batched", writes["tx record_objects"], writes["insert objects"])
+	}
 }

@@ -33,7 +33,6 @@ type destColumn struct {
 // column's default. Statements prepared on the connection and the staging
 // table of chunks are dropped, since their column lists or types changed.
 func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
-	delete(s.created, t.ID) // no longer as created
 	if err := s.ensureConn(ctx); err != nil {
 		return fmt.Errorf("alter table %s: %w", t.ID, err)
 	}
@@ -259,14 +258,6 @@ func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn,
 // source column maps to (docs/type-mapping.md) or one that widens it; a
 // narrower one is widened.
 func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
-	if c, ok := s.created[t.ID]; ok {
-		delete(s.created, t.ID)
-		if c == t {
-			// Created from this very shape a moment ago: it fits. A
-			// stream's start of many tables read each one's columns back.
-			return sink.TableCheck{Exists: true}, nil
-		}
-	}
 	check, err := s.checkTable(ctx, t)
 	if s.forgetGone(err) {
 		check, err = s.checkTable(ctx, t) // with the types looked up again

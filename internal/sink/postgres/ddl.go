@@ -57,10 +57,6 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 			return fmt.Errorf("create the key's sort key index: %w", err)
 		}
 	}
-	if s.created == nil {
-		s.created = map[change.TableID]*change.Table{}
-	}
-	s.created[t.ID] = t
 	return nil
 }
 

@@ -54,9 +54,6 @@ type Sink struct {
 	// to (resolveType).
 	resolved map[resolveKey]string
 	schemas  map[string]bool // schemas known to exist (ensureSchema)
-	// created holds the shape each table was just created from
-	// (EnsureTable), which fits it: its CheckTable reads nothing.
-	created map[change.TableID]*change.Table
 	// sumPool is where ranges are summed in snapshots (SumLater); nil
 	// until the first.
 	sumPool *pgxpool.Pool
