@@ -428,9 +428,7 @@ func (a *applier) handleEvent(ctx context.Context, ev change.Event) error {
 		}
 		a.batch.changes += len(txn.Changes)
 		a.batch.events += len(txn.Changes)
-		if len(txn.Changes) > 0 {
-			a.pace.live(time.Now())
-		}
+		a.pace.live(time.Now(), txn.Changes)
 		if !a.batch.timed {
 			a.batch.timed = true
 			a.lag.received(txn.EndLSN, txn.CommitTime)

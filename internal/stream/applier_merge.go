@@ -37,7 +37,7 @@ func (a *applier) finish(pc *pendingChunk, r ChunkResult) {
 // wait (their windows keep growing). A chunk waits too while a batch of
 // its table is in flight. Chunks of other tables ready at the same moment
 // join the batch while the rows they read add up to at most one chunk
-// (ChunkRows, as paced), so a live change still waits for one chunk's
+// (ChunkRows, as paced for their tables), so a live change still waits for one chunk's
 // worth of rows at most, and a stream of many small tables pays one
 // commit for several of them rather than one each.
 func (a *applier) mergeReady(ctx context.Context) error {
@@ -120,19 +120,22 @@ func (a *applier) joinReady(ctx context.Context, first *pendingChunk) error {
 	if !a.batch.chunksOpen() {
 		return nil // first was a verify, a retry or a failure: nothing to join
 	}
-	// One chunk's rows, as paced while live changes flow (chunkpace.go).
-	budget := a.pace.limit(a.cfg.ChunkRows, time.Now())
+	// One chunk's rows, as paced for the live changes that would wait for
+	// a chunk of any of the batch's tables (chunkpace.go).
+	now := time.Now()
+	budget := a.pace.limitFor(a.cfg.ChunkRows, first.table.ID, now)
 	rows := len(first.read.Rows)
 	tables := map[change.TableID]bool{first.table.ID: true}
 	for {
 		next := a.nextReady(func(p *pendingChunk) bool {
 			// Not a summed chunk: it waits for the batch before it.
 			return !p.verify && p.read.Sum == nil && !tables[p.table.ID] && !a.writing(p.table.ID) &&
-				rows+len(p.read.Rows) <= budget
+				rows+len(p.read.Rows) <= min(budget, a.pace.limitFor(a.cfg.ChunkRows, p.table.ID, now))
 		})
 		if next == nil {
 			return nil
 		}
+		budget = min(budget, a.pace.limitFor(a.cfg.ChunkRows, next.table.ID, now))
 		rows += len(next.read.Rows)
 		tables[next.table.ID] = true
 		if err := a.merge(ctx, next); err != nil {

@@ -160,7 +160,7 @@ func (m *backfills) sumAhead(ctx context.Context, rt *runtime, r *run, c *covera
 	if rt.applier.pace.quiet(time.Now()) {
 		size = c.sums.rowsAfterMatch(size)
 	}
-	spec.After, spec.Upto, spec.Limit = last, upto, m.paced(rt, c, size)
+	spec.After, spec.Upto, spec.Limit = last, upto, m.paced(rt, c, size, nil)
 	a := &aheadSum{pc: pc, limit: spec.Limit, done: make(chan struct{})}
 	go func(t *change.Table) {
 		defer close(a.done)

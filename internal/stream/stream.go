@@ -464,6 +464,9 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	}
 	app.lag = s.lag
 	app.pace = &chunkPace{target: s.cfg.Backfill.ChunkWriteTarget}
+	if _, ok := snk.(sink.ChunkLaner); ok {
+		app.pace.lanes = lanesOpen
+	}
 	schemaEvents := newSchemaQueue()
 	app.schema = s.newSchema(src, snk, schemaEvents)
 	app.regen = newRegenerator(src, snk, src.Attributes)

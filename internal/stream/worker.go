@@ -238,7 +238,7 @@ func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *covera
 	m.atChunkStage(ctx, r.table.ID, chunkRegistered)
 	summer := c.summer(rt, r, rd.byRows)
 	spec := pc.scope
-	spec.After, spec.Upto, spec.Limit = after, rg.High, m.chunkLimit(rt, c, summer != nil)
+	spec.After, spec.Upto, spec.Limit = after, rg.High, m.chunkLimit(rt, r, c, summer != nil)
 	spec.Binary = !rd.inText && rt.binaryRead(r.table, spec)
 	read, err := m.readChunk(ctx, rt, r, c, summer, spec)
 	rd.inText, rd.byRows = false, false
@@ -253,18 +253,26 @@ func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *covera
 
 // chunkLimit is how many rows the run's next chunk reads (summed: sums),
 // paced.
-func (m *backfills) chunkLimit(rt *runtime, c *coverage, summed bool) int {
+func (m *backfills) chunkLimit(rt *runtime, r *run, c *coverage, summed bool) int {
 	size := m.cfg.ChunkSize
-	if summed && rt.applier.pace.quiet(time.Now()) {
+	if !summed {
+		return m.paced(rt, c, size, r.table)
+	}
+	if rt.applier.pace.quiet(time.Now()) {
 		size = c.sums.rows(size)
 	}
-	return m.paced(rt, c, size)
+	return m.paced(rt, c, size, nil)
 }
 
-// paced is size as paced while live changes flow, below a statement
-// timeout's ceiling, up to a sample's end.
-func (m *backfills) paced(rt *runtime, c *coverage, size int) int {
-	size = rt.applier.pace.limit(size, time.Now())
+// paced is size as paced while live changes flow (the live changes that
+// would wait for a chunk of rows of table t; any, for a sum: t nil), below
+// a statement timeout's ceiling, up to a sample's end.
+func (m *backfills) paced(rt *runtime, c *coverage, size int, t *change.Table) int {
+	if t == nil {
+		size = rt.applier.pace.limit(size, time.Now())
+	} else {
+		size = rt.applier.pace.limitFor(size, t.ID, time.Now())
+	}
 	if c.ceiling > 0 {
 		size = min(size, c.ceiling)
 	}
