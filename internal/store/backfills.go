@@ -37,8 +37,9 @@ type Backfill struct {
 	Chunks          int64 `json:"chunks"`
 	WindowConflicts int64 `json:"window_conflicts"`
 	Retries         int64 `json:"retries"`
-	// RowsEstimate is the source's estimate, when the run became active,
-	// of the rows it reads (0: unknown): the total of progress bars.
+	// RowsEstimate is the source's estimate, once the run's first chunk
+	// was read, of the rows it reads, or the rows it read when that chunk
+	// was all (0: unknown): the total of progress bars.
 	RowsEstimate int64 `json:"rows_estimate"`
 	// RunID is the run the backfill belongs to when several objects were
 	// initiated as one run (0: none).

@@ -53,6 +53,9 @@ type run struct {
 	// committed already held its rows: the next chunks try range sums
 	// (loadsum.go).
 	identical atomic.Bool
+	// progressStored says a chunk's progress was recorded (r.mu): a row
+	// estimate found after it needs a write of its own.
+	progressStored bool
 }
 
 // rateChanged is the channel SetRowsPerSecond signals.

@@ -142,11 +142,11 @@ func (s *Stream) backfillRate(ctx context.Context) (float64, string, error) {
 	return 0, "unknown: this stream has no completed backfill to measure from yet", nil
 }
 
-// recordEstimate stores the source's row estimate on a run that became
-// active, for progress bars; a failure only leaves it unknown. Before the
-// run's first chunk is recorded, the estimate goes with that record (or
-// the run's end): a write of its own was one more sync of the store for
-// each table of a stream of many small ones.
+// recordEstimate stores the source's row estimate on a run whose first
+// chunk was read (estimateOnce), for progress bars; a failure only leaves
+// it unknown. Before the run's first chunk is recorded, the estimate goes
+// with that record (or the run's end): a write of its own was one more
+// sync of the store for each table of a stream of many small ones.
 func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run, id change.TableID) {
 	if rt.size == nil {
 		return
@@ -158,7 +158,7 @@ func (m *backfills) recordEstimate(ctx context.Context, rt *runtime, r *run, id 
 	}
 	r.mu.Lock()
 	r.rec.RowsEstimate = size.Rows
-	recorded := r.rec.RowsRead > 0 // a chunk's record went without it
+	recorded := r.progressStored // a chunk's record went without it
 	r.mu.Unlock()
 	if recorded {
 		m.persist(r)

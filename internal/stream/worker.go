@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -32,15 +33,10 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	if !m.activate(ctx, r) {
 		return // stopped before it started
 	}
-	// The estimate (a source query and a record update) is taken beside
-	// the first chunk's read: in a stream of many small tables it was a
-	// tenth of each table's time. It is in before the run completes.
-	estimated := make(chan struct{})
-	go func(id change.TableID) { // r.table changes as chunks are read
-		defer close(estimated)
-		m.recordEstimate(ctx, rt, r, id)
-	}(r.table.ID)
-	defer func() { <-estimated }()
+	// The estimate (a source query and a record update) is taken once the
+	// first chunk is read, beside its merge (estimateOnce). It is in
+	// before the run completes.
+	defer c.estimating.Wait()
 	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
 	if r.rec.StartedBy == StartedByReset {
 		// A lost slot's reset backfills a destination that held the
@@ -66,7 +62,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			break
 		}
 	}
-	<-estimated
+	c.estimating.Wait()
 	if m.allRead(ctx, r) {
 		m.verifyEnd(ctx, rt, r, c)
 	}
@@ -90,6 +86,29 @@ type coverage struct {
 	// read while the applier settles the one before (loadsum.go).
 	sums  loadSums
 	ahead *aheadSum
+	// estimated says the run's row estimate is decided (estimateOnce),
+	// exact that it is the rows the run read, estimating waits for its
+	// query.
+	estimated, exact bool
+	estimating       sync.WaitGroup
+}
+
+// estimateOnce takes the run's row estimate from the source, in the
+// background, once its first chunk pc is read; a run whose first chunk is
+// its last needs none: it records what it read as its estimate (exact).
+// In a stream of many small tables the query was a source transaction a
+// table, and before that a tenth of each table's time.
+func (m *backfills) estimateOnce(ctx context.Context, rt *runtime, r *run, c *coverage, pc *pendingChunk) {
+	if c.estimated {
+		return
+	}
+	c.estimated = true
+	if pc.last {
+		c.exact = true
+		return
+	}
+	id := r.table.ID // r.table changes as chunks are read
+	c.estimating.Go(func() { m.recordEstimate(ctx, rt, r, id) })
 }
 
 // summer is the source's range checksum when the run's next chunk is to
@@ -162,6 +181,7 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 			// destination's rows past it are left alone.
 			pc.ends, pc.last, pc.bounded = true, true, true
 		}
+		m.estimateOnce(ctx, rt, r, c, pc)
 		res, err := rt.applier.submit(ctx, pc)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -186,11 +206,26 @@ func (m *backfills) fill(ctx context.Context, rt *runtime, r *run, c *coverage, 
 		}
 		rd.retries = 0
 		n := rowsRead(read)
-		m.update(r, func(b *store.Backfill) {
+		progress := func(b *store.Backfill) {
 			b.RowsRead += n
 			b.Bytes += read.Bytes
 			b.WindowConflicts += int64(res.Conflicts)
-		})
+		}
+		if pc.last {
+			// The run's end is recorded next (allRead), and this with it:
+			// a store write fewer a table.
+			r.mu.Lock()
+			progress(&r.rec)
+			if c.exact {
+				r.rec.RowsEstimate = r.rec.RowsRead
+			}
+			r.mu.Unlock()
+		} else {
+			m.update(r, func(b *store.Backfill) {
+				progress(b)
+				r.progressStored = true
+			})
+		}
 		c.pace.rows += n
 		c.sampled += n
 		after, c.rowsBefore = res.High, c.rowsBefore+int64(res.Rows)

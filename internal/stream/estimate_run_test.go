@@ -1,0 +1,43 @@
+package stream
+
+import (
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// TestRunEstimate: a run of several chunks records the source's row
+// estimate of its table; a run whose first chunk reads all it covers
+// takes no estimate from the source and records what it read (a filtered
+// run of a table the source counts at 500 rows records its 10).
+func TestRunEstimate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, chunk_size: 100}", setup: `
+		CREATE TABLE many (id int PRIMARY KEY, v int NOT NULL);
+		INSERT INTO many SELECT g, g FROM generate_series(1, 500) g;
+		CREATE TABLE few (id int PRIMARY KEY, v int NOT NULL);
+		INSERT INTO few SELECT g, g FROM generate_series(1, 500) g;
+		ANALYZE many, few;`})
+	e.start()
+	e.backfill(pubTable("many"))
+	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{pubTable("few")}, store.StartedByCLI, BackfillOptions{Filter: "id <= 10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitLoaded("few")
+	all, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.Backfill{}
+	for _, b := range all {
+		got[b.Table] = b
+	}
+	if b := got["many"]; b.RowsEstimate != 500 || b.RowsRead != 500 || b.Chunks < 5 {
+		t.Errorf("a run of several chunks: estimate %d, read %d in %d chunks; want the source's 500", b.RowsEstimate, b.RowsRead, b.Chunks)
+	}
+	if b := got["few"]; b.ID != recs[0].ID || b.RowsEstimate != 10 || b.RowsRead != 10 {
+		t.Errorf("a run read in its first chunk: estimate %d, read %d; want the 10 rows it read", b.RowsEstimate, b.RowsRead)
+	}
+}
