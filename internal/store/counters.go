@@ -33,20 +33,44 @@ func (s *Store) AddCounters(ctx context.Context, stream, schema, table string, d
 // its own for each (on SQLite, a sync of the file each) held the stream's
 // writer back before its next batch. Nothing is added when one is invalid.
 func (s *Store) AddTablesCounters(ctx context.Context, stream string, day time.Time, cs []TableCounters) error {
-	for _, c := range cs {
-		if stream == "" || c.Schema == "" || c.Table == "" {
-			return fmt.Errorf("add counters %q %q.%q: stream, schema and table are required", stream, c.Schema, c.Table)
-		}
-		if day.IsZero() {
-			return fmt.Errorf("add counters %s/%s.%s: zero day", stream, c.Schema, c.Table)
-		}
+	names, sums, err := summedCounters(stream, day, cs)
+	if err != nil || len(names) == 0 {
+		return err
 	}
-	if len(cs) == 0 {
+	fail := func(err error) error {
+		return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
+	}
+	if len(names) <= countersPerStatement { // one statement is atomic alone
+		q, args := s.addCountersSQL(stream, day, names, sums)
+		if _, err := s.exec(ctx, q, args...); err != nil {
+			return fail(err)
+		}
 		return nil
 	}
-	// A table named twice is added once, summed (one statement cannot
-	// update a row twice), and every writer takes its row locks in one
-	// order.
+	err = s.writeTx(ctx, "tx add_counters", func(tx *sql.Tx) error {
+		if err := s.checkWriteFence(ctx, tx); err != nil {
+			return err
+		}
+		return s.addCounters(ctx, tx, stream, day, names, sums)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// summedCounters checks cs and sums them by table: a table named twice is
+// added once (one statement cannot update a row twice), and every writer
+// takes its row locks in one order (names, sorted).
+func summedCounters(stream string, day time.Time, cs []TableCounters) ([]ObjectName, map[ObjectName]Counters, error) {
+	for _, c := range cs {
+		if stream == "" || c.Schema == "" || c.Table == "" {
+			return nil, nil, fmt.Errorf("add counters %q %q.%q: stream, schema and table are required", stream, c.Schema, c.Table)
+		}
+		if day.IsZero() {
+			return nil, nil, fmt.Errorf("add counters %s/%s.%s: zero day", stream, c.Schema, c.Table)
+		}
+	}
 	sums := map[ObjectName]Counters{}
 	for _, c := range cs {
 		k := ObjectName{Schema: c.Schema, Table: c.Table}
@@ -60,33 +84,58 @@ func (s *Store) AddTablesCounters(ctx context.Context, stream string, day time.T
 	names := slices.SortedFunc(maps.Keys(sums), func(a, b ObjectName) int {
 		return cmp.Or(cmp.Compare(a.Schema, b.Schema), cmp.Compare(a.Table, b.Table))
 	})
-	fail := func(err error) error {
-		return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
-	}
-	if len(names) <= countersPerStatement { // one statement is atomic alone
-		q, args := s.addCountersSQL(stream, day, names, sums)
-		if _, err := s.exec(ctx, q, args...); err != nil {
-			return fail(err)
+	return names, sums, nil
+}
+
+// addCounters adds the tables' counters in tx, countersPerStatement at a
+// time.
+func (s *Store) addCounters(ctx context.Context, tx *sql.Tx, stream string, day time.Time, names []ObjectName, sums map[ObjectName]Counters) error {
+	for start := 0; start < len(names); start += countersPerStatement {
+		part := names[start:min(start+countersPerStatement, len(names))]
+		q, args := s.addCountersSQL(stream, day, part, sums)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+			return fmt.Errorf("tables %d to %d: %w", start+1, start+len(part), err)
 		}
-		return nil
 	}
-	err := s.writeTx(ctx, "tx add_counters", func(tx *sql.Tx) error {
+	return nil
+}
+
+// RecordCommit records what one destination commit of a stream loaded,
+// in one transaction: the tables' counters (as AddTablesCounters), and
+// each run of loaded, whose last chunk the commit held, with its object
+// marked loaded (as UpdateBackfillAndObject with Loaded). One sync of the
+// store instead of one and one a run: in a stream of many small tables
+// these were two of a table's few. With no run it is AddTablesCounters.
+// The transaction checks ctx's write fence, if any, counters and all:
+// a node fenced out records none of them.
+func (s *Store) RecordCommit(ctx context.Context, stream string, day time.Time, cs []TableCounters, loaded []Backfill) error {
+	if len(loaded) == 0 {
+		return s.AddTablesCounters(ctx, stream, day, cs)
+	}
+	names, sums, err := summedCounters(stream, day, cs)
+	if err != nil {
+		return err
+	}
+	runs := make([]runObjectSQL, len(loaded))
+	for i, b := range loaded {
+		if runs[i], err = s.runObjectSQL(b, RunObjectChange{Loaded: true}); err != nil {
+			return err
+		}
+	}
+	return s.writeTx(ctx, "tx record_commit", func(tx *sql.Tx) error {
 		if err := s.checkWriteFence(ctx, tx); err != nil {
 			return err
 		}
-		for start := 0; start < len(names); start += countersPerStatement {
-			part := names[start:min(start+countersPerStatement, len(names))]
-			q, args := s.addCountersSQL(stream, day, part, sums)
-			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
-				return fmt.Errorf("tables %d to %d: %w", start+1, start+len(part), err)
+		if err := s.addCounters(ctx, tx, stream, day, names, sums); err != nil {
+			return fmt.Errorf("add counters of stream %s (%d tables): %w", stream, len(names), err)
+		}
+		for _, r := range runs {
+			if _, err := r.exec(ctx, s, tx); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return fail(err)
-	}
-	return nil
 }
 
 // countersPerStatement bounds the rows of one statement of

@@ -317,36 +317,60 @@ type RunObjectChange struct {
 // the store's syncs bounded how many tables a second were loaded). It
 // reports whether the object changed.
 func (s *Store) UpdateBackfillAndObject(ctx context.Context, b Backfill, o RunObjectChange) (bool, error) {
-	row := objectRow{b.Stream, b.Schema, b.Table, b.ID, o.Loaded}
-	var what, set string
-	var args []any
-	switch {
-	case o.Loaded && o.Status == "":
-		what, set, args = "mark loaded", `"loaded" = ?, "updated_at" = ?`, []any{true, s.d.timeArg(now())}
-	case !o.Loaded && ValidStatus(o.Status):
-		what, set, args = "set status of", `"status" = ?, "reason" = ?, "updated_at" = ?`, []any{o.Status, o.Reason, s.d.timeArg(now())}
-	default:
-		return false, fmt.Errorf("update backfill %d and its object: want a valid status or loaded, not %+v", b.ID, o)
-	}
-	bq, bargs, err := s.updateBackfillSQL(b)
+	r, err := s.runObjectSQL(b, o)
 	if err != nil {
 		return false, err
 	}
-	oq, oargs := objectUpdateSQL(row, set, args)
 	changed := false
 	err = s.writeTx(ctx, "tx update_backfill_object", func(tx *sql.Tx) error {
 		if err := s.checkWriteFence(ctx, tx); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(bq), bargs...)
-		if err := backfillUpdated(b.ID, res, err); err != nil {
-			return err
-		}
-		res, err = tx.ExecContext(ctx, s.d.rebind(oq), oargs...)
-		changed, err = objectUpdated(row, what, res, err)
+		changed, err = r.exec(ctx, s, tx)
 		return err
 	})
 	return changed, err
+}
+
+// runObjectSQL is a change of a backfill's record and its object, built
+// and checked before a transaction runs it.
+type runObjectSQL struct {
+	id           int64
+	row          objectRow
+	what         string
+	bq, oq       string
+	bargs, oargs []any
+}
+
+// runObjectSQL builds UpdateBackfillAndObject's statements.
+func (s *Store) runObjectSQL(b Backfill, o RunObjectChange) (runObjectSQL, error) {
+	r := runObjectSQL{id: b.ID, row: objectRow{b.Stream, b.Schema, b.Table, b.ID, o.Loaded}}
+	var set string
+	var args []any
+	switch {
+	case o.Loaded && o.Status == "":
+		r.what, set, args = "mark loaded", `"loaded" = ?, "updated_at" = ?`, []any{true, s.d.timeArg(now())}
+	case !o.Loaded && ValidStatus(o.Status):
+		r.what, set, args = "set status of", `"status" = ?, "reason" = ?, "updated_at" = ?`, []any{o.Status, o.Reason, s.d.timeArg(now())}
+	default:
+		return r, fmt.Errorf("update backfill %d and its object: want a valid status or loaded, not %+v", b.ID, o)
+	}
+	var err error
+	if r.bq, r.bargs, err = s.updateBackfillSQL(b); err != nil {
+		return r, err
+	}
+	r.oq, r.oargs = objectUpdateSQL(r.row, set, args)
+	return r, nil
+}
+
+// exec runs the change in tx and reports whether the object changed.
+func (r runObjectSQL) exec(ctx context.Context, s *Store, tx *sql.Tx) (bool, error) {
+	res, err := tx.ExecContext(ctx, s.d.rebind(r.bq), r.bargs...)
+	if err := backfillUpdated(r.id, res, err); err != nil {
+		return false, err
+	}
+	res, err = tx.ExecContext(ctx, s.d.rebind(r.oq), r.oargs...)
+	return objectUpdated(r.row, r.what, res, err)
 }
 
 // SetObjectColumns records an object's columns and leaves the rest of it

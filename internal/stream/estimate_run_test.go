@@ -1,7 +1,11 @@
 package stream
 
 import (
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
@@ -39,5 +43,52 @@ func TestRunEstimate(t *testing.T) {
 	}
 	if b := got["few"]; b.ID != recs[0].ID || b.RowsEstimate != 10 || b.RowsRead != 10 {
 		t.Errorf("a run read in its first chunk: estimate %d, read %d; want the 10 rows it read", b.RowsEstimate, b.RowsRead)
+	}
+}
+
+// TestSmallTableStoreWrites: a table read in one chunk costs its
+// backfill three store writes once initiated: Active, Completed, and the
+// commit that loaded it with the commit's counters (with the ending verify
+// off, as in a stream's initial load of many tables). Each is a sync of a
+// SQLite store, and in a stream of many small tables they bounded how
+// many tables a second were loaded.
+func TestSmallTableStoreWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", yaml: "backfill: {mode: manual, verify: false}", setup: `
+		CREATE TABLE small (id int PRIMARY KEY, v int NOT NULL);
+		INSERT INTO small SELECT g, g FROM generate_series(1, 300) g;`})
+	e.start()
+	var mu sync.Mutex
+	var writes []string
+	e.st.Observe(func(op string, _ time.Duration) {
+		if strings.HasPrefix(op, "select") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		writes = append(writes, op)
+	})
+	recs, err := e.s.Initiate(e.ctx, []change.TableID{pubTable("small")}, store.StartedByCLI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	initiated := len(writes)
+	mu.Unlock()
+	e.waitLoaded("small")
+	e.assertConverged("small")
+	b, err := e.st.GetBackfill(e.ctx, recs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.RowsRead != 300 || b.RowsWritten != 300 || b.RowsEstimate != 300 || b.Chunks != 1 || b.LoadedAt == nil {
+		t.Errorf("the run's record: %+v, want 300 rows read, written and estimated in one chunk, loaded", b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	run := writes[initiated:]
+	want := []string{"tx update_backfill_object", "tx update_backfill_object", "tx record_commit"}
+	if !slices.Equal(run, want) {
+		t.Errorf("the run's store writes: %q, want %q", run, want)
 	}
 }

@@ -550,11 +550,7 @@ func (s *Stream) committed(ctx context.Context, b *outBatch) {
 		counters = append(counters, store.TableCounters{Schema: id.Schema, Table: id.Name,
 			Counters: store.Counters{EventsProcessed: c.events, EventsLoaded: c.events, BytesProcessed: c.bytes, BytesLoaded: c.bytes}})
 	}
-	err := s.st.AddTablesCounters(store.WithoutWriteFence(context.WithoutCancel(ctx)), s.cfg.Name, time.Now().UTC(), counters)
-	if err != nil {
-		s.log.Error("record object counters", "objects", len(counters), logkey.Err(err))
-	}
-	s.bf.committed(ctx, b)
+	s.bf.committed(context.WithoutCancel(ctx), b, counters)
 }
 
 // watchSlot measures the WAL the slot retains and warns past the threshold.

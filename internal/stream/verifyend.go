@@ -24,11 +24,11 @@ const (
 // verifyEnd verifies what a completed run covered — its ranges, the rows up
 // to a sample's end, its filter and columns — and records the result in the
 // run; a run whose verify trailed its load (verifytrail.go) waits for its
-// last range. With backfill.verify off it records that it did not.
+// last range. With backfill.verify off it does nothing: allRead recorded
+// the verify off with the run's Completed.
 func (m *backfills) verifyEnd(ctx context.Context, rt *runtime, r *run, c *coverage) {
 	if !m.cfg.Verify {
-		m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyOff} })
-		return
+		return // recorded off with the run's Completed (allRead)
 	}
 	m.update(r, func(b *store.Backfill) { b.Verify = &store.VerifySummary{Status: VerifyRunning} })
 	oc, err := m.verifyCovered(ctx, rt, r, c)

@@ -427,6 +427,13 @@ func (m *backfills) allRead(ctx context.Context, r *run) bool {
 		return false // stopped meanwhile
 	}
 	delete(m.active, r.table.ID)
+	if !m.cfg.Verify {
+		// No ending verify: said with the Completed record, not in a store
+		// write of its own.
+		r.mu.Lock()
+		r.rec.Verify = &store.VerifySummary{Status: VerifyOff}
+		r.mu.Unlock()
+	}
 	if err := m.completeLocked(context.WithoutCancel(ctx), r, false); err != nil {
 		m.log.Error("record completed backfill", logkey.Backfill(r.rec.ID), logkey.Err(err))
 	}
@@ -561,8 +568,11 @@ func (m *backfills) updateWithObject(ctx context.Context, r *run, f func(*store.
 	return nil
 }
 
-// committed records what a destination commit loaded for each backfill.
-func (m *backfills) committed(ctx context.Context, b *outBatch) {
+// committed records what a destination commit loaded for each backfill,
+// and the commit's counters (cs) with the runs it loaded whole: one store
+// write (Store.RecordCommit) where there were one and one a run.
+func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.TableCounters) {
+	var loaded []*run
 	for _, c := range b.chunks {
 		m.mu.Lock()
 		r := m.byID[c.backfillID]
@@ -590,13 +600,54 @@ func (m *backfills) committed(ctx context.Context, b *outBatch) {
 			m.update(r, written)
 			continue
 		}
-		// The run's record and its object loaded, in one store write.
-		m.mu.Lock() // initiate reads and writes the object under it
-		delete(m.byID, c.backfillID)
-		err := m.updateWithObject(ctx, r, written, store.RunObjectChange{Loaded: true})
-		m.mu.Unlock()
-		if err != nil {
-			m.log.Error("record loaded backfill", logkey.Backfill(c.backfillID), logkey.Err(err))
+		r.mu.Lock()
+		written(&r.rec)
+		r.mu.Unlock()
+		loaded = append(loaded, r)
+	}
+	if len(loaded) == 0 {
+		m.recordCounters(ctx, cs)
+		return
+	}
+	// The runs' records and their objects loaded, with the counters.
+	m.mu.Lock() // initiate reads and writes the objects under it
+	defer m.mu.Unlock()
+	recs := make([]store.Backfill, len(loaded))
+	for i, r := range loaded {
+		delete(m.byID, r.rec.ID)
+		r.mu.Lock() // each run's record is written in the order it changes
+		recs[i] = r.rec
+	}
+	err := m.st.RecordCommit(ctx, m.stream, time.Now().UTC(), cs, recs)
+	written := recs
+	if err != nil {
+		// One refused part (a fenced node, a run removed) costs the
+		// others nothing: each is written alone.
+		m.log.Warn("record a commit's counters and loaded backfills together; recording them one by one", logkey.Err(err))
+		m.recordCounters(ctx, cs)
+		written = nil
+		for _, rec := range recs {
+			if _, err := m.st.UpdateBackfillAndObject(ctx, rec, store.RunObjectChange{Loaded: true}); err != nil {
+				m.log.Error("record loaded backfill", logkey.Backfill(rec.ID), logkey.Err(err))
+				continue
+			}
+			written = append(written, rec)
 		}
+	}
+	for _, r := range loaded {
+		r.mu.Unlock()
+	}
+	for _, rec := range written {
+		m.notify(rec)
+	}
+}
+
+// recordCounters adds a commit's counters to the objects'. They go
+// without the write fence: they add up (a frozen node may add those of a
+// batch the destination then refused), and are written after every
+// destination commit.
+func (m *backfills) recordCounters(ctx context.Context, cs []store.TableCounters) {
+	if err := m.st.AddTablesCounters(store.WithoutWriteFence(ctx), m.stream, time.Now().UTC(), cs); err != nil {
+		m.log.Error("record object counters", "objects", len(cs), logkey.Err(err))
 	}
 }

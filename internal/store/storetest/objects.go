@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -121,4 +122,50 @@ func testRecordObjects(t *testing.T, s *store.Store) {
 	if _, err := s.GetObject(ctx, "rec", "public", "c"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after a failed batch, object c: %v, want not recorded", err)
 	}
+}
+
+// testRecordCommit: a commit's counters and its loaded runs with their
+// objects are recorded together; a run the store does not know records
+// nothing, counters included; without runs it adds the counters alone.
+func testRecordCommit(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	day := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	var runs []store.Backfill
+	for _, table := range []string{"a", "b"} {
+		b := store.Backfill{Stream: "rc", Schema: "public", Table: table, StartedBy: "cli", Status: store.StatusCompleted}
+		mustNil(t, s.CreateBackfill(ctx, &b))
+		mustNil(t, s.PutObject(ctx, store.Object{Stream: "rc", Schema: "public", Table: table, Status: store.StatusCompleted, BackfillID: b.ID}))
+		b.RowsWritten = 7
+		runs = append(runs, b)
+	}
+	counters := []store.TableCounters{
+		{Schema: "public", Table: "a", Counters: cn(7, 7, 70, 70)},
+		{Schema: "public", Table: "b", Counters: cn(7, 7, 70, 70)},
+		{Schema: "public", Table: "live", Counters: cn(1, 1, 10, 10)},
+	}
+	state := func(what string, rows int64, loaded bool, sum store.Counters) {
+		t.Helper()
+		for _, b := range runs {
+			o, err := s.GetObject(ctx, "rc", "public", b.Table)
+			mustNil(t, err)
+			got, err := s.GetBackfill(ctx, b.ID)
+			mustNil(t, err)
+			if o.Loaded != loaded || got.RowsWritten != rows {
+				t.Errorf("%s: %s loaded %v with %d rows written, want %v and %d", what, b.Table, o.Loaded, got.RowsWritten, loaded, rows)
+			}
+		}
+		if got, err := s.SumCounters(ctx, "rc", "", "", time.Time{}); err != nil || got != sum {
+			t.Errorf("%s: counters %+v %v, want %+v", what, got, err, sum)
+		}
+	}
+	unknown := runs[1]
+	unknown.ID += 1000
+	if err := s.RecordCommit(ctx, "rc", day, counters, []store.Backfill{runs[0], unknown}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a commit with an unknown run: %v, want ErrNotFound", err)
+	}
+	state("after the refused commit", 0, false, store.Counters{})
+	mustNil(t, s.RecordCommit(ctx, "rc", day, counters, runs))
+	state("after the commit", 7, true, cn(15, 15, 150, 150))
+	mustNil(t, s.RecordCommit(ctx, "rc", day, counters[2:], nil))
+	state("after a commit of live changes", 7, true, cn(16, 16, 160, 160))
 }

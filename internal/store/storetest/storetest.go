@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"RunObject", testRunObject},
 		{"BackfillAndObject", testBackfillAndObject},
 		{"RecordObjects", testRecordObjects},
+		{"RecordCommit", testRecordCommit},
 		{"Validation", testValidation},
 		{"CanceledContext", testCanceledContext},
 		{"Batch", testBatch},
