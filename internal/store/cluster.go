@@ -335,7 +335,8 @@ func (s *Store) FenceBatchWrites(lease, node string, epoch int64) {
 type writeFenceKey struct{}
 
 // WithWriteFence makes every write of the store under ctx (a stream's
-// records and its backfills; counters go without, see WithoutWriteFence)
+// records and its backfills; counters go without, see WithoutWriteFence,
+// but for those RecordCommit writes with its runs)
 // check, in its own transaction, that node still holds lease at epoch,
 // and fail with ErrFenced if not: a cluster node woken from a freeze
 // cannot write for work another node has taken over. The check takes a

@@ -14,10 +14,14 @@ import (
 // live change for a second, chunks take their configured size again.
 //
 // While chunks are written on lanes of their own (lane.go), a live change
-// waits only for a chunk of its own table, and only the chunks of tables
-// with live changes are paced: a table nobody writes loads in whole chunks
-// beside a busy one. A summed chunk is paced by every live change, lanes or
-// not: the applier takes the destination's sum, and every change waits.
+// waits only for a chunk of its own table (in its key range, or any, when
+// only the source knows the table's key order), and only the chunks of
+// tables with live changes in the last tableLiveQuiet are paced: a table
+// nobody writes loads in whole chunks beside a busy one. The first change
+// of a table quiet that long may wait for one whole chunk of it, and hold
+// the changes after it, as any change does after a quiet second without
+// lanes. A summed chunk is paced by every live change, lanes or not: the
+// applier takes the destination's sum, and every change waits.
 //
 // Workers read it; the applier feeds it.
 type chunkPace struct {
@@ -32,8 +36,13 @@ type chunkPace struct {
 	tableLiveAt map[change.TableID]int64 // each table's last live change, unix ns
 }
 
-// liveQuiet is how long after the last live change chunks grow back.
-const liveQuiet = time.Second
+// liveQuiet is how long after the last live change chunks grow back;
+// tableLiveQuiet, how long after the last of its table, on lanes: a table
+// written now and then is paced as one written throughout.
+const (
+	liveQuiet      = time.Second
+	tableLiveQuiet = time.Minute
+)
 
 // observe records a committed chunk write. A batch that wrote no chunk
 // rows (a range its sums settled: only its cursor) teaches nothing.
@@ -75,9 +84,10 @@ func (p *chunkPace) quiet(now time.Time) bool {
 	return p == nil || now.UnixNano()-p.liveAt.Load() > int64(liveQuiet)
 }
 
-// quietFor says no live change waits for a chunk of table id to be
-// written: none arrived for liveQuiet, of that table when chunks go on
-// lanes, of any table when they go with the live changes.
+// quietFor says no live change is likely to wait for a chunk of table id
+// to be written: none of that table arrived for tableLiveQuiet, when chunks
+// go on lanes; none of any table for liveQuiet, when they go with the live
+// changes.
 func (p *chunkPace) quietFor(id change.TableID, now time.Time) bool {
 	if p == nil || p.lanes == nil || p.lanes.Load() <= 0 {
 		return p.quiet(now)
@@ -85,7 +95,7 @@ func (p *chunkPace) quietFor(id change.TableID, now time.Time) bool {
 	p.mu.Lock()
 	at := p.tableLiveAt[id]
 	p.mu.Unlock()
-	return now.UnixNano()-at > int64(liveQuiet)
+	return now.UnixNano()-at > int64(tableLiveQuiet)
 }
 
 // limit is the rows the next summed chunk may read, given the configured

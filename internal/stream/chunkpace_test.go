@@ -59,8 +59,11 @@ func TestChunkPaceByTable(t *testing.T) {
 	if n := p.limit(10000, now); n != 4000 {
 		t.Fatalf("lanes open, a sum: %d rows, want 4000 (the applier takes it, every change waits)", n)
 	}
-	if n := p.limitFor(10000, busy.ID, now.Add(2*time.Second)); n != 10000 {
-		t.Fatalf("lanes open, two seconds after the table's last change: %d rows, want 10000", n)
+	if n := p.limitFor(10000, busy.ID, now.Add(2*time.Second)); n != 4000 {
+		t.Fatalf("lanes open, two seconds after the table's last change: %d rows, want 4000 (a table written now and then)", n)
+	}
+	if n := p.limitFor(10000, busy.ID, now.Add(2*time.Minute)); n != 10000 {
+		t.Fatalf("lanes open, two minutes after the table's last change: %d rows, want 10000", n)
 	}
 
 	lanes.Store(0) // the destination refused every lane

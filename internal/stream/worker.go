@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 	// The estimate (a source query and a record update) is taken once the
 	// first chunk is read, beside its merge (estimateOnce). It is in
 	// before the run completes.
-	defer c.estimating.Wait()
+	defer c.waitEstimate()
 	c.pace = pacer{start: time.Now(), rate: m.rate(r)}
 	if r.rec.StartedBy == StartedByReset {
 		// A lost slot's reset backfills a destination that held the
@@ -62,9 +63,11 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 			break
 		}
 	}
-	c.estimating.Wait()
+	c.waitEstimate()
 	if m.allRead(ctx, r) {
 		m.verifyEnd(ctx, rt, r, c)
+	} else {
+		m.persist(r) // stopped meanwhile: the last chunk's progress went with no record
 	}
 }
 
@@ -86,29 +89,39 @@ type coverage struct {
 	// read while the applier settles the one before (loadsum.go).
 	sums  loadSums
 	ahead *aheadSum
-	// estimated says the run's row estimate is decided (estimateOnce),
-	// exact that it is the rows the run read, estimating waits for its
-	// query.
-	estimated, exact bool
-	estimating       sync.WaitGroup
+	// read says a chunk was read; exact that the run's estimate is the
+	// rows it read; estimating, once set, waits for the source's estimate
+	// (estimateOnce).
+	read, exact bool
+	estimating  *sync.WaitGroup
+}
+
+// waitEstimate waits for the source's estimate, if one was asked.
+func (c *coverage) waitEstimate() {
+	if c.estimating != nil {
+		c.estimating.Wait()
+	}
 }
 
 // estimateOnce takes the run's row estimate from the source, in the
-// background, once its first chunk pc is read; a run whose first chunk is
-// its last needs none: it records what it read as its estimate (exact).
-// In a stream of many small tables the query was a source transaction a
-// table, and before that a tenth of each table's time.
+// background, once a chunk pc is read that is not the run's last. A run
+// whose first chunk is its last (read from the start: nothing read before)
+// asks the source nothing: it records what it read as its estimate
+// (exact). In a stream of many small tables the query was a source
+// transaction a table, and before that a tenth of each table's time.
 func (m *backfills) estimateOnce(ctx context.Context, rt *runtime, r *run, c *coverage, pc *pendingChunk) {
-	if c.estimated {
-		return
+	first := !c.read
+	c.read = true
+	switch {
+	case c.estimating != nil:
+	case pc.last && (c.exact || first && c.sampled == 0):
+		c.exact = true // a read again of that chunk keeps it
+	default:
+		c.exact = false
+		id := r.table.ID // r.table changes as chunks are read
+		c.estimating = &sync.WaitGroup{}
+		c.estimating.Go(func() { m.recordEstimate(ctx, rt, r, id) })
 	}
-	c.estimated = true
-	if pc.last {
-		c.exact = true
-		return
-	}
-	id := r.table.ID // r.table changes as chunks are read
-	c.estimating.Go(func() { m.recordEstimate(ctx, rt, r, id) })
 }
 
 // summer is the source's range checksum when the run's next chunk is to
@@ -570,9 +583,12 @@ func (m *backfills) updateWithObject(ctx context.Context, r *run, f func(*store.
 
 // committed records what a destination commit loaded for each backfill,
 // and the commit's counters (cs) with the runs it loaded whole: one store
-// write (Store.RecordCommit) where there were one and one a run.
+// write (Store.RecordCommit) where there were one and one a run. The
+// counters are written before any run's record tells of the commit (the
+// console shows them together).
 func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.TableCounters) {
 	var loaded []*run
+	var progress []func()
 	for _, c := range b.chunks {
 		m.mu.Lock()
 		r := m.byID[c.backfillID]
@@ -597,7 +613,13 @@ func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.Table
 			}
 		}
 		if !c.last {
-			m.update(r, written)
+			progress = append(progress, func() { m.update(r, written) })
+			continue
+		}
+		// A batch holds one chunk of a table at most (applier.writing):
+		// no run is here twice, and its lock is taken once below.
+		if slices.Contains(loaded, r) {
+			m.log.Error("a commit held two last chunks of one backfill", logkey.Backfill(c.backfillID))
 			continue
 		}
 		r.mu.Lock()
@@ -607,9 +629,17 @@ func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.Table
 	}
 	if len(loaded) == 0 {
 		m.recordCounters(ctx, cs)
-		return
+	} else {
+		m.recordLoaded(ctx, cs, loaded)
 	}
-	// The runs' records and their objects loaded, with the counters.
+	for _, f := range progress {
+		f()
+	}
+}
+
+// recordLoaded records the runs a commit loaded whole, and their objects
+// loaded, with the commit's counters.
+func (m *backfills) recordLoaded(ctx context.Context, cs []store.TableCounters, loaded []*run) {
 	m.mu.Lock() // initiate reads and writes the objects under it
 	defer m.mu.Unlock()
 	recs := make([]store.Backfill, len(loaded))
@@ -620,9 +650,11 @@ func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.Table
 	}
 	err := m.st.RecordCommit(ctx, m.stream, time.Now().UTC(), cs, recs)
 	written := recs
-	if err != nil {
-		// One refused part (a fenced node, a run removed) costs the
-		// others nothing: each is written alone.
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) {
+		// A refused part (a node fenced out, a run removed) costs the
+		// others nothing: each is written alone, the counters without
+		// the fence. (Any other error may come after the commit did:
+		// writing the counters again could count them twice.)
 		m.log.Warn("record a commit's counters and loaded backfills together; recording them one by one", logkey.Err(err))
 		m.recordCounters(ctx, cs)
 		written = nil
@@ -633,6 +665,9 @@ func (m *backfills) committed(ctx context.Context, b *outBatch, cs []store.Table
 			}
 			written = append(written, rec)
 		}
+	} else if err != nil {
+		m.log.Error("record a commit's counters and loaded backfills", "backfills", len(recs), logkey.Err(err))
+		written = nil
 	}
 	for _, r := range loaded {
 		r.mu.Unlock()
