@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -59,7 +58,7 @@ streams:
 
 	wait := exec.Command(bin, append([]string{"backfill", "wait", "s", "public.t"}, addr...)...)
 	wait.Env = environ()
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr testutil.LockedBuffer
 	wait.Stdout, wait.Stderr = &stdout, &stderr
 	if err := wait.Start(); err != nil {
 		t.Fatal(err)
@@ -69,7 +68,10 @@ streams:
 	t.Cleanup(func() { _ = wait.Process.Kill() })
 
 	// Killed mid-backfill, then started again: the backfill resumes from
-	// its cursor, and wait follows it there.
+	// its cursor, and wait follows it there. The daemon is killed only once
+	// wait follows backfill 1 (its first line), not while wait is still
+	// starting: a daemon not there at all is another answer.
+	poll(t, d, "backfill wait to follow backfill 1", func() bool { return strings.Contains(stdout.String(), "backfill 1 of public.t") })
 	poll(t, d, "more rows read", func() bool { return rowsRead(1) >= 15 })
 	_ = d.cmd.Process.Kill()
 	<-d.done
