@@ -28,7 +28,7 @@ streams:
     source: {dsn: "%s", status_interval: 1s}
     destination: {type: sqlite, path: "%s"}
     include: ["public.*"]
-    backfill: {mode: manual, chunk_size: 5, rows_per_second: 20}
+    backfill: {mode: manual, chunk_size: 5, rows_per_second: 10}
     retry: {initial: 50ms, max: 1s}
 `, filepath.Join(dir, "meta.db"), port, dsn, filepath.Join(dir, "dest.db"))
 	})
@@ -71,8 +71,18 @@ streams:
 	// its cursor, and wait follows it there. The daemon is killed only once
 	// wait follows backfill 1 (its first line), not while wait is still
 	// starting: a daemon not there at all is another answer.
-	poll(t, d, "backfill wait to follow backfill 1", func() bool { return strings.Contains(stdout.String(), "backfill 1 of public.t") })
+	poll(t, d, "backfill wait to follow backfill 1", func() bool {
+		select {
+		case err := <-waited:
+			t.Fatalf("backfill wait ended before the daemon was killed: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+		default:
+		}
+		return strings.Contains(stdout.String(), "backfill 1 of public.t")
+	})
 	poll(t, d, "more rows read", func() bool { return rowsRead(1) >= 15 })
+	if n := rowsRead(1); n >= 80 {
+		t.Fatalf("backfill 1 read all %d rows before the daemon was killed: the test needs a slower backfill", n)
+	}
 	_ = d.cmd.Process.Kill()
 	<-d.done
 	d = startDaemon(t, cfg, filepath.Join(filepath.Dir(cfg), "daemon2.log"))

@@ -54,7 +54,7 @@ func TestChunksPacedByTable(t *testing.T) {
 			switch {
 			case tc.quietPaced && chunks["quiet"] <= 2*rows/chunk:
 				t.Errorf("the table without live changes took %d chunks: chunks going with the live changes must all be paced", chunks["quiet"])
-			case !tc.quietPaced && chunks["quiet"] > rows/chunk+4: // 11 unpaced: 10 full, one empty
+			case !tc.quietPaced && chunks["quiet"] > rows/chunk+4: // 11 unpaced (10 full, one empty); slack for a chunk read before a lane opened
 				t.Errorf("the table without live changes took %d chunks of up to %d rows, want %d: paced for another table's changes", chunks["quiet"], chunk, rows/chunk)
 			}
 		})

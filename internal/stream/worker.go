@@ -24,7 +24,8 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		return
 	}
 	r.mu.Lock()
-	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead}
+	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead,
+		fresh: after == nil && rowsBefore == 0 && r.rec.RowsRead == 0}
 	r.mu.Unlock()
 	var err error
 	if c.scope, err = scopeOf(c.opts); err != nil {
@@ -89,11 +90,12 @@ type coverage struct {
 	// read while the applier settles the one before (loadsum.go).
 	sums  loadSums
 	ahead *aheadSum
-	// read says a chunk was read; exact that the run's estimate is the
-	// rows it read; estimating, once set, waits for the source's estimate
-	// (estimateOnce).
-	read, exact bool
-	estimating  *sync.WaitGroup
+	// fresh says the run starts from its beginning (nothing read or
+	// committed before); read that a chunk was read; exact that the run's
+	// estimate is the rows it read; estimating, once set, waits for the
+	// source's estimate (estimateOnce).
+	fresh, read, exact bool
+	estimating         *sync.WaitGroup
 }
 
 // waitEstimate waits for the source's estimate, if one was asked.
@@ -105,8 +107,8 @@ func (c *coverage) waitEstimate() {
 
 // estimateOnce takes the run's row estimate from the source, in the
 // background, once a chunk pc is read that is not the run's last. A run
-// whose first chunk is its last (read from the start: nothing read before)
-// asks the source nothing: it records what it read as its estimate
+// whose first chunk is its last (read from the start: nothing read or
+// committed before, c.fresh) asks the source nothing: it records what it read as its estimate
 // (exact). In a stream of many small tables the query was a source
 // transaction a table, and before that a tenth of each table's time.
 func (m *backfills) estimateOnce(ctx context.Context, rt *runtime, r *run, c *coverage, pc *pendingChunk) {
@@ -114,7 +116,7 @@ func (m *backfills) estimateOnce(ctx context.Context, rt *runtime, r *run, c *co
 	c.read = true
 	switch {
 	case c.estimating != nil:
-	case pc.last && (c.exact || first && c.sampled == 0):
+	case pc.last && (c.exact || first && c.fresh):
 		c.exact = true // a read again of that chunk keeps it
 	default:
 		c.exact = false
@@ -657,17 +659,12 @@ func (m *backfills) recordLoaded(ctx context.Context, cs []store.TableCounters, 
 		// writing the counters again could count them twice.)
 		m.log.Warn("record a commit's counters and loaded backfills together; recording them one by one", logkey.Err(err))
 		m.recordCounters(ctx, cs)
-		written = nil
-		for _, rec := range recs {
-			if _, err := m.st.UpdateBackfillAndObject(ctx, rec, store.RunObjectChange{Loaded: true}); err != nil {
-				m.log.Error("record loaded backfill", logkey.Backfill(rec.ID), logkey.Err(err))
-				continue
-			}
-			written = append(written, rec)
-		}
+		written = m.recordRunsLoaded(ctx, recs)
 	} else if err != nil {
-		m.log.Error("record a commit's counters and loaded backfills", "backfills", len(recs), logkey.Err(err))
-		written = nil
+		// The commit may have happened: its counters are not written
+		// again, the runs are (writing one twice changes nothing).
+		m.log.Error("record a commit's counters and loaded backfills; recording the backfills alone", "backfills", len(recs), logkey.Err(err))
+		written = m.recordRunsLoaded(ctx, recs)
 	}
 	for _, r := range loaded {
 		r.mu.Unlock()
@@ -675,6 +672,20 @@ func (m *backfills) recordLoaded(ctx context.Context, cs []store.TableCounters, 
 	for _, rec := range written {
 		m.notify(rec)
 	}
+}
+
+// recordRunsLoaded records each run loaded, with its object, in a store
+// write of its own, and returns those written.
+func (m *backfills) recordRunsLoaded(ctx context.Context, recs []store.Backfill) []store.Backfill {
+	var written []store.Backfill
+	for _, rec := range recs {
+		if _, err := m.st.UpdateBackfillAndObject(ctx, rec, store.RunObjectChange{Loaded: true}); err != nil {
+			m.log.Error("record loaded backfill", logkey.Backfill(rec.ID), logkey.Err(err))
+			continue
+		}
+		written = append(written, rec)
+	}
+	return written
 }
 
 // recordCounters adds a commit's counters to the objects'. They go
