@@ -64,6 +64,9 @@ func (p *chunkPace) live(now time.Time, changes []change.Change) {
 	}
 	at := now.UnixNano()
 	p.liveAt.Store(at)
+	if p.lanes == nil {
+		return // no lanes: only the last change of any table paces chunks
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tableLiveAt == nil {
