@@ -290,7 +290,7 @@ func TestEndToEnd(t *testing.T) {
 	poll(t, d, "sample completed", func() bool {
 		var runs []store.Backfill
 		cliJSON(&runs, "backfill", "list", "--stream", "s")
-		return len(runs) > 0 && runs[0].ID == sampled[0].ID && runs[0].LoadedAt != nil
+		return len(runs) > 0 && runs[0].ID == sampled[0].ID && runs[0].Status == store.StatusCompleted && runs[0].LoadedAt != nil
 	})
 	expect(t, 2, []string{"--at \"soon\" is not a time"}, append(addr, "backfill", "initiate", "s", "public.t", "--at", "soon")...)
 	expect(t, 2, []string{"function pg_sleep is not allowed"}, append(addr, "backfill", "initiate", "s", "public.t", "--filter", "pg_sleep(60) IS NULL")...)

@@ -66,7 +66,7 @@ func TestBackfillAsOneRun(t *testing.T) {
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 1 {
 			return false
 		}
-		return list[0].ID == 5 && list[0].LoadedAt != nil
+		return list[0].ID == 5 && list[0].Status == store.StatusCompleted && list[0].LoadedAt != nil
 	})
 	expect(t, 0, []string{"public.a", "ok"}, args("verify", "s", "public.a", "--repair")...)
 

@@ -236,6 +236,29 @@ func (c *crashEnv) watch(metaPath string) func() store.Backfill {
 	}
 }
 
+// allLoaded tells whether the stream has runs and every one of them is
+// completed and loaded, reading the metadata store at metaPath.
+func (c *crashEnv) allLoaded(metaPath string) func() bool {
+	c.t.Helper()
+	st, err := store.Open(c.ctx, "sqlite://"+metaPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { st.Close() })
+	return func() bool {
+		recs, err := st.ListBackfills(c.ctx, store.BackfillFilter{Stream: cmp.Or(c.stream, "crash")})
+		if err != nil || len(recs) == 0 {
+			return false
+		}
+		for _, r := range recs {
+			if r.Status != store.StatusCompleted || r.LoadedAt == nil {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // crashSource creates source database name on the test server, runs setup
 // in it and returns its DSN and a connection closed when the test ends.
 func crashSource(t testing.TB, ctx context.Context, name, setup string) (string, *pgx.Conn) {

@@ -56,7 +56,10 @@ func TestSIGKILLWhileChangesWait(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("initiate: HTTP %d", resp.StatusCode)
 	}
-	c.waitFor("both tables loaded", func() bool { return c.converged() && sameU(c) })
+	// Completed as well as equal: t's next backfill is refused while its
+	// first is still active.
+	allLoaded := c.allLoaded(metaPath)
+	c.waitFor("both tables loaded", func() bool { return c.converged() && sameU(c) && allLoaded() })
 
 	dst, err := pgx.Connect(ctx, dstDSN)
 	if err != nil {
