@@ -33,6 +33,7 @@ type destColumn struct {
 // column's default. Statements prepared on the connection and the staging
 // table of chunks are dropped, since their column lists or types changed.
 func (s *Sink) AlterTable(ctx context.Context, t *change.Table, steps []sink.AlterStep) error {
+	s.justCreated = nil
 	if err := s.ensureConn(ctx); err != nil {
 		return fmt.Errorf("alter table %s: %w", t.ID, err)
 	}
@@ -258,6 +259,14 @@ func (s *Sink) destColumns(ctx context.Context, qualified string) ([]destColumn,
 // source column maps to (docs/type-mapping.md) or one that widens it; a
 // narrower one is widened.
 func (s *Sink) CheckTable(ctx context.Context, t *change.Table) (sink.TableCheck, error) {
+	fresh := t != nil && t == s.justCreated
+	s.justCreated = nil
+	if fresh {
+		// EnsureTable has just made the table from t: it has t's shape,
+		// and the server need not be asked (a stream's start checks each
+		// table it creates, a thousand of them on a first start).
+		return sink.TableCheck{Exists: true}, nil
+	}
 	check, err := s.checkTable(ctx, t)
 	if s.forgetGone(err) {
 		check, err = s.checkTable(ctx, t) // with the types looked up again

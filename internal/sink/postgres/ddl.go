@@ -32,6 +32,7 @@ func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
 }
 
 func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
+	s.justCreated = nil
 	if err := s.ensureConn(ctx); err != nil {
 		return err
 	}
@@ -45,9 +46,9 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	if err := s.ensureSortKeys(ctx, t); err != nil {
 		return err
 	}
-	err = s.createTable(ctx, t, ts)
+	created, err := s.createTable(ctx, t, ts)
 	if s.forgetGone(err) {
-		err = s.createTable(ctx, t, ts) // with the schema and types looked up again
+		created, err = s.createTable(ctx, t, ts) // with the schema and types looked up again
 	}
 	if err != nil {
 		return err
@@ -57,19 +58,24 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 			return fmt.Errorf("create the key's sort key index: %w", err)
 		}
 	}
+	if created {
+		s.justCreated = t
+	}
 	return nil
 }
 
 // createTable creates t's table in its schema, which it makes if missing.
-func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) error {
+// It reports false when another session created the table since it was
+// looked for.
+func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (bool, error) {
 	if err := s.ensureSchema(ctx, t.ID.Schema); err != nil {
-		return err
+		return false, err
 	}
 	defs := make([]string, 0, len(t.Columns)+1)
 	for i, c := range t.Columns {
 		typ, err := s.resolveType(ctx, c)
 		if err != nil {
-			return err
+			return false, err
 		}
 		def := ts.cols[i] + " " + typ
 		if expr, ok := generatedExpr(t, i); ok {
@@ -78,18 +84,24 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) e
 		if ts.isKey[i] {
 			coll, err := keyCollation(t, c, typ)
 			if err != nil {
-				return err
+				return false, err
 			}
 			def += coll
 		}
 		defs = append(defs, def)
 	}
 	defs = append(defs, "PRIMARY KEY ("+ts.keyColumns()+")")
-	ddl := "CREATE TABLE IF NOT EXISTS " + ts.name + " (" + strings.Join(defs, ", ") + ")"
+	// Not IF NOT EXISTS: a table another session made meanwhile is told
+	// apart (duplicate_table), as one this did not shape.
+	ddl := "CREATE TABLE " + ts.name + " (" + strings.Join(defs, ", ") + ")"
 	if _, err := s.conn.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("create table: %w", err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P07" {
+			return false, nil
+		}
+		return false, fmt.Errorf("create table: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // computes: the destination computes a stored generated column of the

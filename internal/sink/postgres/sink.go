@@ -54,6 +54,9 @@ type Sink struct {
 	// to (resolveType).
 	resolved map[resolveKey]string
 	schemas  map[string]bool // schemas known to exist (ensureSchema)
+	// justCreated is the table EnsureTable last made, until the check of
+	// it that follows (CheckTable) or another change of shape.
+	justCreated *change.Table
 	// sumPool is where ranges are summed in snapshots (SumLater); nil
 	// until the first.
 	sumPool *pgxpool.Pool
