@@ -52,6 +52,15 @@ type Catalog interface {
 	EstimateTable(ctx context.Context, id change.TableID) (TableSize, error)
 }
 
+// ManyDescriber is a Catalog that describes several tables at once, in a
+// few queries for all of them: a stream's start describes every table.
+type ManyDescriber interface {
+	// DescribeMany describes each of ids as Describe does, keys[id] its
+	// configured key columns; errs[i] is table i's own error, err one
+	// that failed them all.
+	DescribeMany(ctx context.Context, ids []change.TableID, keys map[change.TableID][]string) (tables []*change.Table, errs []error, err error)
+}
+
 // Capture is what makes the log carry a table's changes.
 type Capture interface {
 	// PrepareCapture makes the log carry the changes of exactly these

@@ -47,8 +47,11 @@ func openSink(ctx context.Context, cfg *config.Stream) (sink.Sink, error) {
 // With many tables the start is round trips: the objects are listed in
 // one query to choose the tables (each is read again right before it is
 // recorded, so that no change made meanwhile is overwritten), and the
-// source describes tables a few at a time, ahead of the destination's
-// steps, which take them one by one in order.
+// source describes tables ahead of the destination's steps, which take
+// them one by one in order: a few at a time, or, where the source can
+// (source.ManyDescriber), in batches of describeBatch, each batch a few
+// catalog queries for all its tables. The destination's check of a table
+// it has just created asks it nothing (the PostgreSQL sink).
 func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink, firstStart bool) (map[change.TableID]*change.Table, map[change.TableID]string, error) {
 	all, err := src.Tables(ctx)
 	if err != nil {
@@ -125,9 +128,13 @@ func (s *Stream) discover(ctx context.Context, src source.Source, snk sink.Sink,
 	return tables, skipped, nil
 }
 
-// describeWorkers is how many tables the source describes at a time at a
-// stream's start.
-const describeWorkers = 4
+// describeWorkers is how many describes of the source run at a time at a
+// stream's start; describeBatch, how many tables each describes at once
+// where the source describes several in one go (source.ManyDescriber).
+const (
+	describeWorkers = 4
+	describeBatch   = 50
+)
 
 // describing is tables being described ahead of their use.
 type describing struct {
@@ -148,21 +155,44 @@ func describeAhead(ctx context.Context, src source.Catalog, ids []change.TableID
 	for i := range d.results {
 		d.results[i].done = make(chan struct{})
 	}
+	many, _ := src.(source.ManyDescriber)
+	batch := 1
+	if many != nil {
+		batch = describeBatch
+	}
 	var next atomic.Int64
-	for range min(describeWorkers, len(ids)) {
+	for range min(describeWorkers, (len(ids)+batch-1)/batch) {
 		d.wg.Go(func() {
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ids) || ctx.Err() != nil {
+				lo := int(next.Add(int64(batch)) - int64(batch))
+				if lo >= len(ids) || ctx.Err() != nil {
 					return
 				}
-				r := &d.results[i]
-				r.t, r.err = src.Describe(ctx, ids[i], keys[ids[i]])
-				close(r.done)
+				d.describe(ctx, src, many, ids, keys, lo, min(lo+batch, len(ids)))
 			}
 		})
 	}
 	return d
+}
+
+// describe describes ids[lo:hi], in one go when the source can.
+func (d *describing) describe(ctx context.Context, src source.Catalog, many source.ManyDescriber, ids []change.TableID, keys map[change.TableID][]string, lo, hi int) {
+	if many == nil {
+		for i := lo; i < hi; i++ {
+			r := &d.results[i]
+			r.t, r.err = src.Describe(ctx, ids[i], keys[ids[i]])
+			close(r.done)
+		}
+		return
+	}
+	tables, errs, err := many.DescribeMany(ctx, ids[lo:hi], keys)
+	for i := lo; i < hi; i++ {
+		r := &d.results[i]
+		if r.err = err; err == nil {
+			r.t, r.err = tables[i-lo], errs[i-lo]
+		}
+		close(r.done)
+	}
 }
 
 // get waits for the i-th table's description.

@@ -112,6 +112,24 @@ func (s *Source) Describe(ctx context.Context, id change.TableID, keyCols []stri
 	return t, classify(err)
 }
 
+// DescribeMany describes tables in one read transaction: see
+// source.ManyDescriber.
+func (s *Source) DescribeMany(ctx context.Context, ids []change.TableID, keys map[change.TableID][]string) ([]*change.Table, []error, error) {
+	var tables []*change.Table
+	var errs []error
+	err := s.read(ctx, func(q queryer) (err error) {
+		tables, errs, err = DescribeMany(ctx, q, ids, keys)
+		return err
+	})
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	for i := range errs {
+		errs[i] = classify(errs[i])
+	}
+	return tables, errs, nil
+}
+
 // EstimateTable sizes a table as a backfill of it would read it.
 func (s *Source) EstimateTable(ctx context.Context, id change.TableID) (TableSize, error) {
 	var size TableSize
