@@ -56,8 +56,9 @@ type Catalog interface {
 // few queries for all of them: a stream's start describes every table.
 type ManyDescriber interface {
 	// DescribeMany describes each of ids as Describe does, keys[id] its
-	// configured key columns; errs[i] is table i's own error, err one
-	// that failed them all.
+	// configured key columns. Unless err (one that failed them all),
+	// tables and errs are as long as ids, and tables[i] is nil exactly
+	// when errs[i], table i's own error, is not.
 	DescribeMany(ctx context.Context, ids []change.TableID, keys map[change.TableID][]string) (tables []*change.Table, errs []error, err error)
 }
 

@@ -148,8 +148,9 @@ type described struct {
 	done chan struct{}
 }
 
-// describeAhead describes ids, describeWorkers at a time, in order; get
-// waits for one. The workers stop when ctx ends.
+// describeAhead describes ids in order, describeWorkers describes at a
+// time (of describeBatch tables each where the source can); get waits for
+// one. The workers stop when ctx ends.
 func describeAhead(ctx context.Context, src source.Catalog, ids []change.TableID, keys map[change.TableID][]string) *describing {
 	d := &describing{results: make([]described, len(ids))}
 	for i := range d.results {
@@ -175,22 +176,24 @@ func describeAhead(ctx context.Context, src source.Catalog, ids []change.TableID
 	return d
 }
 
-// describe describes ids[lo:hi], in one go when the source can.
+// describe describes ids[lo:hi], in one go when the source can. A batch
+// that failed as a whole is described table by table: the error, if it
+// comes again, then names its table.
 func (d *describing) describe(ctx context.Context, src source.Catalog, many source.ManyDescriber, ids []change.TableID, keys map[change.TableID][]string, lo, hi int) {
-	if many == nil {
-		for i := lo; i < hi; i++ {
-			r := &d.results[i]
-			r.t, r.err = src.Describe(ctx, ids[i], keys[ids[i]])
-			close(r.done)
+	if many != nil {
+		tables, errs, err := many.DescribeMany(ctx, ids[lo:hi], keys)
+		if err == nil && len(tables) == hi-lo && len(errs) == hi-lo {
+			for i := lo; i < hi; i++ {
+				r := &d.results[i]
+				r.t, r.err = tables[i-lo], errs[i-lo]
+				close(r.done)
+			}
+			return
 		}
-		return
 	}
-	tables, errs, err := many.DescribeMany(ctx, ids[lo:hi], keys)
 	for i := lo; i < hi; i++ {
 		r := &d.results[i]
-		if r.err = err; err == nil {
-			r.t, r.err = tables[i-lo], errs[i-lo]
-		}
+		r.t, r.err = src.Describe(ctx, ids[i], keys[ids[i]])
 		close(r.done)
 	}
 }

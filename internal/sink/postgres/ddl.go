@@ -21,6 +21,7 @@ const firstNormalOID = 16384
 // EnsureTable creates schema and table unless the table exists. Columns get
 // the source's types as the destination knows them; see resolveType.
 func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
+	s.justCreated = nil
 	if t.ID.Schema == "_tidemark" {
 		// Its rows would land in (or next to) the checkpoint tables.
 		return fmt.Errorf("table %s: schema _tidemark is tidemark's own in the destination: %w; exclude the table from the stream", t.ID, sink.ErrTableName)
@@ -32,7 +33,6 @@ func (s *Sink) EnsureTable(ctx context.Context, t *change.Table) error {
 }
 
 func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
-	s.justCreated = nil
 	if err := s.ensureConn(ctx); err != nil {
 		return err
 	}

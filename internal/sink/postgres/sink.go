@@ -55,7 +55,9 @@ type Sink struct {
 	resolved map[resolveKey]string
 	schemas  map[string]bool // schemas known to exist (ensureSchema)
 	// justCreated is the table EnsureTable last made, until the check of
-	// it that follows (CheckTable) or another change of shape.
+	// it that follows (CheckTable) or another change of shape. It is the
+	// caller's shape, by pointer: a caller does not change a described
+	// table in place (a changed shape is a new *change.Table).
 	justCreated *change.Table
 	// sumPool is where ranges are summed in snapshots (SumLater); nil
 	// until the first.

@@ -69,8 +69,9 @@ func describing(ids []change.TableID) string {
 
 // wanted are the tables ids as two arrays, schemas and names, that the
 // catalog queries unnest WITH ORDINALITY: a row's ordinal, from 1, is its
-// table's place in ids.
-const wanted = `unnest($1::pg_catalog.text[], $2::pg_catalog.text[]) WITH ORDINALITY AS w(nsp, rel, i)
+// table's place in ids. As names they compare as a name parameter did (a
+// name longer than 63 bytes is cut to 63).
+const wanted = `unnest($1::pg_catalog.name[], $2::pg_catalog.name[]) WITH ORDINALITY AS w(nsp, rel, i)
 		JOIN pg_namespace n ON n.nspname = w.nsp
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.rel`
 
