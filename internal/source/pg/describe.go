@@ -83,6 +83,15 @@ func wantedArgs(ids []change.TableID) (schemas, names []string) {
 	return schemas, names
 }
 
+// subset is ids[i] for each i of which, in that order.
+func subset(ids []change.TableID, which []int) []change.TableID {
+	out := make([]change.TableID, len(which))
+	for j, i := range which {
+		out[j] = ids[i]
+	}
+	return out
+}
+
 // readColumns reads each table's columns; a table the source does not have
 // is nil.
 func readColumns(ctx context.Context, q queryer, ids []change.TableID) ([]*change.Table, error) {
@@ -134,11 +143,7 @@ func readIndexKeys(ctx context.Context, q queryer, ids []change.TableID, which [
 	if len(which) == 0 {
 		return nil
 	}
-	asked := make([]change.TableID, len(which))
-	for j, i := range which {
-		asked[j] = ids[i]
-	}
-	schemas, names := wantedArgs(asked)
+	schemas, names := wantedArgs(subset(ids, which))
 	rows, err := q.Query(ctx, `
 		SELECT w.i, a.attname
 		FROM `+wanted+`
@@ -197,11 +202,7 @@ func readIdentities(ctx context.Context, q queryer, ids []change.TableID, tables
 	if len(which) == 0 {
 		return idents, nil
 	}
-	asked := make([]change.TableID, len(which))
-	for j, i := range which {
-		asked[j] = ids[i]
-	}
-	schemas, names := wantedArgs(asked)
+	schemas, names := wantedArgs(subset(ids, which))
 	rows, err := q.Query(ctx, `
 		WITH root AS (
 		  SELECT w.i, c.oid, c.relkind FROM `+wanted+`),
