@@ -14,8 +14,8 @@ import (
 // TestDescribeAheadInBatches: a start describes its tables in batches
 // where the source can; across several batches and workers, every table
 // gets its own description or error, as described alone, in its place:
-// here 123 tables (three batches), with a table the source lacks and one
-// without a key at a batch's edges.
+// here 123 tables (three batches, a source transaction each), with a table
+// the source lacks and one without a key at a batch's edges.
 func TestDescribeAheadInBatches(t *testing.T) {
 	t.Parallel()
 	var setup strings.Builder
@@ -37,8 +37,18 @@ func TestDescribeAheadInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	acquired := src.Pool().Stat().AcquireCount()
 	ahead := describeAhead(e.ctx, src, ids, nil)
-	defer ahead.wait()
+	for i := range ids {
+		if _, err := ahead.get(e.ctx, i); e.ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	ahead.wait()
+	// A source transaction a batch: three, not one a table.
+	if n := src.Pool().Stat().AcquireCount() - acquired; n != 3 {
+		t.Errorf("describing %d tables took %d source transactions, want 3", len(ids), n)
+	}
 	for i, id := range ids {
 		got, gotErr := ahead.get(e.ctx, i)
 		alone, aloneErr := src.Describe(e.ctx, id, nil)

@@ -83,6 +83,15 @@ func wantedArgs(ids []change.TableID) (schemas, names []string) {
 	return schemas, names
 }
 
+// place is where the row of ordinal i (from 1, wanted's w.i) belongs
+// among n tables asked about.
+func place(i, n int) (int, error) {
+	if i < 1 || i > n {
+		return 0, fmt.Errorf("the catalog answered for table %d of %d", i, n)
+	}
+	return i - 1, nil
+}
+
 // subset is ids[i] for each i of which, in that order.
 func subset(ids []change.TableID, which []int) []change.TableID {
 	out := make([]change.TableID, len(which))
@@ -118,14 +127,15 @@ func readColumns(ctx context.Context, q queryer, ids []change.TableID) ([]*chang
 		if err := rows.Scan(&i, &c.Name, &c.Type, &c.TypeOID, &c.BaseOID, &c.Collation, &c.ByteOrder, &c.NotNull, &c.TypeMod, &c.Num, &c.Generated); err != nil {
 			return nil, err
 		}
-		if i < 1 || i > len(ids) {
-			return nil, fmt.Errorf("the catalog answered for table %d of %d", i, len(ids))
+		at, err := place(i, len(ids))
+		if err != nil {
+			return nil, err
 		}
 		c.Tag = change.PostgresTag(c.BaseOID)
-		if tables[i-1] == nil {
-			tables[i-1] = &change.Table{ID: ids[i-1]}
+		if tables[at] == nil {
+			tables[at] = &change.Table{ID: ids[at]}
 		}
-		tables[i-1].Columns = append(tables[i-1].Columns, c)
+		tables[at].Columns = append(tables[at].Columns, c)
 	}
 	return tables, rows.Err()
 }
@@ -172,10 +182,11 @@ func readIndexKeys(ctx context.Context, q queryer, ids []change.TableID, which [
 		if err := rows.Scan(&j, &col); err != nil {
 			return err
 		}
-		if j < 1 || j > len(which) {
-			return fmt.Errorf("the catalog answered for table %d of %d", j, len(which))
+		at, err := place(j, len(which))
+		if err != nil {
+			return err
 		}
-		keyCols[which[j-1]] = append(keyCols[which[j-1]], col)
+		keyCols[which[at]] = append(keyCols[which[at]], col)
 	}
 	return rows.Err()
 }
@@ -228,10 +239,11 @@ func readIdentities(ctx context.Context, q queryer, ids []change.TableID, tables
 		if err := rows.Scan(&j, &id.id.Schema, &id.id.Name, &id.isPartition, &id.kind, &id.cols); err != nil {
 			return nil, err
 		}
-		if j < 1 || j > len(which) {
-			return nil, fmt.Errorf("the catalog answered for table %d of %d", j, len(which))
+		at, err := place(j, len(which))
+		if err != nil {
+			return nil, err
 		}
-		idents[which[j-1]] = append(idents[which[j-1]], id)
+		idents[which[at]] = append(idents[which[at]], id)
 	}
 	return idents, rows.Err()
 }
