@@ -3,10 +3,16 @@
 // included) in a child process of its own on a free loopback port. No
 // Kafka broker is packaged for these machines, so every Kafka test and
 // figure is against kfake.
+//
+// The child is the test binary itself: a binary that imports this package
+// becomes a broker when started with brokerEnv set. Building a separate
+// kfake command instead cost a minute on the first cluster of each test
+// package (franz-go's protocol package compiled again, without -race).
 package kafkatest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -45,7 +51,7 @@ type Options struct {
 	TLSClientCA string
 }
 
-// Start builds the kfake command and starts it on a free loopback port,
+// Start starts kfake on a free loopback port,
 // topics created without a partition count getting partitions. The
 // child also exits when the test process dies (its standard input
 // closes).
@@ -71,25 +77,23 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, o Options) error {
-	bin := filepath.Join(c.dir, "kfake")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/tidemark/tidemark/internal/kafkatest/kfake")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build kfake: %w: %s", err, out)
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start kfake: %w", err)
 	}
 	port, err := throwaway.FreePort()
 	if err != nil {
 		return err
 	}
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{"-port", strconv.Itoa(port), "-partitions", strconv.Itoa(o.Partitions)}
-	if o.SASL != "" {
-		args = append(args, "-sasl", o.SASL, "-user", o.User)
+	spec, err := json.Marshal(brokerSpec{Options: o, Port: port})
+	if err != nil {
+		return err
 	}
-	if o.TLSCert != "" {
-		args = append(args, "-tls-cert", o.TLSCert, "-tls-key", o.TLSKey, "-tls-client-ca", o.TLSClientCA)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KFAKE_PASSWORD="+o.Password)
+	// The broker is this very binary, made one by brokerEnv (see init):
+	// nothing to build while the test runs.
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), brokerEnv+"="+string(spec))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {
