@@ -173,31 +173,47 @@ func (e *env) assertConvergedMySQL(id change.TableID) {
 // timeout.
 func (e *env) convergedMySQL(id change.TableID, diff func(t *change.Table, want map[string]change.Row, got []change.Row) string) {
 	e.t.Helper()
-	t := e.s.lookup(id)
-	if t == nil {
-		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
-	}
 	src, err := source.Open(e.ctx, e.cfg.Source, source.Options{}, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer src.Close()
+	e.convergedTo(id, func(t *change.Table) map[string]change.Row { return e.readSource(src, t) }, diff)
+}
+
+// readSource is a source table's rows, read in one consistent snapshot, by
+// encoded key.
+func (e *env) readSource(src source.Source, t *change.Table) map[string]change.Row {
+	e.t.Helper()
+	chunk, err := src.ReadChunk(e.ctx, t, source.ReadOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rows := map[string]change.Row{}
+	for _, r := range chunk.Rows {
+		rows[t.RowKey(r).Encode()] = r
+	}
+	return rows
+}
+
+// convergedTo waits until diff finds no difference between the rows want
+// gives and the destination's, and fails with the last difference after
+// the wait's timeout.
+func (e *env) convergedTo(id change.TableID, want func(t *change.Table) map[string]change.Row, diff func(t *change.Table, want map[string]change.Row, got []change.Row) string) {
+	e.t.Helper()
+	t := e.s.lookup(id)
+	if t == nil {
+		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
+	}
 	snk := e.openDest()
 	var last string
 	e.waitFor("destination equal to source for "+id.String(), func() bool {
-		chunk, err := src.ReadChunk(e.ctx, t, source.ReadOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		want := map[string]change.Row{}
-		for _, r := range chunk.Rows {
-			want[t.RowKey(r).Encode()] = r
-		}
+		w := want(t)
 		got, err := snk.ReadRange(e.ctx, t, nil, nil)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		last = diff(t, want, got)
+		last = diff(t, w, got)
 		return last == ""
 	}, func() string { return last })
 }
