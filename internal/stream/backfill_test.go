@@ -145,7 +145,11 @@ func TestBackfillWhileWriting(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{dest: c.dest, setup: bigSetup(c.keyType), yaml: "backfill: {mode: manual, chunk_size: 1000}"})
+			// Chunks of chunk_size rows, not paced: under the race
+			// detector SQLite writes a row so slowly that pacing cut
+			// every chunk to its floor, a tenth (500 chunks, 35-55 s).
+			// Pacing has tests of its own (TestChunksPacedByTable).
+			e := newEnv(t, envOptions{dest: c.dest, setup: bigSetup(c.keyType), yaml: "backfill: {mode: manual, chunk_size: 1000, chunk_write_target: 0}"})
 			e.start()
 			e.seedStale(c.keyType)
 			stop := e.writer(e.ctx, c.keyType, uint64(i))
