@@ -21,7 +21,8 @@ import (
 // virtual and stored generated columns, into PostgreSQL and SQLite: first
 // by the backfill, then the same values again as inserts the stream
 // applies; both times each destination value equals what the source's
-// codec reads, column by column.
+// codec reads, column by column, and the backfill's ending verify (the
+// servers' checksums of every type) finds them equal.
 func TestMySQLTypesEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	srv, err := mysqlserver.Start(ctx, mysqlserver.Options{})
@@ -55,9 +56,13 @@ func TestMySQLTypesEndToEnd(t *testing.T) {
 			// the 16 MiB value takes ten seconds.
 			read := map[change.TableID]map[string]change.Row{}
 			for _, id := range []change.TableID{types, gen} {
-				e.waitLoadedID(id)
+				o := e.waitLoadedID(id)
 				read[id] = e.readSource(src, e.s.lookup(id))
 				e.convergedTo(id, func(*change.Table) map[string]change.Row { return read[id] }, sameValues(3))
+				// The ending verify's checksums agree on every type.
+				if b := e.waitVerified(o.BackfillID); b.Verify.Status != VerifyMatch {
+					t.Errorf("%s: ending verify %+v, want a match", id, *b.Verify)
+				}
 			}
 			// The same values again under keys 101 to 103, through the
 			// binlog: the source holds the rows read and them rekeyed.
