@@ -103,13 +103,17 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 	if c.p, err = throwaway.Launch(cmd, filepath.Join(c.dir, "kfake.log")); err != nil {
 		return err
 	}
-	return c.p.WaitReady(ctx, func(ctx context.Context) error {
+	err = c.p.WaitReady(ctx, func(ctx context.Context) error {
 		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", c.Addr)
 		if err == nil {
 			conn.Close()
 		}
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("kfake (this binary as broker): %w", err)
+	}
+	return nil
 }
 
 // PID is the kfake process's id.

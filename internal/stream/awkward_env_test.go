@@ -95,14 +95,14 @@ func (e *env) assertConvergedID(id change.TableID) {
 	}
 	snk := e.openDest()
 	var diff string
-	e.waitFor("destination equal to source for "+id.String(), func() bool {
+	e.waitFor("destination equal to source for "+id.String(), throttled(func() bool {
 		got, err := snk.ReadRange(e.ctx, t, nil, nil)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		diff = diffRows(t, e.sourceRows(t), got)
 		return diff == ""
-	}, func() string { return diff })
+	}), func() string { return diff })
 }
 
 // assertVerified runs verify over the tables and fails on any difference.

@@ -137,19 +137,18 @@ func (e *env) nearCursor(keyType string, ahead int) int {
 }
 
 func TestBackfillWhileWriting(t *testing.T) {
-	cases := []struct{ name, dest, keyType string }{
-		{"postgres-bigint", "postgres", "bigint"},
-		{"sqlite-bigint", "sqlite", "bigint"},
-		{"postgres-text-collated", "postgres", `text COLLATE "en-x-icu"`},
+	cases := []struct{ name, dest, keyType, pace string }{
+		{"postgres-bigint", "postgres", "bigint", ""},
+		// Chunks of chunk_size rows, not paced: under the race detector
+		// SQLite writes a row so slowly that pacing cut every chunk to its
+		// floor, a tenth (500 chunks, 35-55 s).
+		{"sqlite-bigint", "sqlite", "bigint", ", chunk_write_target: 0"},
+		{"postgres-text-collated", "postgres", `text COLLATE "en-x-icu"`, ""},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			// Chunks of chunk_size rows, not paced: under the race
-			// detector SQLite writes a row so slowly that pacing cut
-			// every chunk to its floor, a tenth (500 chunks, 35-55 s).
-			// Pacing has tests of its own (TestChunksPacedByTable).
-			e := newEnv(t, envOptions{dest: c.dest, setup: bigSetup(c.keyType), yaml: "backfill: {mode: manual, chunk_size: 1000, chunk_write_target: 0}"})
+			e := newEnv(t, envOptions{dest: c.dest, setup: bigSetup(c.keyType), yaml: "backfill: {mode: manual, chunk_size: 1000" + c.pace + "}"})
 			e.start()
 			e.seedStale(c.keyType)
 			stop := e.writer(e.ctx, c.keyType, uint64(i))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -286,6 +287,24 @@ func (e *env) waitForWithin(limit time.Duration, what string, cond func() bool, 
 	}
 }
 
+// throttled is cond evaluated at most as often as it takes: after an
+// evaluation that took d, the next d report false without evaluating. A
+// comparison of whole tables, run on every event while the stream catches
+// up, otherwise takes a core (under the race detector) from the stream it
+// waits for.
+func throttled(cond func() bool) func() bool {
+	var next time.Time
+	return func() bool {
+		start := time.Now()
+		if start.Before(next) {
+			return false
+		}
+		ok := cond()
+		next = time.Now().Add(time.Since(start))
+		return ok
+	}
+}
+
 func (e *env) waitState(state string) {
 	e.t.Helper()
 	e.waitFor("stream state "+state, func() bool { return e.s.State().State == state })
@@ -397,7 +416,7 @@ func diffRows(t *change.Table, want map[string]change.Row, got []change.Row) str
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("extra row %v", r))
-		case fmt.Sprint(w) != fmt.Sprint(r):
+		case !slices.Equal(w, r):
 			problems = append(problems, fmt.Sprintf("row %v, want %v", r, w))
 		}
 	}

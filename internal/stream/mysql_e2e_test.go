@@ -181,6 +181,17 @@ func (e *env) convergedMySQL(id change.TableID, diff func(t *change.Table, want 
 	e.convergedTo(id, func(t *change.Table) map[string]change.Row { return e.readSource(src, t) }, diff)
 }
 
+// streamed is the stream's shape of table id; the test fails, saying why,
+// when the stream does not stream it.
+func (e *env) streamed(id change.TableID) *change.Table {
+	e.t.Helper()
+	t := e.s.lookup(id)
+	if t == nil {
+		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
+	}
+	return t
+}
+
 // readSource is a source table's rows, read in one consistent snapshot, by
 // encoded key.
 func (e *env) readSource(src source.Source, t *change.Table) map[string]change.Row {
@@ -201,13 +212,10 @@ func (e *env) readSource(src source.Source, t *change.Table) map[string]change.R
 // the wait's timeout.
 func (e *env) convergedTo(id change.TableID, want func(t *change.Table) map[string]change.Row, diff func(t *change.Table, want map[string]change.Row, got []change.Row) string) {
 	e.t.Helper()
-	t := e.s.lookup(id)
-	if t == nil {
-		e.t.Fatalf("table %s is not streamed (%s)", id, e.s.whyNotStreamed(id))
-	}
+	t := e.streamed(id)
 	snk := e.openDest()
 	var last string
-	e.waitFor("destination equal to source for "+id.String(), func() bool {
+	e.waitFor("destination equal to source for "+id.String(), throttled(func() bool {
 		w := want(t)
 		got, err := snk.ReadRange(e.ctx, t, nil, nil)
 		if err != nil {
@@ -215,7 +223,7 @@ func (e *env) convergedTo(id change.TableID, want func(t *change.Table) map[stri
 		}
 		last = diff(t, w, got)
 		return last == ""
-	}, func() string { return last })
+	}), func() string { return last })
 }
 
 // TestMySQLBinlogPurged: a stream stopped while the server purged the
