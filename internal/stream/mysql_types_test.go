@@ -114,7 +114,7 @@ func withRekeyed(t *testing.T, tbl *change.Table, rows map[string]change.Row) ma
 	return out
 }
 
-// sameValues is a diff for convergedMySQL that wants rows rows and compares
+// sameValues is a diff for convergedTo that wants rows rows and compares
 // them value by value, naming the column and clipping long values.
 func sameValues(rows int) func(t *change.Table, want map[string]change.Row, got []change.Row) string {
 	return func(t *change.Table, want map[string]change.Row, got []change.Row) string {
