@@ -1,6 +1,7 @@
 package change
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -114,6 +115,23 @@ func CanonicalForm(t Tag) string {
 		return canonicalForms[t]
 	}
 	return ""
+}
+
+// FormatBytes prints b in the canonical form of TagBytes, PostgreSQL's hex
+// bytea text (`\x` and two lowercase hex digits a byte), in one allocation:
+// the text of a large value is twice its size.
+func FormatBytes(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(2 + hex.EncodedLen(len(b)))
+	sb.WriteString(`\x`)
+	var buf [512]byte
+	for len(b) > 0 {
+		n := min(len(b), len(buf)/2)
+		hex.Encode(buf[:], b[:n])
+		sb.Write(buf[:2*n])
+		b = b[n:]
+	}
+	return sb.String()
 }
 
 // FormatFloat prints f in the canonical form of a float tag, which is

@@ -59,7 +59,7 @@ func decodeText(c change.Column, raw json.RawMessage) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return `\x` + fmt.Sprintf("%x", b), nil
+		return change.FormatBytes(b), nil
 	case change.TagBits:
 		return decodeBits(c, raw)
 	case change.TagDate:

@@ -227,7 +227,7 @@ func (t pqType) decode(v parquet.Value) (string, bool) {
 	case pqDouble:
 		return change.FormatFloat(v.Double(), change.TagFloat64), true
 	case pqBytes:
-		return `\x` + hex.EncodeToString(v.ByteArray()), true
+		return change.FormatBytes(v.ByteArray()), true
 	case pqDate:
 		return time.Unix(int64(v.Int32())*86400, 0).UTC().Format(time.DateOnly), true
 	case pqTime:

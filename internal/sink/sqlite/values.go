@@ -127,7 +127,7 @@ func decode(k kind, raw any) change.Value {
 		return change.Text(formatFloat(v, k))
 	case []byte:
 		if k == kindBytes {
-			return change.Text(`\x` + hex.EncodeToString(v))
+			return change.Text(change.FormatBytes(v))
 		}
 		return change.Text(string(v))
 	case string:

@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"encoding/hex"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -155,15 +154,15 @@ func (k codec) text(v any) (string, error) {
 	case kindTime:
 		return intervalText(string(b))
 	case kindBytes:
-		return byteaText(b), nil
+		return change.FormatBytes(b), nil
 	case kindBinary:
-		return byteaText(padZero(b, k.length)), nil
+		return change.FormatBytes(padZero(b, k.length)), nil
 	case kindGeometry:
 		// MySQL stores a 4-byte SRID before the WKB: the WKB alone is sent.
 		if len(b) < 4 {
 			return "", fmt.Errorf("geometry value of %d bytes is shorter than its SRID", len(b))
 		}
-		return byteaText(b[4:]), nil
+		return change.FormatBytes(b[4:]), nil
 	case kindChar:
 		return k.charset.decode(trimSpaces(b))
 	}
@@ -267,23 +266,6 @@ func (k codec) setLabels(mask int64) string {
 		}
 	}
 	return strings.Join(picked, ",")
-}
-
-// byteaText is b as PostgreSQL's hex bytea text, built in one allocation:
-// `\x` + hex.EncodeToString(b) made three, a cost at large values (a
-// 16 MiB blob is 32 MiB of text).
-func byteaText(b []byte) string {
-	var sb strings.Builder
-	sb.Grow(2 + hex.EncodedLen(len(b)))
-	sb.WriteString(`\x`)
-	var buf [512]byte
-	for len(b) > 0 {
-		n := min(len(b), len(buf)/2)
-		hex.Encode(buf[:], b[:n])
-		sb.Write(buf[:2*n])
-		b = b[n:]
-	}
-	return sb.String()
 }
 
 func padZero(b []byte, n int) []byte {
