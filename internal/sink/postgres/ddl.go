@@ -40,8 +40,12 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	if err != nil {
 		return err
 	}
-	if ok, err := s.exists(ctx, ts.name); err != nil || ok {
+	if ok, err := s.exists(ctx, ts.name); err != nil {
 		return err
+	} else if ok {
+		// The table may lack its sort key index: made by hand, or by an
+		// EnsureTable that failed between the table and the index.
+		return s.ensureSortKeyIndex(ctx, t, ts)
 	}
 	if err := s.ensureSortKeys(ctx, t); err != nil {
 		return err
@@ -53,15 +57,35 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	if err != nil {
 		return err
 	}
-	if idx := ts.sortKeyIndexSQL(); idx != "" {
-		if _, err := s.conn.Exec(ctx, idx); err != nil {
-			return fmt.Errorf("create the key's sort key index: %w", err)
-		}
+	if err := s.createSortKeyIndex(ctx, ts); err != nil {
+		return err
 	}
 	if created {
 		s.justCreated = t
 	}
 	return nil
+}
+
+// catalogNameIndexes are the system catalogs' unique indexes on an
+// object's name in its schema.
+var catalogNameIndexes = map[string]bool{
+	"pg_class_relname_nsp_index":     true, // tables, indexes
+	"pg_type_typname_nsp_index":      true, // a table's row type
+	"pg_namespace_nspname_index":     true, // schemas
+	"pg_proc_proname_args_nsp_index": true, // functions
+}
+
+// madeMeanwhile reports whether err says another session created, since
+// it was looked for, the object a CREATE names: the error code dup
+// (duplicate_table, say), or a unique violation of a catalog's name index,
+// which is what PostgreSQL reports instead when the other session's CREATE
+// had not yet committed as this one began (it waits for that commit).
+func madeMeanwhile(err error, dup string) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return dup != "" && pgErr.Code == dup || pgErr.Code == "23505" && catalogNameIndexes[pgErr.ConstraintName]
 }
 
 // createTable creates t's table in its schema, which it makes if missing.
@@ -95,8 +119,7 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (
 	// apart (duplicate_table), as one this did not shape.
 	ddl := "CREATE TABLE " + ts.name + " (" + strings.Join(defs, ", ") + ")"
 	if _, err := s.conn.Exec(ctx, ddl); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P07" {
+		if madeMeanwhile(err, "42P07") {
 			return false, nil
 		}
 		return false, fmt.Errorf("create table: %w", err)

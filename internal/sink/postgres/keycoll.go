@@ -105,8 +105,7 @@ func (s *Sink) ensureSortKeys(ctx context.Context, t *change.Table) error {
 		}
 		ddl := "CREATE FUNCTION " + name + "(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE RETURN " + sortKeyBody(coll)
 		_, err := s.conn.Exec(ctx, ddl)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42723" {
+		if madeMeanwhile(err, "42723") {
 			continue // another sink created it meanwhile
 		}
 		if err != nil {
@@ -116,15 +115,46 @@ func (s *Sink) ensureSortKeys(ctx context.Context, t *change.Table) error {
 	return nil
 }
 
-// sortKeyIndexSQL is the unique index over the key's sort keys, "" when no
-// key column needs one.
-func (ts *tableSQL) sortKeyIndexSQL() string {
-	if !ts.sortKeys {
-		return ""
-	}
+// sortKeyIndexName is the name of the unique index over the key's sort
+// keys, in the table's schema.
+func (ts *tableSQL) sortKeyIndexName() string {
 	h := sha256.Sum256([]byte(ts.id.Schema + "\x00" + ts.id.Name))
-	return "CREATE UNIQUE INDEX IF NOT EXISTS " + quote("_tidemark_key_"+hex.EncodeToString(h[:12])) +
-		" ON " + ts.name + " (" + ts.keyElements() + ")"
+	return "_tidemark_key_" + hex.EncodeToString(h[:12])
+}
+
+// createSortKeyIndex creates the unique index over the key's sort keys,
+// unless no key column needs one or it exists.
+func (s *Sink) createSortKeyIndex(ctx context.Context, ts *tableSQL) error {
+	if !ts.sortKeys {
+		return nil
+	}
+	ddl := "CREATE UNIQUE INDEX IF NOT EXISTS " + quote(ts.sortKeyIndexName()) + " ON " + ts.name + " (" + ts.keyElements() + ")"
+	_, err := s.conn.Exec(ctx, ddl)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil || madeMeanwhile(err, ""):
+		return nil
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return fmt.Errorf("create the key's sort key index: %w; the table holds rows whose keys the source's collation calls equal (the detail names one): keep one row of each such key, or drop the table for tidemark to create and backfill it", err)
+	default:
+		return fmt.Errorf("create the key's sort key index: %w", err)
+	}
+}
+
+// ensureSortKeyIndex gives a table that exists the sort key functions and
+// index its key needs, when it lacks them. It looks first: CREATE INDEX IF
+// NOT EXISTS would take a lock that waits for the table's writers.
+func (s *Sink) ensureSortKeyIndex(ctx context.Context, t *change.Table, ts *tableSQL) error {
+	if !ts.sortKeys {
+		return nil
+	}
+	if ok, err := s.exists(ctx, quote(ts.id.Schema)+"."+quote(ts.sortKeyIndexName())); err != nil || ok {
+		return err
+	}
+	if err := s.ensureSortKeys(ctx, t); err != nil {
+		return err
+	}
+	return s.createSortKeyIndex(ctx, ts)
 }
 
 // keyElements lists the key as index elements: a sort key as an

@@ -188,7 +188,7 @@ func (s *Sink) lookUpSchema(ctx context.Context, name string) error {
 	if ok {
 		return nil
 	}
-	if _, err := s.conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quote(name)); err != nil {
+	if _, err := s.conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quote(name)); err != nil && !madeMeanwhile(err, "") {
 		return fmt.Errorf("create schema %s: %w", name, err)
 	}
 	return nil

@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/change"
+)
+
+// collatedTable is a table keyed by a text under a MariaDB collation the
+// sink compares through a sort key.
+func collatedTable(name string) *change.Table {
+	return &change.Table{ID: change.TableID{Schema: "app", Name: name}, Key: []int{0},
+		Columns: []change.Column{
+			{Name: "k", Type: "character varying(20)", TypeOID: 1043, BaseOID: 1043, Native: "varchar(20)", Collation: "utf8mb4_general_ci"},
+			{Name: "v", Type: "integer", TypeOID: 23, BaseOID: 23},
+		}}
+}
+
+// TestCreateWaitsOutARival: when another session has created the same
+// table, schema or sort key function in a transaction not yet committed,
+// the sink's CREATE waits for it and then fails with a unique violation of
+// a catalog (not duplicate_table); the sink takes that as the object made
+// meanwhile, as it does duplicate_table.
+func TestCreateWaitsOutARival(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		before, rival string
+		create        func(ctx context.Context, s *Sink) error
+	}{
+		{"table", `CREATE SCHEMA app`, `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`, func(ctx context.Context, s *Sink) error {
+			tbl := collatedTable("items")
+			tbl.Columns[0].Native, tbl.Columns[0].Collation = "", "C"
+			ts, err := s.table(tbl)
+			if err != nil {
+				return err
+			}
+			created, err := s.createTable(ctx, tbl, ts)
+			if err == nil && created {
+				return errors.New("createTable reports it created a table the rival made")
+			}
+			return err
+		}},
+		{"schema", ``, `CREATE SCHEMA app`, func(ctx context.Context, s *Sink) error { return s.ensureSchema(ctx, "app") }},
+		{"sort key function", ``, `CREATE FUNCTION _tidemark."sortkey_utf8mb4_general_ci"(text) RETURNS text LANGUAGE sql IMMUTABLE RETURN $1`,
+			func(ctx context.Context, s *Sink) error { return s.ensureSortKeys(ctx, collatedTable("items")) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dsn := newDB(t)
+			s := open(t, dsn)
+			defer s.Close()
+			if err := s.ensureConn(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pid := s.conn.PgConn().PID()
+			rival, watch := connect(t, dsn), connect(t, dsn)
+			if _, err := rival.Exec(ctx, c.before); c.before != "" && err != nil {
+				t.Fatal(err)
+			}
+			tx, err := rival.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, c.rival); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.create(ctx, s) }()
+			// Commit only once the sink's CREATE waits for the rival's lock,
+			// so that it sees the object only as a catalog row being added.
+			for waiting := false; !waiting; {
+				select {
+				case err := <-done:
+					t.Fatalf("the sink's create ended before the rival committed: %v", err)
+				case <-time.After(5 * time.Millisecond):
+				}
+				if err := watch.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("create after a rival's commit: %v", err)
+			}
+		})
+	}
+}
+
+// TestSortKeyIndexRecreated: a table that exists without its sort key
+// index (dropped here; an EnsureTable that failed between the table and
+// the index leaves the same) gets it from the next EnsureTable; rows the
+// source's collation calls equal make that fail with an error that says
+// what to do.
+func TestSortKeyIndexRecreated(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := newDB(t)
+	conn := connect(t, dsn)
+	s := open(t, dsn)
+	defer s.Close()
+	tbl := collatedTable("items")
+	indexes := func() string {
+		return strings.Join(query(t, conn, `SELECT indexname FROM pg_indexes WHERE schemaname = 'app' AND indexname LIKE '\_tidemark\_key\_%'`), ",")
+	}
+	if err := s.EnsureTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	made := indexes()
+	if made == "" {
+		t.Fatal("EnsureTable made no sort key index")
+	}
+	if _, err := conn.Exec(ctx, `DROP INDEX app.`+quote(made)+`; DROP FUNCTION _tidemark."sortkey_utf8mb4_general_ci"`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexes(); got != made {
+		t.Fatalf("sort key index after EnsureTable of the table without it: %q, want %q", got, made)
+	}
+	// The index makes keys the source calls equal one row: an upsert of
+	// "A" over "a" finds it.
+	if _, err := conn.Exec(ctx, `INSERT INTO app.items VALUES ('a', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO app.items VALUES ('A', 2)`); err == nil {
+		t.Fatal(`"A" went in beside "a": the index does not compare as the source does`)
+	}
+
+	if _, err := conn.Exec(ctx, `DROP INDEX app.`+quote(made)+`; INSERT INTO app.items VALUES ('A', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.EnsureTable(ctx, tbl)
+	if err == nil || !strings.Contains(err.Error(), "calls equal") || !strings.Contains(err.Error(), "keep one row of each") {
+		t.Fatalf("EnsureTable over rows the collation calls equal: %v; want an error that says what to do", err)
+	}
+}
