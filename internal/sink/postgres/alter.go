@@ -289,9 +289,13 @@ func (s *Sink) checkTable(ctx context.Context, t *change.Table) (sink.TableCheck
 	}
 	check.Exists = true
 	names := make([]string, len(cols))
+	types := make(map[string]uint32, len(cols))
 	for i, c := range cols {
 		names[i] = c.name
+		types[c.name] = c.oid
 	}
+	// As a chunk's check would: see createTable.
+	s.destTypes.set(t.ID, types)
 	judge := func(c change.Column, i int) (*sink.AlterStep, string, error) {
 		if step, problem, judged := generatedFits(t, ts, c, cols[i]); judged {
 			return step, problem, nil

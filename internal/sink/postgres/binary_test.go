@@ -121,10 +121,10 @@ func TestBinaryChunks(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "ALTER TABLE public.t ALTER COLUMN note SET NOT NULL"); err != nil {
 		t.Fatal(err)
 	}
-	if s.TakesBinary(tbl) {
-		t.Fatal("TakesBinary before any chunk saw the destination's types")
+	if !s.TakesBinary(tbl) {
+		t.Fatal("TakesBinary false for the table the sink made from the source's shape")
 	}
-	// A text chunk of the first rows learns the types.
+	// A text chunk of the first rows, as the types are learnt from.
 	text := readSource(t, conn, tbl, false)
 	if err := applyChunk(t, s, &sink.Chunk{Table: tbl, High: tbl.RowKey(text[9]), Rows: text[:10]}); err != nil {
 		t.Fatal(err)
@@ -190,6 +190,64 @@ func TestBinaryChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTables(t, conn)
+}
+
+// TestTakesBinaryFromCreateOrCheck: a table the sink made from the
+// source's shape, or one its check found with the source's types, takes
+// binary values from its first chunk; one the sink has not seen, or found
+// with another type, does not.
+func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := newDB(t)
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, binarySource); err != nil {
+		t.Fatal(err)
+	}
+	tbl := binaryTable()
+	maker := open(t, dsn)
+	defer maker.Close()
+	if maker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary before the table exists")
+	}
+	if err := maker.EnsureTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if !maker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary false for the table the sink made")
+	}
+	checker := open(t, dsn)
+	defer checker.Close()
+	if err := checker.EnsureTable(ctx, tbl); err != nil { // finds it
+		t.Fatal(err)
+	}
+	if checker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary for a table the sink has neither made nor checked")
+	}
+	if _, err := checker.CheckTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if !checker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary false after a check found the source's types")
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE public.t ALTER COLUMN at TYPE timestamp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checker.CheckTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if checker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary after a check found a column of another type")
+	}
+	// The maker's record is stale now: its binary chunk is refused in its
+	// own transaction (TestBinaryTypesChanged), nothing written.
+	err := applyChunk(t, maker, &sink.Chunk{Table: tbl, Rows: readSource(t, conn, tbl, true)})
+	if !errors.Is(err, sink.ErrRejected) {
+		t.Fatalf("binary chunk after the column changed: %v; want a rejection", err)
+	}
+	if n := query(t, conn, "SELECT count(*)::text FROM public.t"); n[0] != "0" {
+		t.Errorf("the refused chunk wrote rows: %s in the table", n[0])
+	}
 }
 
 // TestBinaryAfterHandAlter: a column's type changed on the source, and the

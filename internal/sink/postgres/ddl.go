@@ -96,11 +96,14 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (
 		return false, err
 	}
 	defs := make([]string, 0, len(t.Columns)+1)
+	types := make(map[string]uint32, len(t.Columns))
 	for i, c := range t.Columns {
-		typ, err := s.resolveType(ctx, c)
+		rt, err := s.resolveTypeOID(ctx, c)
 		if err != nil {
 			return false, err
 		}
+		typ := rt.name
+		types[c.Name] = rt.oid
 		def := ts.cols[i] + " " + typ
 		if expr, ok := generatedExpr(t, i); ok {
 			def += " GENERATED ALWAYS AS (" + expr + ") STORED"
@@ -124,6 +127,10 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (
 		}
 		return false, fmt.Errorf("create table: %w", err)
 	}
+	// What the table was made with is what a chunk's check would read: the
+	// table's first chunk may then be read in binary (TakesBinary), and is
+	// checked in its own transaction as every binary chunk is.
+	s.destTypes.set(t.ID, types)
 	return true, nil
 }
 
@@ -189,19 +196,32 @@ func keyCollation(t *change.Table, c change.Column, typ string) (string, error) 
 // in the destination since is used. A statement that finds a remembered
 // type or schema gone has the sink forget them (forgetGone).
 func (s *Sink) resolveType(ctx context.Context, c change.Column) (string, error) {
+	rt, err := s.resolveTypeOID(ctx, c)
+	return rt.name, err
+}
+
+// resolvedType is a destination type: its name as format_type spells it,
+// and its oid.
+type resolvedType struct {
+	name string
+	oid  uint32
+}
+
+// resolveTypeOID is resolveType with the type's oid.
+func (s *Sink) resolveTypeOID(ctx context.Context, c change.Column) (resolvedType, error) {
 	key := resolveKey{typ: c.Type, oid: c.TypeOID, base: c.BaseOID}
-	if name, ok := s.resolved[key]; ok {
-		return name, nil
+	if rt, ok := s.resolved[key]; ok {
+		return rt, nil
 	}
-	name, known, err := s.lookUpType(ctx, c)
+	rt, known, err := s.lookUpType(ctx, c)
 	if err != nil || !known {
-		return name, err
+		return rt, err
 	}
 	if s.resolved == nil {
-		s.resolved = map[resolveKey]string{}
+		s.resolved = map[resolveKey]resolvedType{}
 	}
-	s.resolved[key] = name
-	return name, nil
+	s.resolved[key] = rt
+	return rt, nil
 }
 
 // forgetGone drops the remembered schemas and types when err says one
@@ -221,32 +241,37 @@ type resolveKey struct {
 	oid, base uint32
 }
 
-func (s *Sink) lookUpType(ctx context.Context, c change.Column) (name string, known bool, err error) {
+func (s *Sink) lookUpType(ctx context.Context, c change.Column) (rt resolvedType, known bool, err error) {
 	if err := s.conn.QueryRow(ctx, "SELECT to_regtype($1) IS NOT NULL", c.Type).Scan(&known); err != nil {
-		return "", false, fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)
+		return rt, false, fmt.Errorf("resolve type %q of column %q: %w", c.Type, c.Name, err)
 	}
 	switch {
 	case known:
 		// Describing the cast yields the type's oid and typmod.
 		sd, err := s.conn.PgConn().Prepare(ctx, "", "SELECT NULL::"+c.Type, nil)
 		if err != nil {
-			return "", false, fmt.Errorf("describe type %q of column %q: %w", c.Type, c.Name, err)
+			return rt, false, fmt.Errorf("describe type %q of column %q: %w", c.Type, c.Name, err)
 		}
 		f := sd.Fields[0]
-		err = s.conn.QueryRow(ctx, "SELECT format_type($1, $2)", f.DataTypeOID, f.TypeModifier).Scan(&name)
+		rt.oid = f.DataTypeOID
+		err = s.conn.QueryRow(ctx, "SELECT format_type($1, $2)", f.DataTypeOID, f.TypeModifier).Scan(&rt.name)
 		if err != nil {
-			return "", false, fmt.Errorf("format type %q of column %q: %w", c.Type, c.Name, err)
+			return rt, false, fmt.Errorf("format type %q of column %q: %w", c.Type, c.Name, err)
 		}
 	case c.BaseOID != 0 && c.BaseOID != c.TypeOID && c.BaseOID < firstNormalOID:
-		err := s.conn.QueryRow(ctx, "SELECT format_type($1, NULL)", c.BaseOID).Scan(&name)
+		rt.oid = c.BaseOID
+		err := s.conn.QueryRow(ctx, "SELECT format_type($1, NULL)", c.BaseOID).Scan(&rt.name)
 		if err != nil {
-			return "", false, fmt.Errorf("format base type %d of column %q: %w", c.BaseOID, c.Name, err)
+			return rt, false, fmt.Errorf("format base type %d of column %q: %w", c.BaseOID, c.Name, err)
 		}
 	default:
-		return "text", false, nil
+		return resolvedType{name: "text", oid: textOID}, false, nil
 	}
-	return name, known, nil
+	return rt, known, nil
 }
+
+// textOID is the oid of type text.
+const textOID = 25
 
 // ensureCheckpointTables creates _tidemark.checkpoint and _tidemark.cursor.
 // Positions are LSNs stored bit for bit in a bigint, beside the source's

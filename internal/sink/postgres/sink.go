@@ -52,7 +52,7 @@ type Sink struct {
 	fence     fence // the stream's owner epoch every batch checks (fence.go)
 	// resolved caches the destination types that source types resolved
 	// to (resolveType).
-	resolved map[resolveKey]string
+	resolved map[resolveKey]resolvedType
 	schemas  map[string]bool // schemas known to exist (ensureSchema)
 	// justCreated is the table EnsureTable last made, until the check of
 	// it that follows (CheckTable) or another change of shape. It is the
