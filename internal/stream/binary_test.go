@@ -144,3 +144,36 @@ func TestReshapedText(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstChunkBinaryOnWhatCheckSaw: a table's first chunk is read in
+// binary on the types the sink saw in the check that Initiate makes. A
+// destination column widened by hand after that check (int to bigint,
+// which the check would have let be) refuses the chunk in its own
+// transaction, as the binary int does not read as a bigint: the table's
+// object fails and says what to do, the stream goes on with the other
+// table, and the backfill initiated again reads text (the refusal and the
+// new check showed the sink the new type) and completes.
+func TestFirstChunkBinaryOnWhatCheckSaw(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: `
+		CREATE TABLE fb (id int PRIMARY KEY, n int, at timestamptz);
+		INSERT INTO fb SELECT g, g * 1000, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 hour' FROM generate_series(1, 300) g;
+		CREATE TABLE other (id int PRIMARY KEY, v text);`})
+	gate := e.initiateHeld("fb", 1)
+	e.execInDest(`ALTER TABLE fb ALTER COLUMN n TYPE bigint`)
+	gate.open()
+	fb := change.TableID{Schema: "public", Name: "fb"}
+	e.waitFailed(fb, "no longer has the source's type", "initiate the backfill again")
+	e.exec(`INSERT INTO other VALUES (1, 'after the refusal')`)
+	dst := e.connectDest()
+	e.waitFor("the other table's change streamed", func() bool {
+		var n int
+		err := dst.QueryRow(e.ctx, `SELECT count(*) FROM other WHERE v = 'after the refusal'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	if _, err := e.s.Initiate(e.ctx, []change.TableID{fb}, store.StartedByAPI, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLoaded("fb")
+	e.assertConverged("fb")
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tidemark/tidemark/internal/change"
@@ -22,29 +23,54 @@ import (
 
 var _ sink.BinaryChunks = (*Sink)(nil)
 
-// destTypes holds, per table, the destination column types the last type
-// check read (column name to type oid). The writer fills it; TakesBinary
-// reads it from the backfills' goroutines.
+// destTypes holds, per table, the destination column types (column name
+// to type oid) the sink last saw: when it created the table, when its
+// check read the columns, or when a chunk's check did. The writer fills
+// it; TakesBinary reads it from the backfills' goroutines.
+//
+// What was seen is trusted for typesTrusted: a table altered by hand since
+// would refuse a chunk read in binary on that trust (its object fails), so
+// a table not seen for longer (a manual backfill days after the stream's
+// start, or after the last) has its first chunk read in text, whose check
+// sees the types again. A backfill's chunks, each checked, keep it fresh.
 type destTypes struct {
-	mu    sync.Mutex
-	types map[change.TableID]map[string]uint32
+	mu   sync.Mutex
+	seen map[change.TableID]seenTypes
+	now  func() time.Time // time.Now; tests set it
 }
+
+type seenTypes struct {
+	types map[string]uint32
+	at    time.Time
+}
+
+// typesTrusted is how long what the sink saw of a table's types is
+// trusted to choose binary reads.
+const typesTrusted = time.Minute
 
 func (d *destTypes) set(id change.TableID, types map[string]uint32) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.types == nil {
-		d.types = map[change.TableID]map[string]uint32{}
+	if d.seen == nil {
+		d.seen = map[change.TableID]seenTypes{}
 	}
-	d.types[id] = types
+	d.seen[id] = seenTypes{types: types, at: d.clock()}
 }
 
-// match reports whether the last check found every column of t with t's
-// type.
+// match reports whether the sink saw, within typesTrusted, every column of
+// t with t's type.
 func (d *destTypes) match(t *change.Table) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return sameTypes(d.types[t.ID], t)
+	seen, ok := d.seen[t.ID]
+	return ok && d.clock().Sub(seen.at) < typesTrusted && sameTypes(seen.types, t)
+}
+
+func (d *destTypes) clock() time.Time {
+	if d.now != nil {
+		return d.now()
+	}
+	return time.Now()
 }
 
 func sameTypes(types map[string]uint32, t *change.Table) bool {
@@ -61,8 +87,8 @@ func sameTypes(types map[string]uint32, t *change.Table) bool {
 
 // TakesBinary reports whether chunks of t may carry binary values: all its
 // columns' types travel in binary (pgbinary.TableOK) and the destination's
-// columns were last seen with the same types. Until a first chunk's check
-// has seen them, t's chunks are read in text.
+// columns were last seen, within typesTrusted, with the same types (see
+// destTypes). Until then t's chunks are read in text.
 func (s *Sink) TakesBinary(t *change.Table) bool {
 	return pgbinary.TableOK(t) && s.destTypes.match(t)
 }
@@ -150,8 +176,9 @@ func (s *Sink) verdict(tc *typeCheck) error {
 	}
 	s.destTypes.set(tc.t.ID, tc.types)
 	if !sameTypes(tc.types, tc.t) {
-		return fmt.Errorf("%w: a column of %s no longer has the source's type (it changed while a chunk read in binary was in flight); "+
-			"initiate the backfill again: it reads in text", errBinaryRefused, tc.t.ID)
+		// The table's own refusal: its object fails, the stream goes on.
+		return sink.Rejected(tc.t.ID, fmt.Errorf("%w: a column of %s no longer has the source's type (it changed after the sink last saw the table's types, as a chunk "+
+			"read in binary on that sight was on its way); initiate the backfill again: it reads in text", errBinaryRefused, tc.t.ID))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tidemark/tidemark/internal/change"
@@ -92,9 +93,9 @@ func binarySetup(t *testing.T) (*Sink, *pgx.Conn, *change.Table) {
 	return s, conn, tbl
 }
 
-// learnTypes applies the first row of src.t as a text chunk, which
-// teaches the sink the destination's types, and returns src.t read in
-// binary.
+// learnTypes applies the first row of src.t as a text chunk, whose check
+// shows the sink the destination's types (as its EnsureTable did), and
+// returns src.t read in binary.
 func learnTypes(t *testing.T, s *Sink, conn *pgx.Conn, tbl *change.Table) []change.Row {
 	t.Helper()
 	text := readSource(t, conn, tbl, false)
@@ -194,8 +195,8 @@ func TestBinaryChunks(t *testing.T) {
 
 // TestTakesBinaryFromCreateOrCheck: a table the sink made from the
 // source's shape, or one its check found with the source's types, takes
-// binary values from its first chunk; one the sink has not seen, or found
-// with another type, does not.
+// binary values from its first chunk; one the sink has not seen, or not
+// for typesTrusted, or found with another type, does not.
 func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -216,6 +217,12 @@ func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
 	if !maker.TakesBinary(tbl) {
 		t.Fatal("TakesBinary false for the table the sink made")
 	}
+	// What the sink saw is trusted for typesTrusted only.
+	maker.destTypes.now = func() time.Time { return time.Now().Add(typesTrusted + time.Second) }
+	if maker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary on types seen longer ago than typesTrusted")
+	}
+	maker.destTypes.now = nil
 	checker := open(t, dsn)
 	defer checker.Close()
 	if err := checker.EnsureTable(ctx, tbl); err != nil { // finds it

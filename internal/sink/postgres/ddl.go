@@ -66,6 +66,14 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	return nil
 }
 
+// isTable reports whether qualified names a table (not a composite type,
+// a view or an index of that name).
+func (s *Sink) isTable(ctx context.Context, qualified string) (bool, error) {
+	var ok bool
+	err := s.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1) AND relkind IN ('r', 'p'))", qualified).Scan(&ok)
+	return ok, err
+}
+
 // catalogNameIndexes are the system catalogs' unique indexes on an
 // object's name in its schema.
 var catalogNameIndexes = map[string]bool{
@@ -85,7 +93,7 @@ func madeMeanwhile(err error, dup string) bool {
 	if !errors.As(err, &pgErr) {
 		return false
 	}
-	return dup != "" && pgErr.Code == dup || pgErr.Code == "23505" && catalogNameIndexes[pgErr.ConstraintName]
+	return (dup != "" && pgErr.Code == dup) || (pgErr.Code == "23505" && catalogNameIndexes[pgErr.ConstraintName])
 }
 
 // createTable creates t's table in its schema, which it makes if missing.
@@ -123,7 +131,11 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (
 	ddl := "CREATE TABLE " + ts.name + " (" + strings.Join(defs, ", ") + ")"
 	if _, err := s.conn.Exec(ctx, ddl); err != nil {
 		if madeMeanwhile(err, "42P07") {
-			return false, nil
+			// Another name may have collided (a type's, an index's): a
+			// table must be there now.
+			if ok, xerr := s.isTable(ctx, ts.name); xerr == nil && ok {
+				return false, nil
+			}
 		}
 		return false, fmt.Errorf("create table: %w", err)
 	}

@@ -27,27 +27,31 @@ func collatedTable(name string) *change.Table {
 // meanwhile, as it does duplicate_table.
 func TestCreateWaitsOutARival(t *testing.T) {
 	t.Parallel()
+	createItems := func(ctx context.Context, s *Sink) error {
+		tbl := collatedTable("items")
+		tbl.Columns[0].Native, tbl.Columns[0].Collation = "", "C"
+		ts, err := s.table(tbl)
+		if err != nil {
+			return err
+		}
+		created, err := s.createTable(ctx, tbl, ts)
+		if err == nil && created {
+			return errors.New("createTable reports it created a table the rival made")
+		}
+		return err
+	}
 	cases := []struct {
 		name          string
 		before, rival string
 		create        func(ctx context.Context, s *Sink) error
+		wantErr       string // the create fails with this: not the object the rival made
 	}{
-		{"table", `CREATE SCHEMA app`, `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`, func(ctx context.Context, s *Sink) error {
-			tbl := collatedTable("items")
-			tbl.Columns[0].Native, tbl.Columns[0].Collation = "", "C"
-			ts, err := s.table(tbl)
-			if err != nil {
-				return err
-			}
-			created, err := s.createTable(ctx, tbl, ts)
-			if err == nil && created {
-				return errors.New("createTable reports it created a table the rival made")
-			}
-			return err
-		}},
-		{"schema", ``, `CREATE SCHEMA app`, func(ctx context.Context, s *Sink) error { return s.ensureSchema(ctx, "app") }},
+		{"table", `CREATE SCHEMA app`, `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`, createItems, ""},
+		// A type of the table's name is no table: the create's error stands.
+		{"type of the table's name", `CREATE SCHEMA app`, `CREATE TYPE app.items AS (a int)`, createItems, "pg_type_typname_nsp_index"},
+		{"schema", ``, `CREATE SCHEMA app`, func(ctx context.Context, s *Sink) error { return s.ensureSchema(ctx, "app") }, ""},
 		{"sort key function", ``, `CREATE FUNCTION _tidemark."sortkey_utf8mb4_general_ci"(text) RETURNS text LANGUAGE sql IMMUTABLE RETURN $1`,
-			func(ctx context.Context, s *Sink) error { return s.ensureSortKeys(ctx, collatedTable("items")) }},
+			func(ctx context.Context, s *Sink) error { return s.ensureSortKeys(ctx, collatedTable("items")) }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,8 +65,10 @@ func TestCreateWaitsOutARival(t *testing.T) {
 			}
 			pid := s.conn.PgConn().PID()
 			rival, watch := connect(t, dsn), connect(t, dsn)
-			if _, err := rival.Exec(ctx, c.before); c.before != "" && err != nil {
-				t.Fatal(err)
+			if c.before != "" {
+				if _, err := rival.Exec(ctx, c.before); err != nil {
+					t.Fatal(err)
+				}
 			}
 			tx, err := rival.Begin(ctx)
 			if err != nil {
@@ -88,8 +94,12 @@ func TestCreateWaitsOutARival(t *testing.T) {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-done; err != nil {
+			err = <-done
+			switch {
+			case c.wantErr == "" && err != nil:
 				t.Fatalf("create after a rival's commit: %v", err)
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("create after a rival's commit of another object of its name: %v, want an error naming %s", err, c.wantErr)
 			}
 		})
 	}
@@ -140,7 +150,7 @@ func TestSortKeyIndexRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.EnsureTable(ctx, tbl)
-	if err == nil || !strings.Contains(err.Error(), "calls equal") || !strings.Contains(err.Error(), "keep one row of each") {
+	if err == nil || !strings.Contains(err.Error(), "calls equal") || !strings.Contains(err.Error(), "keep one row of each") || !strings.Contains(err.Error(), "is duplicated") {
 		t.Fatalf("EnsureTable over rows the collation calls equal: %v; want an error that says what to do", err)
 	}
 }

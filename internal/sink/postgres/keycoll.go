@@ -135,7 +135,7 @@ func (s *Sink) createSortKeyIndex(ctx context.Context, ts *tableSQL) error {
 	case err == nil || madeMeanwhile(err, ""):
 		return nil
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
-		return fmt.Errorf("create the key's sort key index: %w; the table holds rows whose keys the source's collation calls equal (the detail names one): keep one row of each such key, or drop the table for tidemark to create and backfill it", err)
+		return fmt.Errorf("create the key's sort key index: %w (%s); the table holds rows whose keys the source's collation calls equal: keep one row of each such key, or drop the table for tidemark to create and backfill it", err, pgErr.Detail)
 	default:
 		return fmt.Errorf("create the key's sort key index: %w", err)
 	}

@@ -45,7 +45,7 @@ type Sink struct {
 	staging stagingTables     // staging tables on this connection
 	tables  *sink.ShapeCache[*tableSQL]
 	omit    *sink.Omitter // the generated columns the destination computes
-	// destTypes are the destination's column types as chunks last saw
+	// destTypes are the destination's column types as the sink last saw
 	// them: binary values need the source's (binary.go). A chunk lane
 	// shares its sink's: its chunks teach what TakesBinary answers.
 	destTypes *destTypes
