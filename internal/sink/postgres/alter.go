@@ -285,6 +285,9 @@ func (s *Sink) checkTable(ctx context.Context, t *change.Table) (sink.TableCheck
 	}
 	cols, err := s.destColumns(ctx, ts.name)
 	if err != nil || len(cols) == 0 {
+		if err == nil {
+			s.destTypes.set(t.ID, nil) // no table: what was seen of it is gone
+		}
 		return check, err
 	}
 	check.Exists = true
