@@ -21,7 +21,8 @@ func collatedTable(name string) *change.Table {
 }
 
 // TestCreateWaitsOutARival: when another session has created the same
-// table, schema or sort key function in a transaction not yet committed,
+// table, schema, sort key index or function in a transaction not yet
+// committed,
 // the sink's CREATE waits for it and then fails with a unique violation of
 // a catalog (not duplicate_table); the sink takes that as the object made
 // meanwhile, as it does duplicate_table.
@@ -50,6 +51,19 @@ func TestCreateWaitsOutARival(t *testing.T) {
 		// A type of the table's name is no table: the create's error stands.
 		{"type of the table's name", `CREATE SCHEMA app`, `CREATE TYPE app.items AS (a int)`, createItems, "pg_type_typname_nsp_index"},
 		{"schema", ``, `CREATE SCHEMA app`, func(ctx context.Context, s *Sink) error { return s.ensureSchema(ctx, "app") }, ""},
+		{"sort key index", `CREATE SCHEMA app; CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`,
+			`CREATE UNIQUE INDEX ` + quote((&tableSQL{id: change.TableID{Schema: "app", Name: "items"}}).sortKeyIndexName()) + ` ON app.items (k)`,
+			func(ctx context.Context, s *Sink) error {
+				tbl := collatedTable("items")
+				ts, err := s.table(tbl)
+				if err != nil {
+					return err
+				}
+				if err := s.ensureSortKeys(ctx, tbl); err != nil {
+					return err
+				}
+				return s.createSortKeyIndex(ctx, ts)
+			}, ""},
 		{"sort key function", ``, `CREATE FUNCTION _tidemark."sortkey_utf8mb4_general_ci"(text) RETURNS text LANGUAGE sql IMMUTABLE RETURN $1`,
 			func(ctx context.Context, s *Sink) error { return s.ensureSortKeys(ctx, collatedTable("items")) }, ""},
 	}
