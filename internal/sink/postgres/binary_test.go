@@ -255,6 +255,22 @@ func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
 	if n := query(t, conn, "SELECT count(*)::text FROM public.t"); n[0] != "0" {
 		t.Errorf("the refused chunk wrote rows: %s in the table", n[0])
 	}
+	// A check that finds no table drops what was seen of it.
+	if _, err := conn.Exec(ctx, "ALTER TABLE public.t ALTER COLUMN at TYPE timestamptz"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checker.CheckTable(ctx, tbl); err != nil || !checker.TakesBinary(tbl) {
+		t.Fatalf("after the column's type was put back and checked: TakesBinary %v, error %v", checker.TakesBinary(tbl), err)
+	}
+	if _, err := conn.Exec(ctx, "DROP TABLE public.t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checker.CheckTable(ctx, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if checker.TakesBinary(tbl) {
+		t.Fatal("TakesBinary after a check found no table")
+	}
 }
 
 // TestBinaryAfterHandAlter: a column's type changed on the source, and the

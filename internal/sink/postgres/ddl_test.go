@@ -95,13 +95,16 @@ func TestCreateWaitsOutARival(t *testing.T) {
 			go func() { done <- c.create(ctx, s) }()
 			// Commit only once the sink's CREATE waits for the rival's lock,
 			// so that it sees the object only as a catalog row being added.
+			deadline := time.After(2 * time.Minute)
 			for waiting := false; !waiting; {
 				select {
 				case err := <-done:
 					t.Fatalf("the sink's create ended before the rival committed: %v", err)
+				case <-deadline:
+					t.Fatal("the sink's create never waited for the rival's transaction")
 				case <-time.After(5 * time.Millisecond):
 				}
-				if err := watch.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+				if err := watch.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock' AND wait_event = 'transactionid', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
 					t.Fatal(err)
 				}
 			}
