@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # go vet runs beside the tests rather than before them (the suite is near
 # its time budget); a vet finding still fails the run. It vets the -race
 # build, whose compiled packages the tests build anyway: a plain vet
-# compiles every dependency a second time (about 45 s of CPU on a cold
+# compiles every dependency a second time (45 s more wall time after a cold
 # cache). The soak test (make soak) is not run here, but it must build.
 go vet -race ./... &
 vet=$!
