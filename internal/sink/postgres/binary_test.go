@@ -231,21 +231,24 @@ func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
 	if checker.TakesBinary(tbl) {
 		t.Fatal("TakesBinary for a table the sink has neither made nor checked")
 	}
-	if _, err := checker.CheckTable(ctx, tbl); err != nil {
-		t.Fatal(err)
+	// afterCheck runs sql (if any) on the destination, has the checker
+	// check the table, and wants TakesBinary then.
+	afterCheck := func(sql string, want bool, what string) {
+		t.Helper()
+		if sql != "" {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := checker.CheckTable(ctx, tbl); err != nil {
+			t.Fatal(err)
+		}
+		if got := checker.TakesBinary(tbl); got != want {
+			t.Fatalf("TakesBinary %v after a check %s, want %v", got, what, want)
+		}
 	}
-	if !checker.TakesBinary(tbl) {
-		t.Fatal("TakesBinary false after a check found the source's types")
-	}
-	if _, err := conn.Exec(ctx, "ALTER TABLE public.t ALTER COLUMN at TYPE timestamp"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checker.CheckTable(ctx, tbl); err != nil {
-		t.Fatal(err)
-	}
-	if checker.TakesBinary(tbl) {
-		t.Fatal("TakesBinary after a check found a column of another type")
-	}
+	afterCheck("", true, "found the source's types")
+	afterCheck("ALTER TABLE public.t ALTER COLUMN at TYPE timestamp", false, "found a column of another type")
 	// The maker's record is stale now: its binary chunk is refused in its
 	// own transaction (TestBinaryTypesChanged), nothing written.
 	err := applyChunk(t, maker, &sink.Chunk{Table: tbl, Rows: readSource(t, conn, tbl, true)})
@@ -256,21 +259,8 @@ func TestTakesBinaryFromCreateOrCheck(t *testing.T) {
 		t.Errorf("the refused chunk wrote rows: %s in the table", n[0])
 	}
 	// A check that finds no table drops what was seen of it.
-	if _, err := conn.Exec(ctx, "ALTER TABLE public.t ALTER COLUMN at TYPE timestamptz"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checker.CheckTable(ctx, tbl); err != nil || !checker.TakesBinary(tbl) {
-		t.Fatalf("after the column's type was put back and checked: TakesBinary %v, error %v", checker.TakesBinary(tbl), err)
-	}
-	if _, err := conn.Exec(ctx, "DROP TABLE public.t"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checker.CheckTable(ctx, tbl); err != nil {
-		t.Fatal(err)
-	}
-	if checker.TakesBinary(tbl) {
-		t.Fatal("TakesBinary after a check found no table")
-	}
+	afterCheck("ALTER TABLE public.t ALTER COLUMN at TYPE timestamptz", true, "found the column's type put back")
+	afterCheck("DROP TABLE public.t", false, "found no table")
 }
 
 // TestBinaryAfterHandAlter: a column's type changed on the source, and the
