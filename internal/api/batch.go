@@ -293,12 +293,13 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, who string)
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	rec, p, err := e.Submit(r.Context(), req, who)
+	var pv PlanView // described while the engine still holds the plan
+	rec, err := e.Submit(r.Context(), req, who, func(p *plan.Plan) { pv = planView(e.Graph(), p, user, 100) })
 	if err != nil {
 		return planError(err)
 	}
 	v := batchBackfillView(rec)
-	writeJSON(w, http.StatusCreated, SubmitResponse{BatchBackfill: v, Backfill: v, Plan: planView(e.Graph(), p, user, 100)})
+	writeJSON(w, http.StatusCreated, SubmitResponse{BatchBackfill: v, Backfill: v, Plan: pv})
 	return nil
 }
 

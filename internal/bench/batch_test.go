@@ -176,7 +176,7 @@ func readyWithOpen(ctx context.Context, url string, g *dag.Graph, req plan.Reque
 	if err != nil {
 		return 0, 0, err
 	}
-	rec, _, err := first.Submit(ctx, req, "bench")
+	rec, err := first.Submit(ctx, req, "bench", nil)
 	stop()
 	if err != nil {
 		return 0, 0, err
@@ -204,7 +204,7 @@ func runEngine(ctx context.Context, st *store.Store, e *engine.Engine, req plan.
 	events, unsubscribe := e.Subscribe()
 	defer unsubscribe()
 	start := time.Now()
-	rec, _, err := e.Submit(ctx, req, "bench")
+	rec, err := e.Submit(ctx, req, "bench", nil)
 	if err != nil {
 		return batchRun{}, err
 	}

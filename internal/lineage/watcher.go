@@ -25,7 +25,7 @@ const StartedBy = "lineage"
 // Batch is what the watcher needs of the batch engine.
 type Batch interface {
 	Graph() *dag.Graph
-	Submit(ctx context.Context, req plan.Request, startedBy string) (store.BatchBackfill, *plan.Plan, error)
+	Submit(ctx context.Context, req plan.Request, startedBy string, show func(*plan.Plan)) (store.BatchBackfill, error)
 }
 
 // Watcher turns the dates that backfills changed into proposals for the
@@ -373,7 +373,7 @@ func (w *Watcher) submit(ctx context.Context, t *dag.Task, p store.Proposal, by 
 		return p, err
 	}
 	if !found {
-		if bb, _, err = w.Batch.Submit(ctx, req, by); err != nil {
+		if bb, err = w.Batch.Submit(ctx, req, by, nil); err != nil {
 			return p, fmt.Errorf("submit the batch backfill of proposal %d: %w", p.ID, err)
 		}
 		failpoint("after-submit")

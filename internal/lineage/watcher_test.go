@@ -75,7 +75,7 @@ func newWatchEnv(t *testing.T, command string, oc dag.OnChange) *watchEnv {
 func (v *watchEnv) ran() {
 	v.t.Helper()
 	req := plan.Request{Task: "sales.daily", Dates: plan.Dates{From: date("2026-03-01"), To: date("2026-03-10")}}
-	bb, _, err := v.e.Submit(v.t.Context(), req, "test")
+	bb, err := v.e.Submit(v.t.Context(), req, "test", nil)
 	if err != nil {
 		v.t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestWatcherSubmitsOnceAcrossACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bb, _, err := v.e.Submit(t.Context(), req, StartedBy) // the crash came right after this
+	bb, err := v.e.Submit(t.Context(), req, StartedBy, nil) // the crash came right after this
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,44 +106,65 @@ func needsHistory(r plan.Request) bool {
 }
 
 // Submit plans req, records the backfill and its instances, and hands them
-// to the loop.
-func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string) (store.BatchBackfill, *plan.Plan, error) {
+// to the loop. show, when not nil, is given the plan once it is recorded
+// (to describe it): the engine then lets the plan go and builds its nodes
+// from the record, as a restart does, so that a large backfill is never
+// held as the plan and the nodes at once (docs/benchmark.md, "Batch
+// benchmark").
+func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string, show func(*plan.Plan)) (store.BatchBackfill, error) {
+	rec, err := e.recordBackfill(ctx, req, startedBy, show)
+	if err != nil {
+		return rec, err
+	}
+	// Recorded: the loop must take it even if the caller goes away now.
+	ctx = context.WithoutCancel(ctx)
+	bf, err := e.readBackfill(ctx, rec)
+	if err == nil {
+		err = e.do(ctx, func(ctx context.Context) error {
+			if e.s.loaded[rec.ID] {
+				return nil // recorded while the engine started, and loaded then
+			}
+			e.finishAdopt(bf)
+			e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
+			return nil
+		})
+	}
+	if err != nil {
+		return rec, fmt.Errorf("batch backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
+	}
+	return rec, nil
+}
+
+// recordBackfill plans req and records the backfill and its instances, showing
+// the plan to show (when not nil) once it is recorded. A request with
+// nothing to run is refused.
+func (e *Engine) recordBackfill(ctx context.Context, req plan.Request, startedBy string, show func(*plan.Plan)) (store.BatchBackfill, error) {
 	p, err := e.Preview(ctx, req)
 	if err != nil {
-		return store.BatchBackfill{}, nil, err
+		return store.BatchBackfill{}, err
 	}
 	if len(p.Instances) == 0 {
-		return store.BatchBackfill{}, p, &plan.RequestError{Field: "dates", Message: fmt.Sprintf("nothing to run: every selected task date is left out (%d by the succeeded/running policies)", p.Skipped)}
+		return store.BatchBackfill{}, &plan.RequestError{Field: "dates", Message: fmt.Sprintf("nothing to run: every selected task date is left out (%d by the succeeded/running policies)", p.Skipped)}
 	}
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
-		return store.BatchBackfill{}, nil, fmt.Errorf("encode request: %w", err)
+		return store.BatchBackfill{}, fmt.Errorf("encode request: %w", err)
 	}
 	rec := store.BatchBackfill{Name: p.Name, Task: p.Task, StartedBy: startedBy, Request: reqJSON,
 		State: store.BatchWaiting, RunAt: p.RunAt.UTC().Truncate(time.Microsecond)}
-	// The store takes the instances one at a time from the plan, and the
-	// engine's nodes are made from it too: a large backfill is held as the
-	// plan and the nodes, never also as a slice of store rows.
-	first, err := e.st.CreateBatchBackfillFrom(ctx, &rec, store.NewInstances{
+	// The store takes the instances one at a time from the plan: no slice
+	// of store rows is made of them.
+	if _, err := e.st.CreateBatchBackfillFrom(ctx, &rec, store.NewInstances{
 		Len:  len(p.Instances),
 		At:   func(i int, c *store.BatchInstance) { *c = plannedInstance(&p.Instances[i]) },
 		Deps: func(i int) []int { return p.Instances[i].Deps },
-	})
-	if err != nil {
-		return store.BatchBackfill{}, nil, fmt.Errorf("record backfill: %w", err)
+	}); err != nil {
+		return store.BatchBackfill{}, fmt.Errorf("record backfill: %w", err)
 	}
-	// Recorded: the loop must take it even if the caller goes away now.
-	err = e.do(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		if err := e.adoptPlanned(rec, p, first); err != nil {
-			return err
-		}
-		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
-		return nil
-	})
-	if err != nil {
-		return rec, p, fmt.Errorf("batch backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
+	if show != nil {
+		show(p)
 	}
-	return rec, p, nil
+	return rec, nil
 }
 
 // StopBackfill stops a backfill: its running instances are ended and the

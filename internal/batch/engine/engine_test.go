@@ -3,6 +3,7 @@ package engine_test
 import (
 	"database/sql"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -488,6 +489,68 @@ func TestEndsShareTheirDependentsClaim(t *testing.T) {
 					t.Errorf("%s started at %s before %s finished at %s", in.Task, in.StartedAt, up.Task, up.FinishedAt)
 				}
 			}
+		}
+	}
+}
+
+// A succeeded instance's node keeps no more of its attempt than its
+// outputs, which what waits for it reads, while its row keeps the rest,
+// also after a restart; the instance that waits runs with those outputs.
+func TestSucceededKeepsOnlyOutputs(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	up := task(t, "up", dag.TypeShell, `echo "rows=7" >> "$TIDEMARK_OUTPUT"`)
+	up.Outputs = []dag.Param{{Name: "rows", Value: "none"}}
+	plain := task(t, "plain", dag.TypeShell, "true", "up")
+	// last holds the backfill open (and its nodes in memory) until the
+	// test has looked.
+	last := task(t, "last", dag.TypeShell, `while [ ! -e "`+gate+`" ]; do sleep 0.05; done; echo "got ${outputs.up.rows} rows"`, "plain", "up")
+	v := newEnv(t, []dag.Task{up, plain, last}, envOpts{})
+	req := rangeReq("up", "2025-03-01", "2025-03-01")
+	req.Scope = plan.Scope{Mode: plan.ScopeList, Downstream: 2}
+	rec := v.submit(req)
+	ids := map[string]int64{}
+	v.until("up and plain to succeed", func() bool {
+		done := 0
+		for _, in := range v.instances(rec.ID) {
+			ids[in.Task] = in.ID
+			if in.State == store.InstanceSucceeded {
+				done++
+			}
+		}
+		return done == 2
+	})
+	assertKept(t, v, ids)
+	// A restart reads them back as little.
+	v.stop()
+	v = newEnv(t, []dag.Task{up, plain, last}, envOpts{storeURL: "sqlite://" + filepath.Join(v.dir, "meta.db")})
+	assertKept(t, v, ids)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
+		t.Fatalf("backfill = %s %v (%s), want succeeded", got.State, got.States, got.Error)
+	}
+	assertLog(t, v, rec.ID, "p.last", "got 7 rows")
+}
+
+// assertKept checks that the nodes of the succeeded p.up and p.plain keep
+// p.up's outputs alone, and their rows all of their attempts.
+func assertKept(t *testing.T, v *env, ids map[string]int64) {
+	t.Helper()
+	for task, want := range map[string]map[string]string{"p.up": {"rows": "7"}, "p.plain": nil} {
+		k, err := engine.KeptOf(t.Context(), v.e, ids[task])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !k.Found || k.Rendered != "" || k.Tag != "" || k.Started || !maps.Equal(k.Outputs, want) || k.Record != (want != nil) {
+			t.Errorf("%s succeeded, its node keeps %+v; want its outputs %v alone", task, k, want)
+		}
+		in, err := v.st.GetBatchInstance(t.Context(), ids[task])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Rendered == "" || in.SQLTag == "" || in.StartedAt == nil {
+			t.Errorf("%s's row lost its attempt: rendered %q, tag %q, started %v", task, in.Rendered, in.SQLTag, in.StartedAt)
 		}
 	}
 }

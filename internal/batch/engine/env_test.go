@@ -110,7 +110,7 @@ func day(s string) calendar.Date {
 // submit submits a backfill and fails the test on error.
 func (v *env) submit(req plan.Request) store.BatchBackfill {
 	v.t.Helper()
-	rec, _, err := v.e.Submit(v.t.Context(), req, "test")
+	rec, err := v.e.Submit(v.t.Context(), req, "test", nil)
 	if err != nil {
 		v.t.Fatalf("submit: %v", err)
 	}

@@ -72,6 +72,7 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		}
 		switch n.state {
 		case store.InstanceSucceeded:
+			n.settle() // its end is in changes, written below or above
 			e.released(n)
 			if !withClaims {
 				e.forget(n)

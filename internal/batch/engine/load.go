@@ -70,6 +70,9 @@ func (e *Engine) fillNode(n *node, in *store.BatchInstance, bf *backfill) {
 			a.nextTry = *in.NextTry
 		}
 	}
+	if in.State == store.InstanceSucceeded {
+		n.settle()
+	}
 	if n.rg == "" {
 		n.rg = "default"
 	}
@@ -92,36 +95,6 @@ func plannedInstance(pi *plan.Instance) store.BatchInstance {
 	return store.BatchInstance{Task: pi.Task, BizTime: pi.BizTime.UTC(), BizEnd: pi.BizEnd.UTC(),
 		Scheduled: pi.Scheduled.UTC(), Group: pi.Group, Seq: pi.Seq, Order: pi.Order, Mode: mode,
 		ResourceGroup: pi.ResourceGroup, State: st, Reason: pi.Reason}
-}
-
-// adoptPlanned takes a backfill just recorded from p, its instance i
-// recorded with id first+i, into memory.
-func (e *Engine) adoptPlanned(rec store.BatchBackfill, p *plan.Plan, first int64) error {
-	bf, err := e.newBackfill(rec)
-	if err != nil {
-		return err
-	}
-	var slab []node // nodes allocated a page at a time, not one by one
-	for i := range p.Instances {
-		if len(slab) == 0 {
-			slab = make([]node, min(loadPageSize, len(p.Instances)-i))
-		}
-		in := plannedInstance(&p.Instances[i])
-		in.ID, in.BackfillID = first+int64(i), rec.ID
-		if deps := p.Instances[i].Deps; len(deps) > 0 {
-			in.Deps = make([]int64, 0, len(deps))
-			for _, j := range deps {
-				in.Deps = append(in.Deps, first+int64(j))
-			}
-			slices.Sort(in.Deps)
-			in.Deps = slices.Compact(in.Deps)
-		}
-		e.fillNode(&slab[0], &in, bf)
-		bf.nodes = append(bf.nodes, &slab[0])
-		slab = slab[1:]
-	}
-	e.finishAdopt(bf)
-	return nil
 }
 
 // newBackfill is the memory of a backfill without its instances.
@@ -223,9 +196,12 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 		e.s.nodes = make(map[int64]*node, total)
 	}
 	for _, rec := range backfills {
-		if err := e.loadBackfill(ctx, rec); err != nil {
+		bf, err := e.readBackfill(ctx, rec)
+		if err != nil {
 			return err
 		}
+		e.finishAdopt(bf)
+		e.s.loaded[rec.ID] = true
 	}
 	// The backfills were read whole above: only the schedule's are left.
 	open, done, err := e.st.LoadOpenScheduled(ctx)
@@ -244,18 +220,18 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 	return nil
 }
 
-// loadBackfill reads a backfill's instances page by page and adopts it.
-// A backfill recorded without its packed instances (before they were
+// readBackfill reads a backfill's instances page by page into nodes, not
+// yet the engine's (finishAdopt makes them so). A backfill recorded without its packed instances (before they were
 // kept) has its rows read: the next page while the last one becomes nodes
 // (readPages), so the store's work and the engine's overlap, and the
 // instances of a large backfill are never all held twice. A backfill of
 // two pages or more is read in two halves of its ids at once: reading is
 // most of a restart's time, and on PostgreSQL each half's reads run on a
 // core of their own (SQLite's one connection takes them in turn).
-func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) error {
+func (e *Engine) readBackfill(ctx context.Context, rec store.BatchBackfill) (*backfill, error) {
 	bf, err := e.newBackfill(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Its instances as recorded, unpacked, and the rows updated since: no
 	// need to read every row (store.ReadBatchBackfillInstances).
@@ -268,17 +244,16 @@ func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) erro
 		// The rows are the record: read them, from the start.
 		e.log.Warn("a batch backfill's packed instances are damaged; its rows are read instead", logkey.BatchBackfill(rec.ID), logkey.Err(err))
 		if bf, err = e.newBackfill(rec); err != nil {
-			return err
+			return nil, err
 		}
 	case err != nil:
-		return err
+		return nil, err
 	case packed:
-		e.finishAdopt(bf)
-		return nil
+		return bf, nil
 	}
 	parts, err := e.loadParts(ctx, rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends readPages should this return early (a panic)
@@ -298,24 +273,23 @@ func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) erro
 	close(errc)
 	for err := range errc {
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(parts) > 1 { // the halves' pages came interleaved
 		slices.SortFunc(bf.nodes, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
 	}
-	e.finishAdopt(bf)
-	return nil
+	return bf, nil
 }
 
-// loadPageSize is how many instances loadBackfill reads at a time.
+// loadPageSize is how many instances readBackfill reads at a time.
 const loadPageSize = 10000
 
 // idPart is a part of a backfill's instances by id: after < id <= through
 // (through 0: no bound).
 type idPart struct{ after, through int64 }
 
-// loadParts splits a backfill's instances in the parts loadBackfill reads
+// loadParts splits a backfill's instances in the parts readBackfill reads
 // at once: one, or two halves of its ids for a backfill of two pages or
 // more.
 func (e *Engine) loadParts(ctx context.Context, rec store.BatchBackfill) ([]idPart, error) {

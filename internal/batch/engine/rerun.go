@@ -120,10 +120,12 @@ func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.loadBackfill(ctx, rec); err != nil {
+	bf, err := e.readBackfill(ctx, rec)
+	if err != nil {
 		return nil, err
 	}
-	return e.s.bfs[id], nil
+	e.finishAdopt(bf)
+	return bf, nil
 }
 
 // dropIfEnded takes an ended backfill, loaded for a command that did not

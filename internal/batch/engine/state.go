@@ -79,6 +79,23 @@ func (n *node) edit() *attemptInfo {
 	return n.more
 }
 
+// settle forgets, once n has succeeded, what it knew of its attempts
+// beyond their outputs (which the templates of what waits for it read).
+// Nothing writes a succeeded instance's row again (only failed and stopped
+// instances are re-run, and only unfinished ones are stopped or held), so
+// its rendered code, run tag and start time are needed no more, and for a
+// large backfill they were most of what dispatch added to the engine's
+// memory (docs/benchmark.md, "Batch benchmark").
+func (n *node) settle() {
+	switch a := n.more; {
+	case a == nil:
+	case len(a.outputs) == 0:
+		n.more = nil
+	default:
+		*a = attemptInfo{outputs: a.outputs}
+	}
+}
+
 // rerun has n's retries count afresh from its attempts so far, as a re-run
 // by hand asks.
 func (n *node) rerun() {
@@ -177,6 +194,9 @@ type state struct {
 	busyWait map[*node][]entry
 	// ends of attempts that finished inside the loop (no-op tasks)
 	localEnds []ending
+	// loaded are the backfills read at the start (loadOpen): one recorded
+	// meanwhile may be among them, and Submit must not adopt it again.
+	loaded map[int64]bool
 }
 
 func newState(groups map[string]int) *state {
@@ -187,6 +207,7 @@ func newState(groups map[string]int) *state {
 		free:     map[string]int{},
 		holding:  map[string][]*node{},
 		busyWait: map[*node][]entry{},
+		loaded:   map[int64]bool{},
 	}
 	for name, n := range groups {
 		s.free[name] = n
