@@ -163,8 +163,8 @@ func busyReason(holder *node) string {
 		where = fmt.Sprintf("backfill %d", holder.bf.rec.ID)
 	}
 	what := "the same task and business time"
-	if holder.end().After(holder.biz) {
-		what = fmt.Sprintf("a single instance covering %s to %s", holder.biz.UTC().Format(time.RFC3339), holder.end().UTC().Format(time.RFC3339))
+	if holder.endUS() > holder.bizUS {
+		what = fmt.Sprintf("a single instance covering %s to %s", holder.biz().Format(time.RFC3339), holder.end().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("waits for instance %d of %s, %s, to end: one task and business time never runs twice at once", holder.id, where, what)
 }

@@ -80,9 +80,9 @@ func (e *Engine) finish(ctx context.Context, ends []ending, shuttingDown bool) {
 		case store.InstanceWaiting:
 			e.consider(n)
 		case store.InstanceFailed:
-			e.log.Warn("instance failed", logkey.Instance(n.id), logkey.Task(n.task.ID), logkey.BusinessTime(n.biz), logkey.Err(end.res.Err))
+			e.log.Warn("instance failed", logkey.Instance(n.id), logkey.Task(n.task.ID), logkey.BusinessTime(n.biz()), logkey.Err(end.res.Err))
 			if n.bf != nil && n.bf.req.StopOnFailure && !n.bf.stopped {
-				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz.Format(time.RFC3339)))
+				e.stopBackfill(ctx, n.bf, fmt.Sprintf("stopped at the first failure: instance %d (%s %s) failed", n.id, n.task.ID, n.biz().Format(time.RFC3339)))
 			}
 		}
 	}

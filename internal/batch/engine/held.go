@@ -100,7 +100,7 @@ func ended(n *node) string {
 // bizLabel is n's business time in its task's zone: the date, with the
 // time of day when the cycle does not start at midnight.
 func bizLabel(n *node) string {
-	t := n.biz
+	t := n.biz()
 	if loc := n.task.Schedule.Location; loc != nil {
 		t = t.In(loc)
 	}

@@ -54,7 +54,7 @@ func (e *Engine) fillNode(n *node, in *store.BatchInstance, bf *backfill) {
 	}
 	*n = node{
 		id: in.ID, bf: bf, task: t,
-		biz: in.BizTime, bizEnd: in.BizEnd, scheduled: in.Scheduled,
+		bizUS: in.BizTime.UnixMicro(), bizEndUS: in.BizEnd.UnixMicro(), scheduledUS: in.Scheduled.UnixMicro(),
 		group: int32(in.Group), seq: int32(in.Seq), order: int32(in.Order),
 		mode: shared(in.Mode), rg: shared(in.ResourceGroup),
 		state: shared(in.State), reason: in.Reason, attempt: in.Attempt,

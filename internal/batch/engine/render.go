@@ -110,13 +110,13 @@ func varName(t *dag.Task, r expr.Ref) string {
 func (e *Engine) exprEnv(ctx context.Context, n *node) (expr.Env, error) {
 	loc := n.task.Schedule.Location
 	env := expr.Env{
-		BizTime:   n.biz.In(loc),
-		BizEnd:    n.bizEnd.In(loc),
-		Scheduled: n.scheduled.In(loc),
+		BizTime:   n.biz().In(loc),
+		BizEnd:    n.bizEnd().In(loc),
+		Scheduled: n.scheduled().In(loc),
 		Params:    map[string]string{},
 		Outputs:   map[string]map[string]string{},
 	}
-	if env.BizEnd.IsZero() || n.bizEnd.IsZero() {
+	if env.BizEnd.IsZero() || n.bizEnd().IsZero() {
 		env.BizEnd = env.BizTime
 	}
 	for _, id := range n.task.Upstream {

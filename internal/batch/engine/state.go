@@ -13,12 +13,14 @@ import (
 
 // node is one open (or recently finished) instance in memory.
 type node struct {
-	id        int64
-	bf        *backfill // nil for the recurring schedule
-	task      *dag.Task
-	biz       time.Time
-	bizEnd    time.Time
-	scheduled time.Time
+	id   int64
+	bf   *backfill // nil for the recurring schedule
+	task *dag.Task
+	// The business time, the last cycle's for a single instance covering
+	// several (else the same), and when the schedule would run it, in Unix
+	// microseconds (the store's precision; read them with biz, bizEnd and
+	// scheduled): a time.Time takes 24 bytes.
+	bizUS, bizEndUS, scheduledUS int64
 	// int32s, packed with the flags below: a large backfill's nodes are
 	// most of the engine's memory (docs/benchmark.md, "Batch benchmark").
 	group, seq, order int32
@@ -126,20 +128,22 @@ type running struct {
 	lostMarked        bool      // marked lost in the queue; its leftovers are ended next
 }
 
-// end is the business time of the last cycle n covers: its own, except
+func (n *node) biz() time.Time       { return time.UnixMicro(n.bizUS).UTC() }
+func (n *node) bizEnd() time.Time    { return time.UnixMicro(n.bizEndUS).UTC() }
+func (n *node) scheduled() time.Time { return time.UnixMicro(n.scheduledUS).UTC() }
+
+// endUS is the business time of the last cycle n covers: its own, except
 // for a single instance covering several cycles.
-func (n *node) end() time.Time {
-	if n.bizEnd.After(n.biz) {
-		return n.bizEnd
-	}
-	return n.biz
-}
+func (n *node) endUS() int64 { return max(n.bizUS, n.bizEndUS) }
+
+// end is endUS as a time.
+func (n *node) end() time.Time { return time.UnixMicro(n.endUS()).UTC() }
 
 // overlaps reports whether n and m run some cycle of one task in common:
 // at most one run of a cycle at a time, whether it runs alone or inside a
 // single instance's range.
 func (n *node) overlaps(m *node) bool {
-	return n.task.ID == m.task.ID && !n.biz.After(m.end()) && !m.biz.After(n.end())
+	return n.task.ID == m.task.ID && n.bizUS <= m.endUS() && m.bizUS <= n.endUS()
 }
 
 func ok(state string) bool {
@@ -236,8 +240,8 @@ func (h nodeHeap) Less(i, j int) bool {
 		return a.bf == nil
 	}
 	if a.bf == nil {
-		if !a.scheduled.Equal(b.scheduled) {
-			return a.scheduled.Before(b.scheduled)
+		if a.scheduledUS != b.scheduledUS {
+			return a.scheduledUS < b.scheduledUS
 		}
 		return a.id < b.id
 	}
@@ -297,8 +301,8 @@ func (e *Engine) consider(n *node) {
 		}
 	}
 	wake := n.seen().nextTry
-	if (n.bf == nil || n.bf.req.WaitScheduled) && n.scheduled.After(wake) {
-		wake = n.scheduled
+	if (n.bf == nil || n.bf.req.WaitScheduled) && n.scheduled().After(wake) {
+		wake = n.scheduled()
 	}
 	en := n.enqueue()
 	if wake.After(e.now()) {
