@@ -117,22 +117,29 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string,
 		return rec, err
 	}
 	// Recorded: the loop must take it even if the caller goes away now.
-	ctx = context.WithoutCancel(ctx)
-	bf, err := e.readBackfill(ctx, rec)
-	if err == nil {
-		err = e.do(ctx, func(ctx context.Context) error {
-			if e.s.loaded[rec.ID] {
-				return nil // recorded while the engine started, and loaded then
-			}
-			e.finishAdopt(bf)
-			e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
-			return nil
-		})
-	}
-	if err != nil {
+	if err := e.adoptRecorded(context.WithoutCancel(ctx), rec); err != nil {
 		return rec, fmt.Errorf("batch backfill %d is recorded but not yet running (the daemon picks it up at its next start): %w", rec.ID, err)
 	}
 	return rec, nil
+}
+
+// adoptRecorded reads the nodes of a backfill just recorded, outside the
+// loop, and hands them to it, unless the loop read it meanwhile.
+func (e *Engine) adoptRecorded(ctx context.Context, rec store.BatchBackfill) error {
+	bf, err := e.readBackfill(ctx, rec)
+	if err != nil {
+		return err
+	}
+	return e.do(ctx, func(ctx context.Context) error {
+		if e.s.adopted[rec.ID] {
+			// Read from the store meanwhile, by the start-up or a command
+			// naming it: that memory is the one that counts.
+			return nil
+		}
+		e.finishAdopt(bf)
+		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
+		return nil
+	})
 }
 
 // recordBackfill plans req and records the backfill and its instances, showing

@@ -554,3 +554,55 @@ func assertKept(t *testing.T, v *env, ids map[string]int64) {
 		}
 	}
 }
+
+// A backfill that the engine read on its own before Submit handed it over
+// (recorded while the engine started, or named by a command meanwhile) is
+// not adopted a second time: each instance runs once and the backfill
+// ends.
+func TestSubmitAdoptsOnce(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	biz := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	var insts []store.BatchInstance
+	for d := range 3 {
+		b := biz.AddDate(0, 0, d)
+		insts = append(insts, store.BatchInstance{Task: "p.a", BizTime: b, BizEnd: b, Scheduled: b.AddDate(0, 0, 1),
+			Mode: plan.ModeRun, ResourceGroup: "default", State: store.InstanceWaiting})
+	}
+	url, rec := recordRunning(t, biz, insts, [][]int{nil, nil, nil})
+	// As Submit leaves it: waiting for its start, which is due.
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetBatchBackfillState(t.Context(), rec.ID, store.BatchWaiting, "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	rec.State = store.BatchWaiting
+	a := task(t, "a", dag.TypeShell, `while [ ! -e "`+gate+`" ]; do sleep 0.05; done`)
+	// One at a time: the first runs, the others wait.
+	v := newEnv(t, []dag.Task{a}, envOpts{storeURL: url, groups: map[string]int{"default": 1}}) // its start-up reads the backfill
+	v.until("the first instance to start", func() bool {
+		running := 0
+		for _, in := range v.instances(rec.ID) {
+			if in.State == store.InstanceRunning {
+				running++
+			}
+		}
+		return running == 1
+	})
+	if err := engine.AdoptRecorded(t.Context(), v.e, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.wait(rec.ID); got.State != store.BatchSucceeded {
+		t.Fatalf("backfill = %s %v (%s), want succeeded", got.State, got.States, got.Error)
+	}
+	for _, in := range v.instances(rec.ID) {
+		if in.State != store.InstanceSucceeded || in.Attempt != 1 {
+			t.Errorf("instance %d: %s after %d attempts, want succeeded after 1", in.ID, in.State, in.Attempt)
+		}
+	}
+}

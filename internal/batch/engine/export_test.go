@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
 
 // LoadPageSize is loadPageSize, for the tests of paged recovery.
 const LoadPageSize = loadPageSize
@@ -27,4 +31,10 @@ func KeptOf(ctx context.Context, e *Engine, id int64) (Kept, error) {
 		return nil
 	})
 	return k, err
+}
+
+// AdoptRecorded is the second half of Submit: the nodes of a backfill
+// already recorded, read and handed to the loop.
+func AdoptRecorded(ctx context.Context, e *Engine, rec store.BatchBackfill) error {
+	return e.adoptRecorded(ctx, rec)
 }

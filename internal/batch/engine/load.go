@@ -153,6 +153,7 @@ func (e *Engine) finishAdopt(bf *backfill) {
 		}
 	}
 	e.s.bfs[bf.rec.ID] = bf
+	e.s.adopted[bf.rec.ID] = true
 }
 
 // link connects n to its deps. A dep in memory that has not succeeded
@@ -201,7 +202,6 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 			return err
 		}
 		e.finishAdopt(bf)
-		e.s.loaded[rec.ID] = true
 	}
 	// The backfills were read whole above: only the schedule's are left.
 	open, done, err := e.st.LoadOpenScheduled(ctx)

@@ -198,9 +198,11 @@ type state struct {
 	busyWait map[*node][]entry
 	// ends of attempts that finished inside the loop (no-op tasks)
 	localEnds []ending
-	// loaded are the backfills read at the start (loadOpen): one recorded
-	// meanwhile may be among them, and Submit must not adopt it again.
-	loaded map[int64]bool
+	// adopted are the backfills ever taken into memory (finishAdopt): one
+	// that Submit recorded may have been read by the start-up, or by a
+	// command naming it, before Submit hands it over, and must not be
+	// adopted twice (nor again once it ended and left memory).
+	adopted map[int64]bool
 }
 
 func newState(groups map[string]int) *state {
@@ -211,7 +213,7 @@ func newState(groups map[string]int) *state {
 		free:     map[string]int{},
 		holding:  map[string][]*node{},
 		busyWait: map[*node][]entry{},
-		loaded:   map[int64]bool{},
+		adopted:  map[int64]bool{},
 	}
 	for name, n := range groups {
 		s.free[name] = n
