@@ -126,15 +126,25 @@ func (e *Engine) Submit(ctx context.Context, req plan.Request, startedBy string,
 // adoptRecorded reads the nodes of a backfill just recorded, outside the
 // loop, and hands them to it, unless the loop read it meanwhile.
 func (e *Engine) adoptRecorded(ctx context.Context, rec store.BatchBackfill) error {
-	bf, err := e.readBackfill(ctx, rec)
-	if err != nil {
-		return err
+	select {
+	case <-e.exited:
+		return errStopped
+	default:
 	}
+	bf, readErr := e.readBackfill(ctx, rec)
 	return e.do(ctx, func(ctx context.Context) error {
 		if e.s.adopted[rec.ID] {
 			// Read from the store meanwhile, by the start-up or a command
 			// naming it: that memory is the one that counts.
 			return nil
+		}
+		if readErr != nil {
+			// Once more, in the loop: a backfill recorded and not adopted
+			// would wait for the next start.
+			var err error
+			if bf, err = e.readBackfill(ctx, rec); err != nil {
+				return errors.Join(readErr, err)
+			}
 		}
 		e.finishAdopt(bf)
 		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
@@ -179,6 +189,16 @@ func (e *Engine) recordBackfill(ctx context.Context, req plan.Request, startedBy
 func (e *Engine) StopBackfill(ctx context.Context, id int64, by string) error {
 	return e.do(ctx, func(ctx context.Context) error {
 		bf := e.s.bfs[id]
+		if bf == nil {
+			// Recorded but not in memory: Submit has not handed it over
+			// yet (or could not). Read it now; Submit then leaves it.
+			rec, err := e.st.GetBatchBackfill(ctx, id)
+			if err == nil && (rec.State == store.BatchWaiting || rec.State == store.BatchRunning) {
+				if bf, err = e.openBackfill(ctx, id); err != nil {
+					return err
+				}
+			}
+		}
 		if bf == nil {
 			return e.notOpen(ctx, id)
 		}

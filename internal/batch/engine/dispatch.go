@@ -214,7 +214,9 @@ func (e *Engine) undoClaims(dry, claims []*node) {
 	}
 }
 
-// record is the stored form of n in state st.
+// record is the stored form of n in state st. It writes every column, the
+// attempt's too: never call it for a node that succeeded, whose attempt
+// record settle dropped (the store has it).
 func record(n *node, st, reason string, now time.Time) store.BatchInstance {
 	a := n.seen()
 	r := store.BatchInstance{

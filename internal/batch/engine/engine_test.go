@@ -531,6 +531,11 @@ func TestSucceededKeepsOnlyOutputs(t *testing.T) {
 		t.Fatalf("backfill = %s %v (%s), want succeeded", got.State, got.States, got.Error)
 	}
 	assertLog(t, v, rec.ID, "p.last", "got 7 rows")
+	for task, id := range ids {
+		if in, err := v.st.GetBatchInstance(t.Context(), id); err != nil || in.Rendered == "" || in.StartedAt == nil {
+			t.Errorf("%s's row after the backfill: %+v (%v), want its attempt kept", task, in, err)
+		}
+	}
 }
 
 // assertKept checks that the nodes of the succeeded p.up and p.plain keep
@@ -579,7 +584,8 @@ func TestSubmitAdoptsOnce(t *testing.T) {
 	}
 	st.Close()
 	rec.State = store.BatchWaiting
-	a := task(t, "a", dag.TypeShell, `while [ ! -e "`+gate+`" ]; do sleep 0.05; done`)
+	runs := filepath.Join(t.TempDir(), "runs")
+	a := task(t, "a", dag.TypeShell, `echo "$TIDEMARK_BIZDATE" >> "`+runs+`"; while [ ! -e "`+gate+`" ]; do sleep 0.05; done`)
 	// One at a time: the first runs, the others wait.
 	v := newEnv(t, []dag.Task{a}, envOpts{storeURL: url, groups: map[string]int{"default": 1}}) // its start-up reads the backfill
 	v.until("the first instance to start", func() bool {
@@ -604,5 +610,33 @@ func TestSubmitAdoptsOnce(t *testing.T) {
 		if in.State != store.InstanceSucceeded || in.Attempt != 1 {
 			t.Errorf("instance %d: %s after %d attempts, want succeeded after 1", in.ID, in.State, in.Attempt)
 		}
+	}
+	// Both copies' attempts would count 1: what ran is the truth.
+	ran, err := os.ReadFile(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(ran)); len(got) != len(insts) {
+		t.Errorf("the task ran for %v, want each of the %d dates once", got, len(insts))
+	}
+}
+
+// A backfill recorded but not yet in memory (Submit has not handed it
+// over, or could not) can be stopped: the command reads it.
+func TestStopBeforeHandOver(t *testing.T) {
+	v := newEnv(t, []dag.Task{task(t, "a", dag.TypeShell, "true")}, envOpts{})
+	biz := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	rec := store.BatchBackfill{Name: "x", Task: "p.a", StartedBy: "test", Request: []byte(`{"task":"p.a"}`),
+		State: store.BatchWaiting, RunAt: time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)}
+	insts := []store.BatchInstance{{Task: "p.a", BizTime: biz, BizEnd: biz, Scheduled: biz.AddDate(0, 0, 1),
+		Mode: plan.ModeRun, ResourceGroup: "default", State: store.InstanceWaiting}}
+	if err := v.st.CreateBatchBackfill(t.Context(), &rec, insts, [][]int{nil}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.e.StopBackfill(t.Context(), rec.ID, "test"); err != nil {
+		t.Fatalf("stop a backfill not yet handed over: %v", err)
+	}
+	if got := v.wait(rec.ID); got.State != store.BatchStopped || got.States[store.InstanceStopped] != 1 {
+		t.Fatalf("backfill = %s %v, want stopped with its instance", got.State, got.States)
 	}
 }

@@ -83,11 +83,12 @@ func (n *node) edit() *attemptInfo {
 
 // settle forgets, once n has succeeded, what it knew of its attempts
 // beyond their outputs (which the templates of what waits for it read).
-// Nothing writes a succeeded instance's row again (only failed and stopped
-// instances are re-run, and only unfinished ones are stopped or held), so
-// its rendered code, run tag and start time are needed no more, and for a
-// large backfill they were most of what dispatch added to the engine's
-// memory (docs/benchmark.md, "Batch benchmark").
+// Nothing writes a succeeded instance's row again (only failed, stopped
+// and blocked instances are re-run, and only unfinished ones are stopped
+// or held; record says so), so its rendered code, run tag and start time
+// are needed no more, and for a large backfill they were most of what
+// dispatch added to the engine's memory (docs/benchmark.md, "Batch
+// benchmark").
 func (n *node) settle() {
 	switch a := n.more; {
 	case a == nil:
