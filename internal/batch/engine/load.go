@@ -221,13 +221,15 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 }
 
 // readBackfill reads a backfill's instances page by page into nodes, not
-// yet the engine's (finishAdopt makes them so). A backfill recorded without its packed instances (before they were
-// kept) has its rows read: the next page while the last one becomes nodes
-// (readPages), so the store's work and the engine's overlap, and the
-// instances of a large backfill are never all held twice. A backfill of
-// two pages or more is read in two halves of its ids at once: reading is
-// most of a restart's time, and on PostgreSQL each half's reads run on a
-// core of their own (SQLite's one connection takes them in turn).
+// yet the engine's (finishAdopt makes them so); it touches no state of
+// the loop's, so Submit runs it outside the loop. A backfill recorded
+// without its packed instances (before they were kept) has its rows read:
+// the next page while the last one becomes nodes (readPages), so the
+// store's work and the engine's overlap, and the instances of a large
+// backfill are never all held twice. A backfill of two pages or more is
+// read in two halves of its ids at once: reading is most of a restart's
+// time, and on PostgreSQL each half's reads run on a core of their own
+// (SQLite's one connection takes them in turn).
 func (e *Engine) readBackfill(ctx context.Context, rec store.BatchBackfill) (*backfill, error) {
 	bf, err := e.newBackfill(rec)
 	if err != nil {

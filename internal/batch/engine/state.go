@@ -129,6 +129,7 @@ type running struct {
 	lostMarked        bool      // marked lost in the queue; its leftovers are ended next
 }
 
+// biz, bizEnd and scheduled are n's times (see node) as UTC times.
 func (n *node) biz() time.Time       { return time.UnixMicro(n.bizUS).UTC() }
 func (n *node) bizEnd() time.Time    { return time.UnixMicro(n.bizEndUS).UTC() }
 func (n *node) scheduled() time.Time { return time.UnixMicro(n.scheduledUS).UTC() }
