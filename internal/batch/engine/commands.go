@@ -138,15 +138,13 @@ func (e *Engine) adoptRecorded(ctx context.Context, rec store.BatchBackfill) err
 			// naming it: that memory is the one that counts.
 			return nil
 		}
-		if readErr != nil {
-			// Once more, in the loop: a backfill recorded and not adopted
-			// would wait for the next start.
-			var err error
-			if bf, err = e.readBackfill(ctx, rec); err != nil {
-				return errors.Join(readErr, err)
-			}
+		if readErr == nil {
+			e.finishAdopt(bf)
+		} else if _, err := e.loadBackfill(ctx, rec); err != nil {
+			// Tried once more, in the loop: a backfill recorded and not
+			// adopted would wait for the next start.
+			return errors.Join(readErr, err)
 		}
-		e.finishAdopt(bf)
 		e.publish(Event{Kind: KindBatchBackfill, BackfillID: rec.ID, State: rec.State})
 		return nil
 	})
@@ -194,7 +192,7 @@ func (e *Engine) StopBackfill(ctx context.Context, id int64, by string) error {
 			// yet (or could not). Read it now; Submit then leaves it.
 			rec, err := e.st.GetBatchBackfill(ctx, id)
 			if err == nil && (rec.State == store.BatchWaiting || rec.State == store.BatchRunning) {
-				if bf, err = e.openBackfill(ctx, id); err != nil {
+				if bf, err = e.loadBackfill(ctx, rec); err != nil {
 					return err
 				}
 			}

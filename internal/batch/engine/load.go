@@ -197,11 +197,9 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 		e.s.nodes = make(map[int64]*node, total)
 	}
 	for _, rec := range backfills {
-		bf, err := e.readBackfill(ctx, rec)
-		if err != nil {
+		if _, err := e.loadBackfill(ctx, rec); err != nil {
 			return err
 		}
-		e.finishAdopt(bf)
 	}
 	// The backfills were read whole above: only the schedule's are left.
 	open, done, err := e.st.LoadOpenScheduled(ctx)
@@ -218,6 +216,16 @@ func (e *Engine) loadOpen(ctx context.Context) error {
 		e.link(n, func(id int64) string { return done[id] })
 	}
 	return nil
+}
+
+// loadBackfill reads a backfill's nodes and adopts them, in the loop.
+func (e *Engine) loadBackfill(ctx context.Context, rec store.BatchBackfill) (*backfill, error) {
+	bf, err := e.readBackfill(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	e.finishAdopt(bf)
+	return bf, nil
 }
 
 // readBackfill reads a backfill's instances page by page into nodes, not

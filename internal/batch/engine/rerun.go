@@ -120,12 +120,7 @@ func (e *Engine) openBackfill(ctx context.Context, id int64) (*backfill, error) 
 	if err != nil {
 		return nil, err
 	}
-	bf, err := e.readBackfill(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	e.finishAdopt(bf)
-	return bf, nil
+	return e.loadBackfill(ctx, rec)
 }
 
 // dropIfEnded takes an ended backfill, loaded for a command that did not
