@@ -203,11 +203,18 @@ func TestBackfillCompositeKey(t *testing.T) {
 	defer conn.Close(e.ctx)
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
+	// The writer ends before its connection closes, also when a wait
+	// below fails the test.
+	defer func() { cancel(); <-done }()
 	go func() {
 		defer close(done)
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
-		for i := 0; ctx.Err() == nil; i++ {
+		// 20,000 changes at most (20 s paced; a quiet run's backfill
+		// takes about 3): a writer that never stops may outrun a stream
+		// slowed by a loaded machine, and the backfill then need not end
+		// (a whole-suite run timed out after 2 minutes; alone, 3 s).
+		for i := 0; ctx.Err() == nil && i < 20000; i++ {
 			if os.Getenv("TIDEMARK_TEST_FAST_WRITER") == "" {
 				<-pace.C
 			}
@@ -227,7 +234,9 @@ func TestBackfillCompositeKey(t *testing.T) {
 	if _, err := e.s.Initiate(e.ctx, []change.TableID{{Schema: "public", Name: "lines"}}, store.StartedByCLI, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("lines completed", func() bool { return e.object("lines").Status == StatusCompleted })
+	// Its work grows with the machine's load: paced chunks under a writer.
+	e.waitForWithin(5*time.Minute, "lines completed", func() bool { return e.object("lines").Status == StatusCompleted },
+		func() string { return fmt.Sprintf("object %+v", e.object("lines")) })
 	cancel()
 	<-done
 	e.waitLoaded("lines")
