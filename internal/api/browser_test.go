@@ -139,6 +139,16 @@ func (b *browser) shot(name string) {
 	b.t.Logf("screenshot %s", path)
 }
 
+// click presses the mouse at the centre of the first element matching
+// sel, as a user does. The centre is read before the press, so content
+// still loading (aria-busy) could move the element in between: the click
+// waits for it to be in.
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	b.waitJS(`document.querySelector('[aria-busy="true"]') === null`)
+	b.run(chromedp.Click(chromedp.CSS(sel)))
+}
+
 // waitJS waits until the JavaScript expression is true. It is evaluated in
 // the page on every animation frame; nothing here sleeps.
 func (b *browser) waitJS(expr string) {

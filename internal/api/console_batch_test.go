@@ -75,7 +75,7 @@ func TestConsoleBatchBackfill(t *testing.T) {
 	b.shot("console-batch-tasks")
 
 	// A node opens its task's page, its lineage drawn around it.
-	b.run(chromedp.Click(chromedp.CSS(`svg.dag g.node[data-task="sales.extract"] rect.box`)))
+	b.click(`svg.dag g.node[data-task="sales.extract"] rect.box`)
 	b.waitJS(`location.hash === "#/tasks/sales.extract" && document.querySelector('svg.dag g.node.focus[data-task="sales.extract"]') !== null`)
 	if code := b.text("pre.code"); !strings.Contains(code, "echo extracted ${bizdate}") {
 		t.Errorf("task page code = %q", code)
@@ -85,7 +85,7 @@ func TestConsoleBatchBackfill(t *testing.T) {
 	}
 	b.shot("console-batch-task")
 
-	b.run(chromedp.Click(chromedp.CSS(`.page-head button[data-action="backfill"]`)))
+	b.click(`.page-head button[data-action="backfill"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"][open]') !== null`)
 	b.run(
 		chromedp.SetValue(chromedp.CSS(bfDialog+`input[name="dates.from"]`), "2025-01-11"),
@@ -125,7 +125,7 @@ func TestConsoleBatchBackfill(t *testing.T) {
 	}
 	b.shot("console-batch-dialog")
 
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="submit"]`)))
+	b.click(bfDialog + `button[data-action="submit"]`)
 	b.waitJS(`/^#\/batch\/\d+$/.test(location.hash) && document.querySelector("[data-backfill-state]") !== null`)
 	id := value(b, chromedp.Evaluate[int64](`Number(location.hash.slice("#/batch/".length))`))
 	b.waitJS(`document.querySelector("[data-backfill-state]").dataset.backfillState === "succeeded" &&
@@ -161,14 +161,14 @@ func TestConsoleBatchBackfill(t *testing.T) {
 	// The log of load on 2025-01-11, with its upstream's output rendered.
 	row := `.bf-groups details[data-date="2025-01-11"] [data-instance][data-task="sales.load"] `
 	b.waitJS(`document.querySelector(` + jsString(row+`button[data-action="log"]:not(:disabled)`) + `) !== null`)
-	b.run(chromedp.Click(chromedp.CSS(row + `button[data-action="log"]`)))
+	b.click(row + `button[data-action="log"]`)
 	b.waitJS(`(document.querySelector('dialog[data-dialog="instance"] pre.log') || {}).textContent?.includes("loaded 7 for 20250111")`)
 	b.shot("console-batch-log")
-	b.run(chromedp.Click(chromedp.CSS(instDialog + `.tabs button[data-tab="code"]`)))
+	b.click(instDialog + `.tabs button[data-tab="code"]`)
 	if code := b.text(instDialog + "pre.code"); code != "echo loaded 7 for 20250111" {
 		t.Errorf("instance code = %q, want the rendered command", code)
 	}
-	b.run(chromedp.Click(chromedp.CSS(instDialog + `button[data-action="cancel"]`)))
+	b.click(instDialog + `button[data-action="cancel"]`)
 
 	// The instance as a page.
 	var loadID int64
@@ -179,7 +179,7 @@ func TestConsoleBatchBackfill(t *testing.T) {
 	}
 	b.open(fmt.Sprintf("#/instances/%d", loadID), "pre.log")
 	b.waitJS(`document.querySelector("pre.log").textContent.includes("loaded 7 for 20250111")`)
-	b.run(chromedp.Click(chromedp.CSS(`.tabs button[data-tab="details"]`)))
+	b.click(`.tabs button[data-tab="details"]`)
 	b.waitJS(`document.querySelector(".instance-view dl.kv") !== null`)
 
 	// The list shows it, with its counts.
@@ -211,7 +211,7 @@ tasks:
 
 	// The node's backfill button opens the dialog.
 	b.open("#/tasks", `svg.dag g.node[data-task="ops.flaky"]`)
-	b.run(chromedp.Click(chromedp.CSS(`svg.dag g.node[data-task="ops.flaky"] g.node-bf rect`)))
+	b.click(`svg.dag g.node[data-task="ops.flaky"] g.node-bf rect`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"][open]') !== null`)
 
 	// A refused request names its field next to the form.
@@ -234,7 +234,7 @@ tasks:
 		t.Errorf("confirmation = %q, want the instance count", msg)
 	}
 	b.shot("console-batch-confirm")
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="confirm-submit"]`)))
+	b.click(bfDialog + `button[data-action="confirm-submit"]`)
 	b.waitJS(`/^#\/batch\/\d+$/.test(location.hash) && document.querySelector('[data-backfill-state="failed"]') !== null &&
 		document.querySelector('.bf-groups details[data-date="2025-01-11"] [data-task="ops.flaky"] [data-status="failed"]') !== null`)
 	id := value(b, chromedp.Evaluate[int64](`Number(location.hash.slice("#/batch/".length))`))
@@ -250,15 +250,15 @@ tasks:
 	if n := batchCount(b, failed+`button[data-action="stop"]:not(:disabled)`); n != 0 {
 		t.Errorf("the failed instance of a failed backfill offers a stop")
 	}
-	b.run(chromedp.Click(chromedp.CSS(failed + `button[data-action="log"]`)))
+	b.click(failed + `button[data-action="log"]`)
 	b.waitJS(`(document.querySelector('dialog[data-dialog="instance"] pre.log') || {}).textContent?.includes("no input for 20250111")`)
-	b.run(chromedp.Click(chromedp.CSS(instDialog + `button[data-action="cancel"]`)))
+	b.click(instDialog + `button[data-action="cancel"]`)
 	b.shot("console-batch-failed")
 
 	// Marked succeeded, date 1's after runs and date 2's flaky fails in turn.
-	b.run(chromedp.Click(chromedp.CSS(failed + `button[data-action="mark-succeeded"]`)))
+	b.click(failed + `button[data-action="mark-succeeded"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="confirm"][open]') !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="confirm"] button[data-action="yes"]`)))
+	b.click(`dialog[data-dialog="confirm"] button[data-action="yes"]`)
 	b.waitJS(`document.querySelector('[data-backfill-state="failed"]') !== null &&
 		document.querySelector('.bf-groups details[data-date="2025-01-12"] [data-task="ops.flaky"] [data-status="failed"]') !== null &&
 		document.querySelector('.bf-groups details[data-date="2025-01-11"] [data-task="ops.after"] [data-status="succeeded"]') !== null &&
@@ -282,9 +282,9 @@ func rerunWith(b *browser, ready string) {
 	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
-	b.run(chromedp.Click(chromedp.CSS(`button[data-action="rerun-backfill"]`)))
+	b.click(`button[data-action="rerun-backfill"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="confirm"][open]') !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="confirm"] button[data-action="yes"]`)))
+	b.click(`dialog[data-dialog="confirm"] button[data-action="yes"]`)
 }
 
 // TestConsoleTaskReads: the streamed objects tasks read are drawn as
@@ -333,7 +333,7 @@ tasks:
 		t.Errorf("object nodes in the task's lineage = %d, want 2", n)
 	}
 	b.shot("console-task-reads")
-	b.run(chromedp.Click(chromedp.CSS(`svg.dag g.node.object[data-object="shop/public.orders"] rect.box`)))
+	b.click(`svg.dag g.node.object[data-object="shop/public.orders"] rect.box`)
 	b.waitJS(`location.hash === "#/streams/shop/objects/public.orders"`)
 }
 
@@ -391,9 +391,9 @@ func TestConsoleLineageApprove(t *testing.T) {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	b.shot("console-lineage-pending")
-	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] button[data-action="approve"]`)))
+	b.click(`tr[data-proposal="1"] button[data-action="approve"]`)
 	b.waitJS(`document.querySelector('tr[data-proposal="1"][data-state="submitted"] a[href^="#/batch/"]') !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`tr[data-proposal="1"] a[href^="#/batch/"]`)))
+	b.click(`tr[data-proposal="1"] a[href^="#/batch/"]`)
 	b.waitJS(`location.hash.startsWith("#/batch/") && document.querySelector('.page-head .badge[data-status="succeeded"]') !== null`)
 	wantCause := fmt.Sprintf("caused by public.sales backfill %d of stream %s (proposal 1)", repair, e.name)
 	if got := b.text(".bf-caused"); got != "Lineage: "+wantCause {

@@ -35,7 +35,7 @@ func BenchmarkConsoleObjectsDense(b *testing.B) {
 			`document.querySelectorAll('tbody tr[data-object]').length === 100 && document.querySelector('.sk-pageinfo')?.textContent === "1–100 of 1,000"`))
 		// The first click sorts as the API does; the second reverses the
 		// order and shows rows not made yet.
-		br.run(chromedp.Click(chromedp.CSS(`th[data-sort="object"] button`)))
+		br.click(`th[data-sort="object"] button`)
 		br.waitJS(`document.querySelector('th[data-sort="object"]').getAttribute("aria-sort") === "ascending"`)
 		sort = append(sort, elapsed(br, `document.querySelector('th[data-sort="object"] button').click()`, first+` === "public.t1000"`))
 		next = append(next, elapsed(br, `document.querySelector('button[data-action="next-page"]').click()`, first+` === "public.t0900"`))

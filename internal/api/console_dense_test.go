@@ -46,13 +46,13 @@ func TestConsoleObjectsDense(t *testing.T) {
 	if cols := textOf(b, `tr[data-object="public.t0001"] .sk-cols summary`); cols != "2 columns · key id" {
 		t.Errorf("columns cell %q, want the count and the key", cols)
 	}
-	b.run(chromedp.Click(chromedp.CSS(`tr[data-object="public.t0001"] .sk-cols summary`)))
+	b.click(`tr[data-object="public.t0001"] .sk-cols summary`)
 	b.waitJS(`document.querySelector('tr[data-object="public.t0001"] .sk-cols').open`)
 	if list := textOf(b, `tr[data-object="public.t0001"] .sk-colpop`); !strings.Contains(list, "id integer") || !strings.Contains(list, "v text") {
 		t.Errorf("the columns popover says %q", list)
 	}
 
-	b.run(chromedp.Click(chromedp.CSS(`button[data-action="next-page"]`)))
+	b.click(`button[data-action="next-page"]`)
 	b.waitJS(first + ` === "public.t0101"`)
 	if n := jsValue[int](b, rows+`.length`); n != 100 {
 		t.Errorf("page 2 holds %d rows", n)
@@ -63,11 +63,11 @@ func TestConsoleObjectsDense(t *testing.T) {
 
 	// Sorting by Object, then the other way, starts again at the first page.
 	sortObject := `th[data-sort="object"] button`
-	b.run(chromedp.Click(chromedp.CSS(sortObject)))
+	b.click(sortObject)
 	b.waitJS(first + ` === "public.t0001" && document.querySelector('th[data-sort="object"]').getAttribute("aria-sort") === "ascending"`)
-	b.run(chromedp.Click(chromedp.CSS(sortObject)))
+	b.click(sortObject)
 	b.waitJS(first + ` === "public.t1000" && document.querySelector('th[data-sort="object"]').getAttribute("aria-sort") === "descending"`)
-	b.run(chromedp.Click(chromedp.CSS(`button[data-action="next-page"]`)))
+	b.click(`button[data-action="next-page"]`)
 	b.waitJS(first + ` === "public.t0900"`)
 
 	// A filter, and a selection of every object it shows, kept when the
@@ -77,7 +77,7 @@ func TestConsoleObjectsDense(t *testing.T) {
 	if !jsValue[bool](b, `document.querySelector('.sk-pager').hidden`) {
 		t.Error("the pager shows for one page")
 	}
-	b.run(chromedp.Click(chromedp.CSS(`input[data-select-all]`)))
+	b.click(`input[data-select-all]`)
 	b.waitJS(`document.querySelector('.sk-selinfo').textContent === "100 selected"`)
 	jsValue[bool](b, `(() => { const i = document.querySelector('input.sk-filter'); i.value = ""; i.dispatchEvent(new Event("input")); return true; })()`)
 	b.waitJS(first + ` === "public.t1000" && ` + info + ` === "1–100 of 1,000"`)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/tidemark/tidemark/internal/api"
 )
 
@@ -78,20 +76,20 @@ func TestConsoleBatchGrid(t *testing.T) {
 	b.shot("console-batch-grid-failed")
 
 	// The list says held too.
-	b.run(chromedp.Click(chromedp.CSS(`button[data-view="list"]`)))
+	b.click(`button[data-view="list"]`)
 	b.waitJS(`document.querySelector('.bf-groups details[data-date="2025-01-12"] [data-task="ops.flaky"] .i-state [data-status]')?.dataset.status === "held"`)
-	b.run(chromedp.Click(chromedp.CSS(`button[data-view="grid"]`)))
+	b.click(`button[data-view="grid"]`)
 	b.waitJS(`document.querySelector("table.bf-grid") !== null`)
 
 	// A click on the failed cell opens its log.
-	b.run(chromedp.Click(chromedp.CSS(`table.bf-grid tr[data-task="ops.flaky"] td[data-date="2025-01-11"]`)))
+	b.click(`table.bf-grid tr[data-task="ops.flaky"] td[data-date="2025-01-11"]`)
 	b.waitJS(`(document.querySelector('dialog[data-dialog="instance"] pre.log') || {}).textContent?.includes("no input for 20250111")`)
-	b.run(chromedp.Click(chromedp.CSS(instDialog + `button[data-action="cancel"]`)))
+	b.click(instDialog + `button[data-action="cancel"]`)
 
 	// The banner points at the Re-run button, which ends the backfill once
 	// the input is there.
 	b.waitJS(`document.querySelector('[data-banner] a[data-action="point-rerun"]') !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`[data-banner] a[data-action="point-rerun"]`)))
+	b.click(`[data-banner] a[data-action="point-rerun"]`)
 	b.waitJS(`document.activeElement?.dataset.action === "rerun-backfill" && document.activeElement.classList.contains("pointed")`)
 	rerunWith(b, ready)
 	b.waitJS(`document.querySelector('[data-backfill-state="succeeded"]') !== null &&

@@ -31,12 +31,14 @@ func TestConsoleTimesISO(t *testing.T) {
 	}
 
 	b.open("#/streams/"+e.name, `tr[data-object="public.t"]`)
-	b.run(chromedp.Click(chromedp.CSS(`input[data-select="public.t"]`)), chromedp.Click(chromedp.CSS(`button[data-action="initiate"]`)))
-	b.run(chromedp.WaitVisible(chromedp.CSS(confirmDialog)), chromedp.Click(chromedp.CSS(confirmDialog+` details.sk-careful summary`)))
+	b.click(`input[data-select="public.t"]`)
+	b.click(`button[data-action="initiate"]`)
+	b.run(chromedp.WaitVisible(chromedp.CSS(confirmDialog)))
+	b.click(confirmDialog + ` details.sk-careful summary`)
 	runAt := confirmDialog + ` input[name="run_at"]`
 	textInput(runAt)
 	retype(runAt, "01/02/2030 03:04")
-	b.run(chromedp.Click(chromedp.CSS(confirmDialog + ` button[data-action="yes"]`)))
+	b.click(confirmDialog + ` button[data-action="yes"]`)
 	b.waitJS(`document.querySelector(` + jsString(confirmDialog+` .sk-problem .error-box`) + `) !== null`)
 	if msg := textOf(b, confirmDialog+` .sk-problem`); !strings.Contains(msg, `Start at: "01/02/2030 03:04" is not a time as YYYY-MM-DD HH:MM`) {
 		t.Errorf("a start time in the locale's form says %q, want a refusal naming Start at and the form", msg)
@@ -45,7 +47,7 @@ func TestConsoleTimesISO(t *testing.T) {
 		t.Fatalf("%d backfills initiated with a start time refused", n)
 	}
 	retype(runAt, "2030-01-02 03:04")
-	b.run(chromedp.Click(chromedp.CSS(confirmDialog + ` button[data-action="yes"]`)))
+	b.click(confirmDialog + ` button[data-action="yes"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="confirm"]') === null && ` + objectStatus("public.t") + ` === "pending"`)
 	recs := e.backfills("stream=" + e.name)
 	if len(recs) != 1 {
@@ -62,7 +64,7 @@ func TestConsoleTimesISO(t *testing.T) {
 	for _, name := range []string{"since", "until"} {
 		textInput(`input[name="` + name + `"]`)
 	}
-	apply := func() { b.run(chromedp.Click(chromedp.CSS(`.audit-filters button[type="submit"]`))) }
+	apply := func() { b.click(`.audit-filters button[type="submit"]`) }
 	retype(`input[name="since"]`, "2026-13-01 00:00")
 	apply()
 	b.waitJS(`document.querySelector("main .error-box") !== null`)

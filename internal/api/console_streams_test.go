@@ -131,7 +131,7 @@ func TestConsoleStreamsBackfill(t *testing.T) {
 		!strings.Contains(ends[2], "postgres → ") || !strings.Contains(ends[3], "destination: ") || strings.Contains(ends[3], "password") {
 		t.Errorf("the stream's source and destination show %q", ends)
 	}
-	b.run(chromedp.Click(chromedp.CSS(`tr[data-stream=` + jsString(e.name) + `] a[data-action="objects"]`)))
+	b.click(`tr[data-stream=` + jsString(e.name) + `] a[data-action="objects"]`)
 	b.waitJS(objectRow(ord) + ` !== null && ` + objectRow(cust) + ` !== null`)
 	if got := jsValue[string](b, `location.hash`); got != "#/streams/"+e.name {
 		t.Fatalf("the Objects link went to %q", got)
@@ -157,7 +157,8 @@ func TestConsoleStreamsBackfill(t *testing.T) {
 	jsValue[bool](b, objectRow(cust)+`.tmMark = true`)
 	jsValue[bool](b, objectRow(ord)+`.tmMark = true`)
 
-	b.run(chromedp.Click(chromedp.CSS(`input[data-select="public.customers"]`)), chromedp.Click(chromedp.CSS(`input[data-select="public.orders"]`)))
+	b.click(`input[data-select="public.customers"]`)
+	b.click(`input[data-select="public.orders"]`)
 	b.waitJS(`!` + initiateButton + `.disabled && ` + stopButton + `.disabled`)
 	if title := jsValue[string](b, stopButton+`.title`); !strings.Contains(title, "public.customers has no backfill running") {
 		t.Errorf("Stop's title with two objects never backfilled: %q", title)
@@ -193,7 +194,7 @@ func TestConsoleStreamsBackfill(t *testing.T) {
 		t.Errorf("the estimate of orders shows %q", size)
 	}
 	b.shot("objects-confirm")
-	b.run(chromedp.Click(chromedp.CSS(confirmDialog + ` button[data-action="yes"]`)))
+	b.click(confirmDialog + ` button[data-action="yes"]`)
 	b.waitJS(`document.querySelector('` + confirmDialog + `') === null`)
 
 	// One at a time: customers copies while orders waits; the selection
@@ -256,7 +257,7 @@ func TestConsoleStreamsBackfill(t *testing.T) {
 	}
 
 	// The object's history.
-	b.run(chromedp.Click(chromedp.CSS(`tr[data-object="public.orders"] a.sk-name`)))
+	b.click(`tr[data-object="public.orders"] a.sk-name`)
 	b.waitJS(`document.querySelector('tr[data-backfill] [data-status="completed"]') !== null`)
 	if got := jsValue[string](b, `location.hash`); got != "#/streams/"+e.name+"/objects/public.orders" {
 		t.Fatalf("the object link went to %q", got)
@@ -300,7 +301,7 @@ func TestConsoleStreamsRefusal(t *testing.T) {
 	br.open("#/streams/"+e.name, `tr[data-object="public.c"]`)
 	br.waitJS(objectStatus("public.b") + ` === "completed"`)
 
-	click := func(sel string) { br.run(chromedp.Click(chromedp.CSS(sel))) }
+	click := func(sel string) { br.click(sel) }
 	// A table the stream cannot key is failed, with the reason in sight.
 	if st := jsValue[string](br, objectStatus("public.nokey")); st != "failed" {
 		t.Errorf("public.nokey shows %q, want failed", st)
@@ -362,7 +363,7 @@ func TestConsoleStreamsRefusal(t *testing.T) {
 	// The history page of public.a shows the stopped run; a run initiated
 	// there appears on top and makes progress live, in place.
 	first := e.backfills("stream=" + e.name + "&object=public.a")[0].ID
-	br.run(chromedp.Click(chromedp.CSS(`tr[data-object="public.a"] a.sk-name`)))
+	br.click(`tr[data-object="public.a"] a.sk-name`)
 	br.waitJS(fmt.Sprintf(`(document.querySelector('tr[data-backfill="%d"] .badge') || {}).dataset?.status === "stopped"`, first))
 	br.waitJS(`!` + initiateButton + `.disabled && ` + stopButton + `.disabled`)
 	// Initiated with a rate limit of its own, then another one set while
@@ -442,7 +443,7 @@ func TestConsoleStreamsList(t *testing.T) {
 	b.open("#/streams", tr)
 	b.waitJS(state + ` === "running" && ` + btn("resume") + `.disabled && !` + btn("pause") + `.disabled`)
 
-	b.run(chromedp.Click(chromedp.CSS(tr + ` button[data-action="pause"]`)))
+	b.click(tr + ` button[data-action="pause"]`)
 	b.waitJS(state + ` === "paused" && !` + btn("resume") + `.disabled && ` + btn("pause") + `.disabled`)
 	if reason := textOf(b, tr+` .sk-reason`); reason != "paused by request" {
 		t.Errorf("the paused stream's reason shows %q", reason)
@@ -451,7 +452,7 @@ func TestConsoleStreamsList(t *testing.T) {
 		t.Errorf("the stream is %s after Pause", st)
 	}
 	b.shot("streams-list")
-	b.run(chromedp.Click(chromedp.CSS(tr + ` button[data-action="resume"]`)))
+	b.click(tr + ` button[data-action="resume"]`)
 	b.waitJS(state + ` === "running" && ` + btn("resume") + `.disabled`)
 
 	// Reset asks first; cancelling sends nothing.
@@ -460,7 +461,7 @@ func TestConsoleStreamsList(t *testing.T) {
 		t.Errorf("the reset confirmation says %q", body)
 	}
 	b.shot("streams-reset-confirm")
-	b.run(chromedp.Click(chromedp.CSS(confirmDialog + ` button[data-action="cancel"]`)))
+	b.click(confirmDialog + ` button[data-action="cancel"]`)
 	b.waitJS(`document.querySelector('` + confirmDialog + `') === null`)
 	if st := e.d.Streams()[0].State().State; st != "running" {
 		t.Errorf("the stream is %s after a cancelled reset", st)
@@ -487,7 +488,7 @@ func TestConsoleStreamsScoped(t *testing.T) {
 	})
 	const items, tags = "public.items", "public.tags"
 	b := newBrowser(t, e)
-	click := func(sel string) { b.t.Helper(); b.run(chromedp.Click(chromedp.CSS(sel))) }
+	click := func(sel string) { b.t.Helper(); b.click(sel) }
 	// typeInto replaces the text of an input the way a user types it.
 	typeInto := func(sel, text string) {
 		b.t.Helper()

@@ -72,7 +72,7 @@ func TestConsoleTokenFlow(t *testing.T) {
 	jsValue[bool](b, `sessionStorage.clear(), true`)
 	b.run(chromedp.Navigate(e.base+"/ui/#/streams/"+e.name), chromedp.Reload())
 	b.waitJS(prompt + ` !== null`)
-	b.run(chromedp.Click(chromedp.CSS(`dialog[data-dialog="token"][open] button[data-action="cancel"]`)))
+	b.click(`dialog[data-dialog="token"][open] button[data-action="cancel"]`)
 	b.waitJS(`document.querySelector("main [data-error-page]")?.textContent === "Token needed" && ` + live + ` === "locked"`)
 	jsValue[bool](b, `document.getElementById("main").replaceChildren(), true`)
 	b.run(chromedp.Navigate(e.base + "/ui/#/streams"))
@@ -85,7 +85,7 @@ func TestConsoleTokenFlow(t *testing.T) {
 	}
 	b.shot("console-token-cancelled")
 
-	b.run(chromedp.Click(chromedp.CSS(`main button[data-action="token"]`)))
+	b.click(`main button[data-action="token"]`)
 	b.waitJS(prompt + ` !== null`)
 	answer("tok-right")
 	b.waitJS(row + ` !== null && ` + live + ` === "live"`)
@@ -100,7 +100,7 @@ func TestConsoleBatchDatesISO(t *testing.T) {
 	e := newBatchEnv(t, consoleTasks)
 	b := newBrowser(t, e)
 	b.open("#/tasks/sales.extract", `.page-head button[data-action="backfill"]`)
-	b.run(chromedp.Click(chromedp.CSS(`.page-head button[data-action="backfill"]`)))
+	b.click(`.page-head button[data-action="backfill"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"][open]') !== null`)
 	typeDate := func(name, text string) {
 		t.Helper()
@@ -118,7 +118,7 @@ func TestConsoleBatchDatesISO(t *testing.T) {
 			t.Errorf("%s typed as %s reads %q", name, want, got)
 		}
 	}
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.click(bfDialog + `button[data-action="preview"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .bf-preview[data-count]') !== null`)
 	if n := jsValue[string](b, `document.querySelector('dialog[data-dialog="backfill"] .bf-preview').dataset.count`); n != "3" {
 		t.Errorf("preview of 2025-01-11..13 counts %s instances, want 3", n)
@@ -126,15 +126,15 @@ func TestConsoleBatchDatesISO(t *testing.T) {
 	b.shot("console-batch-dates-iso")
 
 	// The start time too: YYYY-MM-DD HH:MM in the user's zone.
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `input[name="run_when"][value="at"]`)))
+	b.click(bfDialog + `input[name="run_when"][value="at"]`)
 	b.waitJS(`!document.querySelector('` + bfDialog + `input[name="run_at"]').disabled`)
 	typeDate("run_at", "2030-01-02 03:04")
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.click(bfDialog + `button[data-action="preview"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .plan-meta')?.textContent.includes("Starts 2030-01-02 03:04")`)
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `input[name="run_when"][value="now"]`)))
+	b.click(bfDialog + `input[name="run_when"][value="now"]`)
 
 	typeDate("dates.from", "01/11/2025")
-	b.run(chromedp.Click(chromedp.CSS(bfDialog + `button[data-action="preview"]`)))
+	b.click(bfDialog + `button[data-action="preview"]`)
 	b.waitJS(`document.querySelector('dialog[data-dialog="backfill"] .bf-errors .error-box') !== null`)
 	if msg := textOf(b, bfDialog+`.bf-errors .error-box`); !strings.Contains(msg, "dates.from") || !strings.Contains(msg, "YYYY-MM-DD") {
 		t.Errorf("01/11/2025 is refused with %q, want the field and the form YYYY-MM-DD", msg)
@@ -173,9 +173,9 @@ func TestConsoleObjectsEnded(t *testing.T) {
 		t.Errorf("public.b, never backfilled: Ended reads %q", text)
 	}
 	order := `[...document.querySelectorAll('tbody tr[data-object]')].map((tr) => tr.dataset.object).join(" ")`
-	b.run(chromedp.Click(chromedp.CSS(`th[data-sort="ended"] button`)))
+	b.click(`th[data-sort="ended"] button`)
 	b.waitJS(order + ` === "public.b public.c public.a"`)
-	b.run(chromedp.Click(chromedp.CSS(`th[data-sort="ended"] button`)))
+	b.click(`th[data-sort="ended"] button`)
 	b.waitJS(order + ` === "public.a public.c public.b"`)
 	b.shot("console-objects-ended")
 }

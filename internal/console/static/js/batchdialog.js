@@ -353,6 +353,7 @@ export async function openBackfillDialog(taskID, tasks) {
       }
       showError(null);
       preview.classList.add("loading");
+      preview.setAttribute("aria-busy", "true");
       try {
         if (v === "preview") {
           showPlan(await api("POST", "/api/v1/batch/preview" + tz, req));
@@ -366,6 +367,7 @@ export async function openBackfillDialog(taskID, tasks) {
         return false;
       } finally {
         preview.classList.remove("loading");
+        preview.removeAttribute("aria-busy");
       }
     },
   });

@@ -190,9 +190,11 @@ function scope(objs) {
 }
 
 // estimate fills in what the source says the backfill of names would
-// read; it never fails the dialog.
+// read; it never fails the dialog. The total is aria-busy until it is in:
+// its arrival grows the dialog, which moves the buttons.
 async function estimate(stream, names, sizes, total) {
   total.replaceChildren(h("span", { class: "muted" }, "Estimating the work…"));
+  total.setAttribute("aria-busy", "true");
   try {
     const est = await get(streamPath(stream) + "/estimate?" + names.map((n) => "object=" + enc(n)).join("&"));
     for (const o of est.objects || []) {
@@ -211,6 +213,8 @@ async function estimate(stream, names, sizes, total) {
       est.basis ? h("div", { class: "muted" }, est.basis) : null);
   } catch (e) {
     total.replaceChildren(h("span", { class: "muted" }, "No estimate: " + e.message));
+  } finally {
+    total.removeAttribute("aria-busy");
   }
 }
 
