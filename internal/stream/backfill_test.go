@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -60,9 +59,15 @@ func (e *env) seedStale(keyType string) {
 	e.execInDest(stmts...)
 }
 
-// writer changes the table from Initiate until stopped: inserts, updates
-// that leave the out-of-line column unchanged, updates of it, primary-key
-// updates across chunk boundaries, and deletes.
+// writerLimit bounds the changes of a test's writer: one that never stops
+// may outrun a stream slowed by a loaded machine, and the backfill it
+// writes beside then need not end. Paced at one a millisecond, the limit
+// is 20 s of changes or more.
+const writerLimit = 20000
+
+// writer changes the table from Initiate until stopped or writerLimit
+// changes: inserts, updates that leave the out-of-line column unchanged,
+// updates of it, primary-key updates across chunk boundaries, and deletes.
 func (e *env) writer(ctx context.Context, keyType string, seed uint64) (stop func() int) {
 	conn, err := pgx.Connect(e.ctx, e.srcDSN)
 	if err != nil {
@@ -80,7 +85,7 @@ func (e *env) writer(ctx context.Context, keyType string, seed uint64) (stop fun
 		// stream can follow even under the race detector.
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
-		for i := 0; wctx.Err() == nil; i++ {
+		for i := 0; wctx.Err() == nil && i < writerLimit; i++ {
 			<-pace.C
 			id := 1 + r.IntN(bigRows)
 			if r.IntN(3) > 0 {
@@ -210,14 +215,11 @@ func TestBackfillCompositeKey(t *testing.T) {
 		defer close(done)
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
-		// 20,000 changes at most (20 s paced; a quiet run's backfill
-		// takes about 3): a writer that never stops may outrun a stream
-		// slowed by a loaded machine, and the backfill then need not end
-		// (a whole-suite run timed out after 2 minutes; alone, 3 s).
-		for i := 0; ctx.Err() == nil && i < 20000; i++ {
-			if os.Getenv("TIDEMARK_TEST_FAST_WRITER") == "" {
-				<-pace.C
-			}
+		// A quiet run's backfill takes about 3 s of the writer's 20
+		// (a whole-suite run without the limit timed out after 2
+		// minutes).
+		for i := 0; ctx.Err() == nil && i < writerLimit; i++ {
+			<-pace.C
 			g := 1 + (i*7919)%20000
 			switch i % 4 {
 			case 0:

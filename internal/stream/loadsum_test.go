@@ -98,7 +98,7 @@ func TestRebackfillSumsUnderWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	var writes int
 	wg.Go(func() {
-		for i := 0; wctx.Err() == nil; i++ {
+		for i := 0; wctx.Err() == nil && i < writerLimit; i++ {
 			k := 1200 + 2*(i*37%450) // 1200 … 2098, even
 			var q string
 			switch i % 4 {

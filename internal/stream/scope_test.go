@@ -292,7 +292,7 @@ func TestFilteredVerifyUnderWrites(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; ctx.Err() == nil; i++ {
+		for i := 0; ctx.Err() == nil && i < writerLimit; i++ {
 			id := 1 + (i*7919)%3000
 			if id%3 == 0 {
 				id++

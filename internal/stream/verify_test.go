@@ -106,7 +106,8 @@ func (e *env) writerOutside(ctx context.Context) func() {
 }
 
 // keepWriting calls write with 0, 1, 2, … at most once a millisecond (a
-// steady load the stream can follow) until the returned stop is called, on
+// steady load the stream can follow) until the returned stop is called or
+// writerLimit calls are made, on
 // a source connection of its own: stopping may end a statement under way,
 // and pgx then closes its connection.
 func (e *env) keepWriting(ctx context.Context, write func(ctx context.Context, conn *pgx.Conn, i int)) (stop func()) {
@@ -122,7 +123,7 @@ func (e *env) keepWriting(ctx context.Context, write func(ctx context.Context, c
 		defer conn.Close(context.Background())
 		pace := time.NewTicker(time.Millisecond)
 		defer pace.Stop()
-		for i := 0; ctx.Err() == nil; i++ {
+		for i := 0; ctx.Err() == nil && i < writerLimit; i++ {
 			<-pace.C
 			write(ctx, conn, i)
 		}
