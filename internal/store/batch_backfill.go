@@ -116,7 +116,8 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 	if len(b.Request) > 0 && !json.Valid(b.Request) {
 		return 0, errors.New("request is not valid JSON")
 	}
-	if err := checkNewInstances(insts); err != nil {
+	lean, err := checkNewInstances(insts)
+	if err != nil {
 		return 0, err
 	}
 	edges, err := countEdges(insts)
@@ -124,7 +125,7 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 		return 0, err
 	}
 	created := now()
-	id, base, err := s.insertBatchBackfill(ctx, b, created, insts, edges)
+	id, base, err := s.insertBatchBackfill(ctx, b, created, insts, edges, lean)
 	if err != nil {
 		return 0, err
 	}
@@ -132,20 +133,24 @@ func (s *Store) createBatchBackfill(ctx context.Context, b *BatchBackfill, insts
 	return base + 1, nil
 }
 
-// checkNewInstances validates every instance before any is written.
-func checkNewInstances(insts NewInstances) error {
+// checkNewInstances validates every instance before any is written. lean
+// is true when none has run (HasRun): then only their lean columns need
+// writing.
+func checkNewInstances(insts NewInstances) (lean bool, err error) {
 	var c BatchInstance
+	lean = true
 	for i := range insts.Len {
 		c = BatchInstance{}
 		insts.At(i, &c)
 		if err := prepareBatchInstance(&c); err != nil {
-			return fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
+			return false, fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
 		}
 		if _, err := encodeBatchOutputs(c.Outputs); err != nil {
-			return fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
+			return false, fmt.Errorf("instance %d (%s): %w", i, c.Task, err)
 		}
+		lean = lean && !c.HasRun()
 	}
-	return nil
+	return lean, nil
 }
 
 // sortedDeps is deps ascending, without duplicates (deps itself when it
@@ -212,7 +217,16 @@ func (w *edgeWalk) next() (from, to int) {
 // insertBatchBackfill inserts b, created at created, and its instances and
 // nEdges edges in one transaction. It returns the backfill's id and base,
 // the id of instance i being base+1+i.
-func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts NewInstances, nEdges int) (id, base int64, err error) {
+//
+// When lean, no instance has run, and each row is written with its lean
+// columns alone, the others left to their defaults: the drivers' cost is
+// per column bound (BenchmarkCreateBatchBackfill: 730,000 instances took
+// 9.9 s on SQLite and 9.3 s on PostgreSQL with all 25).
+func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts NewInstances, nEdges int, lean bool) (id, base int64, err error) {
+	cols := batchInstanceColNames
+	if lean {
+		cols = cols[:batchInstanceLeanNCols]
+	}
 	err = s.batchWriteConnTx(ctx, true, func(conn *sql.Conn, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO "batch_backfills" (`+batchBackfillInsertCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING "id"`),
@@ -228,16 +242,20 @@ func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, creat
 		var c BatchInstance
 		var changed error // an instance At gave otherwise than when checked
 		packed := newPackedEncoder()
-		err = s.bulkInsert(ctx, conn, tx, "batch_instances", batchInstanceColNames, batchInstanceRowsPerInsert, insts.Len,
+		err = s.bulkInsert(ctx, conn, tx, "batch_instances", cols, batchInstanceRowsPerInsert, insts.Len,
 			func(args []any, i int) []any {
 				c = BatchInstance{}
 				insts.At(i, &c)
 				outputs, err := encodeBatchOutputs(c.Outputs)
+				if lean && c.HasRun() {
+					err = errors.New("it has run")
+				}
 				if err = cmp.Or(prepareBatchInstance(&c), err); err != nil && changed == nil {
 					changed = fmt.Errorf("instance %d (%s) changed while it was written: %w", i, c.Task, err)
 				}
 				packed.add(i, &c, sortedDeps(insts.deps(i)))
-				return s.appendInstanceArgs(args, base+1+int64(i), id, &c, c.State, c.Mode, outputs)
+				n := len(args)
+				return s.appendInstanceArgs(args, base+1+int64(i), id, &c, c.State, c.Mode, outputs)[:n+len(cols)]
 			})
 		if err = cmp.Or(changed, err); err != nil {
 			return fmt.Errorf("insert instances: %w", batchBusyErr(err))

@@ -16,6 +16,10 @@ const batchInstanceCols = `"id", "backfill_id", "task", "biz_time", "biz_end", "
 
 const batchInstanceNCols = 25
 
+// batchInstanceLeanNCols counts batchInstanceLeanCols, the first of
+// batchInstanceCols.
+const batchInstanceLeanNCols = 14
+
 // batchInstanceColNames are batchInstanceCols' names, unquoted, for COPY.
 var batchInstanceColNames = func() []string {
 	cols := strings.Split(batchInstanceCols, ",")

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -143,4 +144,20 @@ func FuzzPackedDecoder(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLeanColumns: the lean columns a backfill of instances that have not
+// run is written with are the first of every column, in that order, and
+// the counts say how many of each there are.
+func TestLeanColumns(t *testing.T) {
+	lean := strings.Split(batchInstanceLeanCols, ",")
+	all := strings.Split(batchInstanceCols, ",")
+	if len(lean) != batchInstanceLeanNCols || len(all) != batchInstanceNCols || len(batchInstanceColNames) != batchInstanceNCols {
+		t.Fatalf("%d lean columns of %d (counted %d of %d)", len(lean), len(all), batchInstanceLeanNCols, batchInstanceNCols)
+	}
+	for i, c := range lean {
+		if strings.TrimSpace(c) != strings.TrimSpace(all[i]) {
+			t.Errorf("lean column %d is %s, column %d is %s", i, c, i, all[i])
+		}
+	}
 }
