@@ -141,8 +141,11 @@ func (b *browser) shot(name string) {
 
 // click presses the mouse at the centre of the first element matching
 // sel, as a user does. The centre is read before the press, so content
-// still loading (aria-busy) could move the element in between: the click
-// waits for it to be in.
+// arriving in between can move the element: the click waits until nothing
+// is aria-busy. Only the console's loads that grow a dialog (the Initiate
+// estimate, the batch preview) say they are busy, so this narrows the
+// race to what the test itself starts, and a busy load behind a token
+// prompt would hold the click until the wait's timeout.
 func (b *browser) click(sel string) {
 	b.t.Helper()
 	b.waitJS(`document.querySelector('[aria-busy="true"]') === null`)

@@ -220,8 +220,8 @@ func (w *edgeWalk) next() (from, to int) {
 //
 // When lean, no instance has run, and each row is written with its lean
 // columns alone, the others left to their defaults: the drivers' cost is
-// per column bound (BenchmarkCreateBatchBackfill: 730,000 instances took
-// 9.9 s on SQLite and 9.3 s on PostgreSQL with all 25).
+// per value bound (docs/benchmark.md, "Planned instances written with 14
+// columns").
 func (s *Store) insertBatchBackfill(ctx context.Context, b *BatchBackfill, created time.Time, insts NewInstances, nEdges int, lean bool) (id, base int64, err error) {
 	cols := batchInstanceColNames
 	if lean {

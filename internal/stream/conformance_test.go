@@ -247,7 +247,8 @@ func staleItems(t *change.Table) []*change.Change {
 	return out
 }
 
-// itemsWriter changes items through exec until stopped: updates,
+// itemsWriter changes items through exec until stopped or writerLimit
+// statements are made: updates,
 // inserts, deletes, key moves to far keys (across chunks) and, one
 // statement in ten, a bump of the hot row's counter. stop returns the
 // statements that succeeded and the bumps among them.
@@ -263,7 +264,7 @@ func itemsWriter(t *testing.T, exec func(q string, args ...any) error, q itemsSQ
 		// window, and eight cases in parallel do not swamp two cores.
 		pace := time.NewTicker(3 * time.Millisecond)
 		defer pace.Stop()
-		for i := 0; ; i++ {
+		for i := 0; i < writerLimit; i++ {
 			select {
 			case <-done:
 				return

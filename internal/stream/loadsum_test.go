@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,34 +88,24 @@ func TestRebackfillSkipsEqualRanges(t *testing.T) {
 // again row by row: the destination equals the source.
 func TestRebackfillSumsUnderWrites(t *testing.T) {
 	e, id := loadedForSums(t)
-	conn, err := pgx.Connect(e.ctx, e.srcDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	wctx, stop := context.WithCancel(e.ctx)
-	var wg sync.WaitGroup
 	var writes int
-	wg.Go(func() {
-		for i := 0; wctx.Err() == nil && i < writerLimit; i++ {
-			k := 1200 + 2*(i*37%450) // 1200 … 2098, even
-			var q string
-			switch i % 4 {
-			case 0:
-				q = fmt.Sprintf("DELETE FROM t WHERE id = %d", k)
-			case 1:
-				q = fmt.Sprintf("INSERT INTO t (id, a) VALUES (%d, 'new') ON CONFLICT (id) DO UPDATE SET a = 'again'", k)
-			default:
-				q = fmt.Sprintf("UPDATE t SET a = a || '+', n = n + 1 WHERE id = %d", k)
-			}
-			if _, err := conn.Exec(wctx, q); err == nil {
-				writes++
-			}
+	stop := e.keepWriting(e.ctx, func(ctx context.Context, conn *pgx.Conn, i int) {
+		k := 1200 + 2*(i*37%450) // 1200 … 2098, even
+		var q string
+		switch i % 4 {
+		case 0:
+			q = fmt.Sprintf("DELETE FROM t WHERE id = %d", k)
+		case 1:
+			q = fmt.Sprintf("INSERT INTO t (id, a) VALUES (%d, 'new') ON CONFLICT (id) DO UPDATE SET a = 'again'", k)
+		default:
+			q = fmt.Sprintf("UPDATE t SET a = a || '+', n = n + 1 WHERE id = %d", k)
+		}
+		if _, err := conn.Exec(ctx, q); err == nil {
+			writes++
 		}
 	})
 	e.backfill(id)
 	stop()
-	wg.Wait()
 	e.assertConverged("t")
 	if equal, _ := e.loadSumsCounts(); equal < 2 {
 		t.Errorf("%d ranges settled by their sums under %d writes to the upper half; want at least 2 of the lower half", equal, writes)

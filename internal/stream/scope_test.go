@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -288,26 +290,20 @@ func TestFilteredVerifyUnderWrites(t *testing.T) {
 		FROM generate_series(1, 3000) g;`})
 	e.start()
 	e.waitVerified(e.waitLoaded("docs").BackfillID)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ctx.Err() == nil && i < writerLimit; i++ {
-			id := 1 + (i*7919)%3000
-			if id%3 == 0 {
-				id++
-			}
-			_, _ = e.src.Exec(ctx, "UPDATE docs SET amount = amount + 1 WHERE id = $1", id)
+	stop := e.keepWriting(e.ctx, func(ctx context.Context, conn *pgx.Conn, i int) {
+		id := 1 + (i*7919)%3000
+		if id%3 == 0 {
+			id++
 		}
-	}()
+		_, _ = conn.Exec(ctx, "UPDATE docs SET amount = amount + 1 WHERE id = $1", id)
+	})
 	recs, err := e.s.InitiateWith(e.ctx, []change.TableID{{Schema: "public", Name: "docs"}}, store.StartedByCLI, BackfillOptions{Filter: "region = 'eu'"})
 	if err != nil {
-		cancel()
+		stop()
 		t.Fatal(err)
 	}
 	run := e.waitVerified(recs[0].ID)
-	cancel()
-	<-done
+	stop()
 	if run.Verify.Status != VerifyMatch || run.WindowConflicts == 0 {
 		t.Fatalf("filtered run under writes: verify %+v, %d window conflicts; want a match, with conflicts", *run.Verify, run.WindowConflicts)
 	}

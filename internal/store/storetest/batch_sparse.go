@@ -112,9 +112,23 @@ func testBatchBackfillFrom(t *testing.T, s *store.Store) {
 		t.Errorf("instance of a backfill without deps: %+v", got)
 	}
 
+	// Instances that have not run are written with their lean columns
+	// alone: every one of those comes back as given, the others at
+	// their defaults.
+	lean := everyFieldBatchInst()
+	lean.NextTry, lean.StartedAt, lean.FinishedAt = nil, nil, nil
+	lean.PID, lean.PGID, lean.ProcStart, lean.Host, lean.SQLTag = 0, 0, 0, "", ""
+	lean.Rendered, lean.Outputs, lean.Error = "", nil, ""
+	lb := &store.BatchBackfill{Name: "fr-lean", Task: "rt_a", StartedBy: "cli", RunAt: at(1)}
+	first, err = s.CreateBatchBackfillFrom(ctx, lb, store.NewInstances{Len: 1, At: func(_ int, c *store.BatchInstance) { *c = lean }})
+	mustNil(t, err)
+	lean.ID, lean.BackfillID, lean.Deps = first, lb.ID, nil
+	checkBatchInstance(t, s, lean)
+
 	// Refused, nothing is left behind: a bad instance (the last), a
 	// dependency out of range or on itself, dependencies that change
-	// between the check and the write.
+	// between the check and the write, an instance that has run only
+	// when written.
 	bad := from
 	bad.At = func(i int, c *store.BatchInstance) {
 		*c = batchInst("fr_b", days[i])
@@ -145,6 +159,15 @@ func testBatchBackfillFrom(t *testing.T, s *store.Store) {
 		return deps[i]
 	}
 	refused = append(refused, shrinking)
+	asked = 0
+	ran := from
+	ran.At = func(i int, c *store.BatchInstance) {
+		*c = batchInst("fr_b", days[i])
+		if asked++; asked > len(days) { // the write's pass
+			c.Host = "h"
+		}
+	}
+	refused = append(refused, ran)
 	for k, r := range refused {
 		if _, err := s.CreateBatchBackfillFrom(ctx, &store.BatchBackfill{Name: "fr-bad", Task: "fr_b", StartedBy: "cli", RunAt: at(1)}, r); err == nil {
 			t.Errorf("refused case %d: no error", k)
