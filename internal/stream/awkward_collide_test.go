@@ -17,19 +17,24 @@ const collideSetup = `
 	CREATE SCHEMA a; CREATE TABLE a.b (id int PRIMARY KEY); INSERT INTO a.b VALUES (1);
 	CREATE TABLE "a.b" (id int PRIMARY KEY, w int); INSERT INTO "a.b" VALUES (7, 7);
 	CREATE TABLE "_tidemark_checkpoint" (stream text PRIMARY KEY); INSERT INTO "_tidemark_checkpoint" VALUES ('x');
-	CREATE SCHEMA _tidemark; CREATE TABLE _tidemark.checkpoint (stream text COLLATE "C" PRIMARY KEY);`
+	CREATE SCHEMA _tidemark; CREATE TABLE _tidemark.checkpoint (stream text COLLATE "C" PRIMARY KEY);
+	CREATE TABLE shadowed (id int PRIMARY KEY); INSERT INTO shadowed VALUES (1);`
 
 // TestDestinationNameCollisions: a table whose destination table would be
 // another table's (or tidemark's own), or whose columns would share one
 // name there, is refused with the reason, failed, and not streamed; the
 // others stream, each into its own table. PostgreSQL holds every name apart;
-// its schema _tidemark is tidemark's.
+// its schema _tidemark is tidemark's, and a view there of a table's name
+// is no table to write into.
 func TestDestinationNameCollisions(t *testing.T) {
 	for _, dest := range []string{"sqlite", "postgres"} {
 		t.Run(dest, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{dest: dest, setup: collideSetup})
 			e.setPatterns(`include: ["*.*"]`)
+			if dest == "postgres" {
+				e.execInDest(`CREATE VIEW public.shadowed AS SELECT 1 AS id`)
+			}
 			e.start()
 			ab := change.TableID{Schema: "a", Name: "b"}
 			own := change.TableID{Schema: "_tidemark", Name: "checkpoint"}
@@ -39,10 +44,11 @@ func TestDestinationNameCollisions(t *testing.T) {
 				e.waitFailed(pubTable("cols"), `"A" and "a"`, "rename one")
 				e.waitFailed(pubTable("a.b"), "also that of a.b")
 				e.waitFailed(pubTable("_tidemark_checkpoint"), "reserved")
-				streamed = append(streamed, own) // "_tidemark.checkpoint" is no name of tidemark's
+				streamed = append(streamed, own, pubTable("shadowed")) // "_tidemark.checkpoint" is no name of tidemark's
 			} else {
 				streamed = append(streamed, pubTable("orders"), pubTable("cols"), pubTable("a.b"), pubTable("_tidemark_checkpoint"))
 				e.waitFailed(own, "tidemark's own")
+				e.waitFailed(pubTable("shadowed"), "public.shadowed in the destination is a view, not a table", "exclude the table")
 			}
 			for _, id := range streamed {
 				e.waitLoadedID(id)

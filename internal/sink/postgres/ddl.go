@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,9 +41,14 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	if err != nil {
 		return err
 	}
-	if ok, err := s.exists(ctx, ts.name); err != nil {
+	if kind, err := s.relationKind(ctx, ts.name); err != nil {
 		return err
-	} else if ok {
+	} else if kind != "" {
+		if what := notATable(kind); what != "" {
+			// A COPY into it fails midway, or a view writes through to
+			// another table: say so before anything is written.
+			return fmt.Errorf("table %s: %s in the destination is %s, not a table: %w; drop or rename it there, or exclude the table from the stream", t.ID, t.ID, what, sink.ErrTableName)
+		}
 		// The table may lack its sort key index: made by hand, or by an
 		// EnsureTable that failed between the table and the index.
 		return s.ensureSortKeyIndex(ctx, t, ts)
@@ -66,12 +72,44 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 	return nil
 }
 
+// relationKind is the pg_class relkind of the relation qualified (a
+// quoted, qualified name) names, "" when there is none.
+func (s *Sink) relationKind(ctx context.Context, qualified string) (string, error) {
+	var kind string
+	err := s.conn.QueryRow(ctx, "SELECT coalesce((SELECT relkind::text FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1)), '')", qualified).Scan(&kind)
+	if err != nil {
+		return "", fmt.Errorf("look up %s: %w", qualified, err)
+	}
+	return kind, nil
+}
+
+// notATable says what a relation of kind is when it is not a table (a
+// plain or partitioned one), "" when it is one.
+func notATable(kind string) string {
+	switch kind {
+	case "r", "p":
+		return ""
+	case "v":
+		return "a view"
+	case "m":
+		return "a materialized view"
+	case "c":
+		return "a composite type"
+	case "f":
+		return "a foreign table"
+	case "S":
+		return "a sequence"
+	case "i", "I":
+		return "an index"
+	}
+	return "a relation of kind " + strconv.Quote(kind)
+}
+
 // isTable reports whether qualified names a table (not a composite type,
 // a view or an index of that name).
 func (s *Sink) isTable(ctx context.Context, qualified string) (bool, error) {
-	var ok bool
-	err := s.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1) AND relkind IN ('r', 'p'))", qualified).Scan(&ok)
-	return ok, err
+	kind, err := s.relationKind(ctx, qualified)
+	return kind != "" && notATable(kind) == "", err
 }
 
 // catalogNameIndexes are the system catalogs' unique indexes on an

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/sink"
 )
 
 // collatedTable is a table keyed by a text under a MariaDB collation the
@@ -169,5 +171,50 @@ func TestSortKeyIndexRecreated(t *testing.T) {
 	err := s.EnsureTable(ctx, tbl)
 	if err == nil || !strings.Contains(err.Error(), "calls equal") || !strings.Contains(err.Error(), "keep one row of each") || !strings.Contains(err.Error(), "is duplicated") {
 		t.Fatalf("EnsureTable over rows the collation calls equal: %v; want an error that says what to do", err)
+	}
+}
+
+// TestEnsureTableRefusesOtherRelations: a view, materialized view,
+// composite type or sequence of the table's name in the destination is
+// refused by EnsureTable with an error that names what it is and what to
+// do, and is left as it was; a table of that name is taken.
+func TestEnsureTableRefusesOtherRelations(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ what, ddl string }{
+		{"a view", `CREATE TABLE app.other (k varchar(20) PRIMARY KEY, v int); CREATE VIEW app.items AS SELECT * FROM app.other`},
+		{"a materialized view", `CREATE MATERIALIZED VIEW app.items AS SELECT 'a'::varchar(20) AS k, 1 AS v`},
+		{"a composite type", `CREATE TYPE app.items AS (k varchar(20), v int)`},
+		{"a sequence", `CREATE SEQUENCE app.items`},
+		{"", `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`},
+	}
+	for _, c := range cases {
+		t.Run(cmp.Or(c.what, "a table"), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dsn := newDB(t)
+			conn := connect(t, dsn)
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA app; "+c.ddl); err != nil {
+				t.Fatal(err)
+			}
+			s := open(t, dsn)
+			defer s.Close()
+			tbl := collatedTable("items")
+			tbl.Columns[0].Native, tbl.Columns[0].Collation = "", "C"
+			err := s.EnsureTable(ctx, tbl)
+			if c.what == "" {
+				if err != nil {
+					t.Fatalf("EnsureTable of an existing table: %v", err)
+				}
+				return
+			}
+			want := "app.items in the destination is " + c.what + ", not a table"
+			if !errors.Is(err, sink.ErrTableName) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "drop or rename it") {
+				t.Fatalf("EnsureTable over %s: %v; want an error saying %q and what to do", c.what, err, want)
+			}
+			var kind string
+			if err := conn.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = 'app.items'::regclass`).Scan(&kind); err != nil || kind == "r" {
+				t.Errorf("after the refusal app.items is of kind %q (%v)", kind, err)
+			}
+		})
 	}
 }
