@@ -38,12 +38,16 @@ func (s *Sink) checkNames(ctx context.Context, t *change.Table) error {
 	if other, ok := s.claims[folded]; ok && other != t.ID {
 		return fmt.Errorf("table %s: its SQLite name %q is also that of %s (SQLite ignores case in names; a schema other than public is part of the name): %w; exclude one of them from the stream", t.ID, name, other, sink.ErrTableName)
 	}
-	var existing string
-	err := s.db.QueryRowContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", name).Scan(&existing)
+	// Tables, views and indexes share one namespace; CREATE TABLE IF NOT
+	// EXISTS passes over a view of the name, and writes then fail.
+	var existing, kind string
+	err := s.db.QueryRowContext(ctx, "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view', 'index') AND name = ? COLLATE NOCASE", name).Scan(&existing, &kind)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("ensure table %s: look up its name: %w", t.ID, err)
+	case kind != "table":
+		return fmt.Errorf("table %s: SQLite already holds %s named %q, not a table: %w; drop or rename it there, or exclude the table from the stream", t.ID, article(kind), existing, sink.ErrTableName)
 	case existing != name:
 		return fmt.Errorf("table %s: SQLite, which ignores case in names, already holds another source table under %q: %w; exclude one of them from the stream", t.ID, existing, sink.ErrTableName)
 	}
@@ -52,6 +56,14 @@ func (s *Sink) checkNames(ctx context.Context, t *change.Table) error {
 	}
 	s.claims[folded] = t.ID
 	return nil
+}
+
+// article is kind ("view", "index") with its indefinite article.
+func article(kind string) string {
+	if kind == "index" {
+		return "an index"
+	}
+	return "a " + kind
 }
 
 // foldASCII lowers ASCII letters only, as SQLite does when it compares names.
