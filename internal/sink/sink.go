@@ -23,8 +23,10 @@ import (
 var ErrKeyOrder = errors.New("the destination cannot order this key like the source")
 
 // ErrTableName means a destination cannot hold a table under its names: its
-// destination table would be another source table's or tidemark's own, or
-// two of its columns would have one name. The object fails with it.
+// destination table would be another source table's or tidemark's own, its
+// name is taken there by something that is not a table (a view, a type, an
+// index), or two of its columns would have one name. The object fails with
+// it.
 var ErrTableName = errors.New("the destination cannot hold this table under its names")
 
 // ErrRejected marks an Apply error caused by the batch's content (a column

@@ -47,7 +47,7 @@ func (s *Sink) ensureTable(ctx context.Context, t *change.Table) error {
 		if what := notATable(kind); what != "" {
 			// A COPY into it fails midway, or a view writes through to
 			// another table: say so before anything is written.
-			return fmt.Errorf("table %s: %s in the destination is %s, not a table: %w; drop or rename it there, or exclude the table from the stream", t.ID, t.ID, what, sink.ErrTableName)
+			return fmt.Errorf("%s in the destination is %s, not a table: %w; drop or rename it there, or exclude the table from the stream", t.ID, what, sink.ErrTableName)
 		}
 		// The table may lack its sort key index: made by hand, or by an
 		// EnsureTable that failed between the table and the index.
@@ -134,6 +134,13 @@ func madeMeanwhile(err error, dup string) bool {
 	return (dup != "" && pgErr.Code == dup) || (pgErr.Code == "23505" && catalogNameIndexes[pgErr.ConstraintName])
 }
 
+// typeTaken reports whether err is CREATE TABLE's duplicate_object: a
+// type (not a table's own) already has the table's name.
+func typeTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42710"
+}
+
 // createTable creates t's table in its schema, which it makes if missing.
 // It reports false when another session created the table since it was
 // looked for.
@@ -174,6 +181,11 @@ func (s *Sink) createTable(ctx context.Context, t *change.Table, ts *tableSQL) (
 			if ok, xerr := s.isTable(ctx, ts.name); xerr == nil && ok {
 				return false, nil
 			}
+		}
+		if typeTaken(err) {
+			// An enum, domain or range type of the name: a table's row
+			// type would need it.
+			return false, fmt.Errorf("%s in the destination is the name of a type, not a table: %w; drop or rename it there, or exclude the table from the stream", t.ID, sink.ErrTableName)
 		}
 		return false, fmt.Errorf("create table: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -175,9 +176,10 @@ func TestSortKeyIndexRecreated(t *testing.T) {
 }
 
 // TestEnsureTableRefusesOtherRelations: a view, materialized view,
-// composite type or sequence of the table's name in the destination is
-// refused by EnsureTable with an error that names what it is and what to
-// do, and is left as it was; a table of that name is taken.
+// composite type, sequence, index or enum type of the table's name in the
+// destination is refused by EnsureTable with an error that names what it
+// is and what to do, and no table is made; a table of that name, plain or
+// partitioned, is taken.
 func TestEnsureTableRefusesOtherRelations(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ what, ddl string }{
@@ -185,10 +187,14 @@ func TestEnsureTableRefusesOtherRelations(t *testing.T) {
 		{"a materialized view", `CREATE MATERIALIZED VIEW app.items AS SELECT 'a'::varchar(20) AS k, 1 AS v`},
 		{"a composite type", `CREATE TYPE app.items AS (k varchar(20), v int)`},
 		{"a sequence", `CREATE SEQUENCE app.items`},
+		{"an index", `CREATE TABLE app.other (k varchar(20) PRIMARY KEY, v int); CREATE INDEX items ON app.other (v)`},
+		{"the name of a type", `CREATE TYPE app.items AS ENUM ('a')`},
 		{"", `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`},
+		{"", `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int) PARTITION BY RANGE (k);
+			CREATE TABLE app.items_all PARTITION OF app.items DEFAULT`},
 	}
-	for _, c := range cases {
-		t.Run(cmp.Or(c.what, "a table"), func(t *testing.T) {
+	for i, c := range cases {
+		t.Run(cmp.Or(c.what, fmt.Sprint("a table ", i)), func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			dsn := newDB(t)
@@ -211,9 +217,9 @@ func TestEnsureTableRefusesOtherRelations(t *testing.T) {
 			if !errors.Is(err, sink.ErrTableName) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "drop or rename it") {
 				t.Fatalf("EnsureTable over %s: %v; want an error saying %q and what to do", c.what, err, want)
 			}
-			var kind string
-			if err := conn.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = 'app.items'::regclass`).Scan(&kind); err != nil || kind == "r" {
-				t.Errorf("after the refusal app.items is of kind %q (%v)", kind, err)
+			var tables int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname = 'items' AND relkind IN ('r', 'p')`).Scan(&tables); err != nil || tables != 0 {
+				t.Errorf("after the refusal %d tables are named items (%v)", tables, err)
 			}
 		})
 	}

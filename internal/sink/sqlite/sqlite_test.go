@@ -264,3 +264,28 @@ func TestConstraintViolationRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesNameTakenByNonTable: a view or an index holding a table's
+// SQLite name, in any case, fails EnsureTable with ErrTableName saying
+// what holds it and what to do; a table of the name in another case is
+// another source table's.
+func TestRefusesNameTakenByNonTable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ ddl, want string }{
+		{`CREATE VIEW "Items" AS SELECT 1 AS id`, `SQLite already holds a view named "Items", not a table`},
+		{`CREATE TABLE other (id INTEGER PRIMARY KEY, v INTEGER); CREATE INDEX items ON other (v)`, `SQLite already holds an index named "items", not a table`},
+		{`CREATE TABLE "ITEMS" (id INTEGER PRIMARY KEY)`, `already holds another source table under "ITEMS"`},
+	} {
+		s := open(t, filepath.Join(t.TempDir(), "sink.db"))
+		if _, err := s.db.ExecContext(t.Context(), c.ddl); err != nil {
+			t.Fatal(err)
+		}
+		tbl := &change.Table{ID: change.TableID{Schema: "public", Name: "items"},
+			Columns: []change.Column{{Name: "id", Type: "integer", TypeOID: 23, BaseOID: 23}}, Key: []int{0}}
+		err := s.EnsureTable(t.Context(), tbl)
+		if !errors.Is(err, sink.ErrTableName) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "exclude") {
+			t.Errorf("%s: EnsureTable got %v, want ErrTableName saying %q and what to do", c.ddl, err, c.want)
+		}
+		s.Close()
+	}
+}
