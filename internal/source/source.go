@@ -20,6 +20,7 @@ package source
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -96,6 +97,52 @@ type Log interface {
 	// WantPosition asks the stream to report progress until it has passed
 	// pos (a pending chunk waits for it).
 	WantPosition(pos change.LSN)
+}
+
+// SnapshotExporter is a Log that can create what retains the log together
+// with a snapshot of the source exactly at the log's start (PostgreSQL: a
+// replication slot created with EXPORT_SNAPSHOT). Rows read in it reflect
+// every transaction the log will not carry and none it will, so a first
+// start's load read in it needs no window merge while nothing streamed is
+// applied (docs/backfill.md, "The initial load in the slot's snapshot").
+type SnapshotExporter interface {
+	// ExportLog creates the log's retention, which must be missing, and
+	// exports the snapshot. The Export holds the snapshot (and the
+	// source's cleanup horizon) until it is closed.
+	ExportLog(ctx context.Context) (*Export, error)
+	// ReadChunkIn reads as ReadChunk does, in exp's snapshot; the chunk's
+	// position is exp.Position. A table the snapshot cannot show as it is
+	// now (created, rewritten or truncated since) is ErrNotInSnapshot.
+	ReadChunkIn(ctx context.Context, exp *Export, t *change.Table, opt ReadOptions) (Chunk, error)
+}
+
+// Export is a snapshot a SnapshotExporter exported: valid until Close.
+type Export struct {
+	// Name is the source's name of the snapshot.
+	Name string
+	// Position is the log's start: the snapshot sees exactly the
+	// transactions committed before it.
+	Position change.LSN
+	close    func()
+	once     sync.Once
+}
+
+// NewExport is an export that close releases.
+func NewExport(name string, pos change.LSN, close func()) *Export {
+	return &Export{Name: name, Position: pos, close: close}
+}
+
+// Close releases the snapshot; later reads in it fail. It may be called
+// more than once.
+func (e *Export) Close() {
+	if e == nil {
+		return
+	}
+	e.once.Do(func() {
+		if e.close != nil {
+			e.close()
+		}
+	})
 }
 
 // Resumer is a Log whose positions come with a resume token of the

@@ -54,7 +54,12 @@ func readChunk(ctx context.Context, tx *readTx, t *change.Table, dc defaultColla
 	if err != nil {
 		return Chunk{}, err
 	}
-	t = chunk.Table
+	return readRows(ctx, tx, chunk, opt)
+}
+
+// readRows reads the rows of a chunk openChunk opened.
+func readRows(ctx context.Context, tx *readTx, chunk Chunk, opt ReadOptions) (Chunk, error) {
+	t := chunk.Table
 	sql, params, picked, err := chunkQuery(t, opt)
 	if err != nil {
 		return Chunk{}, err
