@@ -40,6 +40,7 @@ const (
 	defaultMaxConcurrent    = 2
 	defaultChunkSize        = 10000
 	defaultChunkWriteTarget = 20 * time.Millisecond
+	defaultSnapshotMaxHold  = time.Hour
 	defaultWindowMaxChanges = 100000
 	defaultBatchMaxChanges  = 10000
 	defaultBatchMaxDelay    = 200 * time.Millisecond
@@ -334,6 +335,7 @@ func (b *builder) stream(p string, r *rawStream) Stream {
 			RowsPerSecond:    int(b.integer(p+".backfill.rows_per_second", bf.RowsPerSecond, 0)),
 			WindowMaxChanges: int(b.integer(p+".backfill.window_max_changes", bf.WindowMaxChanges, defaultWindowMaxChanges)),
 			ChunkWriteTarget: b.duration(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, defaultChunkWriteTarget),
+			SnapshotMaxHold:  b.duration(p+".backfill.snapshot_max_hold", bf.SnapshotMaxHold, defaultSnapshotMaxHold),
 			Verify:           b.boolean(p+".backfill.verify", bf.Verify, true),
 		},
 		Batch: Batch{

@@ -296,6 +296,11 @@ type Backfill struct {
 	// ChunkWriteTarget shrinks chunks while live changes flow so that
 	// one's write takes about this long (0: always ChunkSize).
 	ChunkWriteTarget time.Duration
+	// SnapshotMaxHold bounds a first start's initial load in the
+	// replication slot's exported snapshot, which holds the live changes
+	// and the source's cleanup back; past it the rest loads beside the
+	// stream (0: never load in the snapshot; docs/backfill.md).
+	SnapshotMaxHold time.Duration
 	// Verify ends every backfill with a verify of what it covered,
 	// recorded in its run (docs/backfill.md).
 	Verify bool

@@ -73,6 +73,7 @@ func TestDefaults(t *testing.T) {
 		{"backfill.window_max_changes", s.Backfill.WindowMaxChanges, 100000},
 		{"backfill.verify", s.Backfill.Verify, true},
 		{"backfill.chunk_write_target", s.Backfill.ChunkWriteTarget, 20 * time.Millisecond},
+		{"backfill.snapshot_max_hold", s.Backfill.SnapshotMaxHold, time.Hour},
 		{"batch.max_changes", s.Batch.MaxChanges, 10000},
 		{"batch.max_delay", s.Batch.MaxDelay, 200 * time.Millisecond},
 		{"retry.initial", s.Retry.Initial, time.Second},
@@ -149,6 +150,7 @@ streams:
       window_max_changes: 5000
       verify: false
       chunk_write_target: 50ms
+      snapshot_max_hold: 30m
     batch: {max_changes: 100, max_delay: 1s}
     retry: {initial: 500ms, max: 30s}
     lag_warn: 90s
@@ -168,7 +170,8 @@ streams:
 			{Schema: "Sales", Name: "Order Items"}: {"order_id", "line"},
 		},
 		Backfill: Backfill{Mode: "manual", Exclude: []Pattern{mustPattern(t, "public.audit_log")},
-			MaxConcurrent: 4, ChunkSize: 500, RowsPerSecond: 1000, WindowMaxChanges: 5000, ChunkWriteTarget: 50 * time.Millisecond},
+			MaxConcurrent: 4, ChunkSize: 500, RowsPerSecond: 1000, WindowMaxChanges: 5000, ChunkWriteTarget: 50 * time.Millisecond,
+			SnapshotMaxHold: 30 * time.Minute},
 		Batch:             Batch{MaxChanges: 100, MaxDelay: time.Second},
 		Retry:             Retry{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		LagWarn:           90 * time.Second,

@@ -23,6 +23,7 @@ var numericKeys = []numericKey{
 	{"streams[0].backfill.max_concurrent", 1, 64, false, streamKey("backfill", "max_concurrent")},
 	{"streams[0].backfill.chunk_size", 1, 1_000_000, false, streamKey("backfill", "chunk_size")},
 	{"streams[0].backfill.chunk_write_target", 0, int64(time.Minute), true, streamKey("backfill", "chunk_write_target")},
+	{"streams[0].backfill.snapshot_max_hold", 0, int64(7 * 24 * time.Hour), true, streamKey("backfill", "snapshot_max_hold")},
 	{"streams[0].backfill.rows_per_second", 0, 1_000_000_000, false, streamKey("backfill", "rows_per_second")},
 	{"streams[0].backfill.window_max_changes", 1, 1_000_000_000, false, streamKey("backfill", "window_max_changes")},
 	{"streams[0].batch.max_changes", 1, 10_000_000, false, streamKey("batch", "max_changes")},

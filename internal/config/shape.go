@@ -124,6 +124,7 @@ type rawBackfill struct {
 	RowsPerSecond    scalar   `yaml:"rows_per_second"`
 	WindowMaxChanges scalar   `yaml:"window_max_changes"`
 	ChunkWriteTarget scalar   `yaml:"chunk_write_target"`
+	SnapshotMaxHold  scalar   `yaml:"snapshot_max_hold"`
 	Verify           scalar   `yaml:"verify"`
 }
 

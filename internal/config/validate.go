@@ -80,6 +80,7 @@ const (
 	maxBatchDelay        = time.Hour
 	maxRetryWait         = 24 * time.Hour
 	maxChunkWriteTarget  = time.Minute
+	maxSnapshotHold      = 7 * 24 * time.Hour
 	maxLagWarn           = 30 * 24 * time.Hour
 	maxDiscoveryInterval = 24 * time.Hour
 )
@@ -483,6 +484,7 @@ func (v *Checker) tuning(p string, s *Stream) {
 		v.add(p+".retry.max", "%s is out of range: use retry.initial to %s", s.Retry.Max, shortDuration(maxRetryWait))
 	}
 	v.nonNegative(p+".backfill.chunk_write_target", bf.ChunkWriteTarget, maxChunkWriteTarget, "0 (always chunk_size) or a duration above 0, e.g. 20ms")
+	v.nonNegative(p+".backfill.snapshot_max_hold", bf.SnapshotMaxHold, maxSnapshotHold, "0 (never load in the slot's snapshot) or a duration above 0, e.g. 1h")
 	v.nonNegative(p+".lag_warn", s.LagWarn, maxLagWarn, "0 (never warn) or a duration above 0, e.g. 5m")
 	v.positive(p+".discovery_interval", s.DiscoveryInterval, maxDiscoveryInterval, "10s")
 }

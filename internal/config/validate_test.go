@@ -248,12 +248,13 @@ var validationCases = []problemCase{
 	// Tuning.
 	{"backfill mode", streams(kv{"backfill": "{mode: sometimes}"}), []Problem{{"streams[0].backfill.mode",
 		`"sometimes" is not supported: use automatic or manual`}}},
-	{"backfill low", streams(kv{"backfill": "{max_concurrent: 0, chunk_size: 0, rows_per_second: -1, window_max_changes: 0, chunk_write_target: -1s}"}), []Problem{
+	{"backfill low", streams(kv{"backfill": "{max_concurrent: 0, chunk_size: 0, rows_per_second: -1, window_max_changes: 0, chunk_write_target: -1s, snapshot_max_hold: -1s}"}), []Problem{
 		{"streams[0].backfill.max_concurrent", "0 is out of range: use 1 to 64"},
 		{"streams[0].backfill.chunk_size", "0 is out of range: use 1 to 1000000"},
 		{"streams[0].backfill.rows_per_second", "-1 is out of range: use 0 or more"},
 		{"streams[0].backfill.window_max_changes", "0 is out of range: use 1 or more"},
-		{"streams[0].backfill.chunk_write_target", "-1s is out of range: use 0 (always chunk_size) or a duration above 0, e.g. 20ms"}}},
+		{"streams[0].backfill.chunk_write_target", "-1s is out of range: use 0 (always chunk_size) or a duration above 0, e.g. 20ms"},
+		{"streams[0].backfill.snapshot_max_hold", "-1s is out of range: use 0 (never load in the slot's snapshot) or a duration above 0, e.g. 1h"}}},
 	{"backfill high", streams(kv{"backfill": "{max_concurrent: 65, chunk_size: 1000001}"}), []Problem{
 		{"streams[0].backfill.max_concurrent", "65 is out of range: use 1 to 64"},
 		{"streams[0].backfill.chunk_size", "1000001 is out of range: use 1 to 1000000"}}},

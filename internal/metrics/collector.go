@@ -56,6 +56,8 @@ var (
 		"1 while the lag is over the stream's lag_warn, else 0.", "stream")
 	streamWAL = desc("tidemark_stream_wal_retained_bytes",
 		"WAL the stream's replication slot holds back on the source, as last measured.", "stream")
+	streamSnapshotHold = desc("tidemark_stream_snapshot_hold_seconds",
+		"How long a first start's initial load in the replication slot's exported snapshot has held the live stream and the source's cleanup horizon (xmin) back; 0 when none is held.", "stream")
 	streamEvents = desc("tidemark_stream_events_total",
 		"Changes from the source's log committed to the destination (not backfilled rows).", "stream")
 
@@ -96,7 +98,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{streamState, streamLag, streamLagOver, streamWAL, streamEvents,
+	for _, d := range []*prometheus.Desc{streamState, streamLag, streamLagOver, streamWAL, streamSnapshotHold, streamEvents,
 		objectStatus, objectLoaded, backfillRowsRead, backfillRowsWritten, backfillChunks, backfills, backfillRuns} {
 		ch <- d
 	}
@@ -147,6 +149,7 @@ func (c *collector) collectStreams(ch chan<- prometheus.Metric) {
 		ch <- gauge(streamLag, s.Lag().Seconds(), name)
 		ch <- gauge(streamLagOver, flag(s.LagOver()), name)
 		ch <- gauge(streamWAL, float64(s.RetainedWAL()), name)
+		ch <- gauge(streamSnapshotHold, s.SnapshotHold().Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(streamEvents, prometheus.CounterValue, float64(s.EventsApplied()), name)
 	}
 }

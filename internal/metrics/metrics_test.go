@@ -144,6 +144,9 @@ tidemark_object_status{object="public.orders",status="stopped",stream="alpha"} 0
 # HELP tidemark_stream_events_total Changes from the source's log committed to the destination (not backfilled rows).
 # TYPE tidemark_stream_events_total counter
 tidemark_stream_events_total{stream="alpha"} 0
+# HELP tidemark_stream_snapshot_hold_seconds How long a first start's initial load in the replication slot's exported snapshot has held the live stream and the source's cleanup horizon (xmin) back; 0 when none is held.
+# TYPE tidemark_stream_snapshot_hold_seconds gauge
+tidemark_stream_snapshot_hold_seconds{stream="alpha"} 0
 # HELP tidemark_stream_state The stream's lifecycle state: 1 for the current state, 0 for the others.
 # TYPE tidemark_stream_state gauge
 tidemark_stream_state{state="failed",stream="alpha"} 0
@@ -154,7 +157,7 @@ tidemark_stream_state{state="running",stream="alpha"} 0
 tidemark_stream_state{state="starting",stream="alpha"} 0
 `, bb.ID)
 	names := []string{"tidemark_backfill_rows_written", "tidemark_backfills", "tidemark_backfill_runs", "tidemark_batch_backfill_instances",
-		"tidemark_object_status", "tidemark_stream_events_total", "tidemark_stream_state"}
+		"tidemark_object_status", "tidemark_stream_events_total", "tidemark_stream_snapshot_hold_seconds", "tidemark_stream_state"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,10 +95,16 @@ type pendingChunk struct {
 	scope      chunkSpec
 	rowsBefore int64
 	verify     bool // compare with the destination instead of writing
-	window     []windowTxn
-	changes    int
-	overflow   bool
-	result     chan ChunkResult
+	// wantSnapshot asks that the chunk be read in the slot's exported
+	// snapshot, and inSnapshot, set at registration, grants it; release
+	// ends its claim on the snapshot, once its read is done or it is
+	// abandoned before.
+	wantSnapshot, inSnapshot bool
+	release                  func()
+	window                   []windowTxn
+	changes                  int
+	overflow                 bool
+	result                   chan ChunkResult
 	// passStart and passEnd mark a verify's first and last read of its
 	// table: a destination read by replay starts afresh at the first and
 	// drops its replay after the last.
@@ -214,6 +221,8 @@ type applier struct {
 	// that their rows were read and written.
 	loadSumsDiffered atomic.Int64
 	pace             *chunkPace // learns chunk write times; nil: not paced
+	// load is a first start's load in the slot's snapshot (nil: none).
+	load *snapshotLoad
 }
 
 type appliedTxn struct {
@@ -488,11 +497,19 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 	}
 	if pc := req.register; pc != nil {
 		pc.regSeq, pc.floor, pc.regCommit = a.seq, a.horizon, a.lastCommit
+		// No transaction applied yet: the chunk's window holds every one
+		// the slot streams, so the snapshot at its start will do.
+		if pc.wantSnapshot && a.seq == 0 && a.load.acquire() {
+			pc.inSnapshot, pc.release = true, sync.OnceFunc(a.load.release)
+		}
 		a.pending = append(a.pending, pc)
 		close(req.ack)
 		return nil
 	}
 	if pc := req.abandon; pc != nil {
+		if pc.release != nil {
+			pc.release()
+		}
 		a.finish(pc, ChunkResult{Retry: true, Reason: "read failed"})
 		return nil
 	}
@@ -501,6 +518,10 @@ func (a *applier) handleRequest(ctx context.Context, req applierRequest) error {
 	if reason := a.raced(pc); reason != "" {
 		a.finish(pc, ChunkResult{Retry: true, Reason: reason})
 		return nil
+	}
+	if pc.read.Position > a.position {
+		// Read beside the stream: it must run for the chunk to merge.
+		a.load.start("a chunk read beside the stream waits for it")
 	}
 	a.src.WantPosition(pc.read.Position)
 	return a.mergeReady(ctx)

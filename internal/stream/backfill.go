@@ -56,6 +56,8 @@ type run struct {
 	// progressStored says a chunk's progress was recorded (r.mu): a row
 	// estimate found after it needs a write of its own.
 	progressStored bool
+	// loading says the run counts in backfills.loading (m.mu).
+	loading bool
 }
 
 // rateChanged is the channel SetRowsPerSecond signals.
@@ -70,7 +72,9 @@ type runtime struct {
 	ctx     context.Context
 	applier *applier
 	src     chunkSource
-	tables  func(change.TableID) *change.Table
+	// load is a first start's load in the slot's snapshot (nil: none).
+	load   *snapshotLoad
+	tables func(change.TableID) *change.Table
 	// why says why a table of the stream is not streamed ("" if it is).
 	why func(change.TableID) string
 	// size sizes a table on the source (nil: no estimates).
@@ -111,7 +115,10 @@ type backfills struct {
 	byID   map[int64]*run // runs whose rows are not all loaded yet
 	rt     *runtime
 	loaded bool // the store's unfinished runs were loaded
-	wg     sync.WaitGroup
+	// loading counts the runs reading while a first start's load in the
+	// slot's snapshot holds the stream back (snapload.go).
+	loading int
+	wg      sync.WaitGroup
 	// wake looks at the queue again at wakeAt, for runs with a start time.
 	wake   *time.Timer
 	wakeAt time.Time
@@ -499,6 +506,10 @@ func (m *backfills) startLocked(r *run, cur sink.Cursor) {
 		m.log.Info("backfill started", logkey.Backfill(r.rec.ID), logkey.Object(id.String()), "started_by", r.rec.StartedBy)
 	}
 	rt := m.rt
+	if rt.load != nil {
+		r.loading = true
+		m.loading++
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -515,4 +526,48 @@ func (m *backfills) forget() {
 	defer m.mu.Unlock()
 	m.queue, m.loaded = nil, false
 	m.active, m.byID = map[change.TableID]*run{}, map[int64]*run{}
+}
+
+// loadEnded notes that run r reads no more. When a first start's load in
+// the slot's snapshot has no run left reading or due to start, the stream
+// starts (snapload.go).
+func (m *backfills) loadEnded(rt *runtime, r *run) {
+	if rt.load == nil {
+		return
+	}
+	m.mu.Lock()
+	if r.loading {
+		r.loading = false
+		m.loading--
+	}
+	settled := m.loadSettledLocked()
+	m.mu.Unlock()
+	if settled {
+		rt.load.start("the load is done")
+	}
+}
+
+// loadSettled starts the stream of a first start that had nothing to
+// load in the slot's snapshot.
+func (m *backfills) loadSettled() {
+	m.mu.Lock()
+	rt := m.rt
+	settled := rt != nil && rt.load != nil && m.loadSettledLocked()
+	m.mu.Unlock()
+	if settled {
+		rt.load.start("nothing to load")
+	}
+}
+
+func (m *backfills) loadSettledLocked() bool {
+	if m.loading > 0 {
+		return false
+	}
+	now := time.Now()
+	for _, r := range m.queue {
+		if ok, _ := due(r, now); ok {
+			return false
+		}
+	}
+	return true
 }

@@ -57,6 +57,8 @@ type env struct {
 	stop   func()
 	dest   string // "sqlite" or "postgres"
 	dstDSN string
+	// hook, when set, is the stream's chunk hook from its start.
+	hook *chunkHook
 }
 
 type envOptions struct {
@@ -211,6 +213,9 @@ func (e *env) start() {
 func (e *env) startLogged(log *slog.Logger) {
 	e.t.Helper()
 	e.s = New(e.cfg, e.st, log, Options{ProbeInterval: 2 * time.Millisecond, SlotCheckInterval: 200 * time.Millisecond, LagCheckInterval: 10 * time.Millisecond})
+	if e.hook != nil {
+		e.s.bf.hook.Store(e.hook)
+	}
 	if err := e.s.MarkNotStarted(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}

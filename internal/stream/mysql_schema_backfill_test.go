@@ -29,6 +29,20 @@ type chunkGate struct {
 
 // holdChunk holds the nth chunk (from 1) of table id at stage at.
 func (e *env) holdChunk(id change.TableID, at chunkStage, nth int64) *chunkGate {
+	g, h := e.chunkGateHook(id, at, nth)
+	e.s.bf.hook.Store(&h)
+	return g
+}
+
+// holdChunkFromStart is holdChunk for the stream start starts: the hook is
+// set before the stream runs, so a first start's load is held too.
+func (e *env) holdChunkFromStart(id change.TableID, at chunkStage, nth int64) *chunkGate {
+	g, h := e.chunkGateHook(id, at, nth)
+	e.hook = &h
+	return g
+}
+
+func (e *env) chunkGateHook(id change.TableID, at chunkStage, nth int64) (*chunkGate, chunkHook) {
 	g := &chunkGate{held: make(chan struct{}), release: make(chan struct{})}
 	var seen atomic.Int64
 	h := chunkHook(func(ctx context.Context, tid change.TableID, stage chunkStage) {
@@ -41,9 +55,8 @@ func (e *env) holdChunk(id change.TableID, at chunkStage, nth int64) *chunkGate 
 		case <-ctx.Done():
 		}
 	})
-	e.s.bf.hook.Store(&h)
 	e.t.Cleanup(g.open)
-	return g
+	return g, h
 }
 
 func (g *chunkGate) open() { g.once.Do(func() { close(g.release) }) }

@@ -58,6 +58,8 @@ type Stream struct {
 	lag     *lagClock
 	lagOver atomic.Bool
 	events  atomic.Int64 // changes committed to the destination
+	// load is the pipeline's load in the slot's snapshot, if it has one.
+	load atomic.Pointer[snapshotLoad]
 	// epoch is the stream's lease epoch when a cluster node runs it
 	// (RunAs); 0 for a daemon of its own.
 	epoch atomic.Int64
@@ -128,6 +130,11 @@ func cmpOr(d, def time.Duration) time.Duration {
 
 // Name is the stream's name.
 func (s *Stream) Name() string { return s.cfg.Name }
+
+// SnapshotHold is how long a first start's load in the replication slot's
+// exported snapshot has held the live stream and the source's cleanup
+// horizon back; 0 when none is held (docs/backfill.md).
+func (s *Stream) SnapshotHold() time.Duration { return s.load.Load().held() }
 
 // Config is the stream's configuration.
 func (s *Stream) Config() config.Stream { return s.cfg }
@@ -407,10 +414,13 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		return err
 	}
 	// The slot exists before any chunk is read: chunk positions are only
-	// meaningful on a log the slot retains.
-	if _, err := src.EnsureLog(ctx); err != nil {
+	// meaningful on a log the slot retains. A first start's slot exports
+	// its snapshot for the initial load (snapload.go).
+	exp, err := s.ensureLog(ctx, src, firstStart)
+	if err != nil {
 		return err
 	}
+	defer exp.Close()
 	s.mu.Lock()
 	s.tables, s.skipped, s.parked, s.src, s.snk = tables, skipped, nil, src, snk
 	s.mu.Unlock()
@@ -419,7 +429,19 @@ func (s *Stream) runOnce(ctx context.Context) error {
 		s.src, s.snk = nil, nil
 		s.mu.Unlock()
 	}()
-	return s.pipeline(ctx, src, snk, cp, firstStart, resetAll)
+	return s.pipeline(ctx, src, snk, cp, exp, resetAll)
+}
+
+// ensureLog creates what retains the log when it is missing; on a first
+// start that backfills automatically, from a source that can, with an
+// exported snapshot for the initial load (nil otherwise).
+func (s *Stream) ensureLog(ctx context.Context, src source.Source, firstStart bool) (*source.Export, error) {
+	ex, ok := src.(source.SnapshotExporter)
+	if !ok || !firstStart || s.cfg.Backfill.Mode != config.BackfillAutomatic || s.cfg.Backfill.SnapshotMaxHold <= 0 {
+		_, err := src.EnsureLog(ctx)
+		return nil, err
+	}
+	return ex.ExportLog(ctx)
 }
 
 // Reset recovers a stream whose replication slot was lost: it re-creates
@@ -444,7 +466,7 @@ func (s *Stream) takeReset() bool {
 	return r
 }
 
-func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink, cp sink.Checkpoint, firstStart, resetAll bool) error {
+func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink, cp sink.Checkpoint, exp *source.Export, resetAll bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -453,11 +475,22 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	lanes := chunkLaneCount(snk, s.cfg.Backfill.MaxConcurrent)
 	lanesOpen := &atomic.Int32{}
 	lanesOpen.Store(int32(lanes))
+	// The applier starts at the slot's start when the load reads in its
+	// snapshot: the chunks read there are merged at once.
+	start := cp.Position
+	var load *snapshotLoad
+	if exp != nil {
+		load = newSnapshotLoad(exp, src.(source.SnapshotExporter), s.cfg.Backfill.SnapshotMaxHold, s.log)
+		s.load.Store(load)
+		defer load.close()
+		start = exp.Position
+	}
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay, ChunkRows: s.cfg.Backfill.ChunkSize,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
 		DateColumns: s.cfg.DateColumns, LateData: s.cfg.LateData, ChunkLanes: lanes, LanesOpen: lanesOpen,
-	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, cp.Position)
+	}, s.cfg.Name, src, readerOf(snk), s.log, events, batches, start)
+	app.load = load
 	app.resume = cp.Resume
 	if resetAll {
 		s.lag.reset()
@@ -478,12 +511,17 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 		w.keyOrder = ko.KeyCompare
 	}
 	src.Confirm(cp.Position)
-	g.Go(func() error { return src.Stream(gctx, cp.Position, s.lookupLog, events) })
+	g.Go(func() error {
+		if err := load.wait(gctx); err != nil {
+			return err
+		}
+		return src.Stream(gctx, cp.Position, s.lookupLog, events)
+	})
 	g.Go(func() error { return app.run(gctx) })
 	g.Go(func() error { return w.run(gctx) })
 	g.Go(func() error { return s.watchSlot(gctx, src) })
 	g.Go(func() error { return s.watchSchema(gctx, src, app, schemaEvents) })
-	rt := &runtime{ctx: gctx, applier: app, src: src, tables: s.lookup, why: s.whyNotStreamed,
+	rt := &runtime{ctx: gctx, applier: app, src: src, load: load, tables: s.lookup, why: s.whyNotStreamed,
 		size: func(ctx context.Context, id change.TableID) (source.TableSize, error) {
 			return src.EstimateTable(ctx, id)
 		},
@@ -508,6 +546,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	if err := s.autoBackfill(gctx); err != nil {
 		return err
 	}
+	s.bf.loadSettled() // a first start with nothing to load
 	if err := s.startRefills(gctx); err != nil {
 		return err
 	}

@@ -284,6 +284,11 @@ func (v *verifyPass) drop(pc *pendingChunk) {
 // read registers and reads the chunk after after, up to upto, halving the
 // size on a statement timeout.
 func (v *verifyPass) read(ctx context.Context, after, upto change.Key, byRows bool) (*pendingChunk, error) {
+	// A verify compares with the live stream's work: while a first
+	// start's load holds it back, the verify waits (snapload.go).
+	if err := v.rt.load.wait(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		pc := &pendingChunk{table: v.t, low: after, verify: true, scope: v.scope, passStart: !v.started, sumLater: v.trailing}
 		if err := v.rt.applier.register(ctx, pc); err != nil {

@@ -20,12 +20,14 @@ import (
 // when the backfill is complete, failed, stopped or the stream detaches
 // (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
+	defer m.loadEnded(rt, r)
 	if !m.ensureTable(ctx, rt, r) {
 		return
 	}
 	r.mu.Lock()
 	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead,
-		fresh: after == nil && rowsBefore == 0 && r.rec.RowsRead == 0}
+		fresh:    after == nil && rowsBefore == 0 && r.rec.RowsRead == 0,
+		snapshot: rt.load != nil && r.rec.StartedBy == store.StartedByAutomatic}
 	r.mu.Unlock()
 	var err error
 	if c.scope, err = scopeOf(c.opts); err != nil {
@@ -65,6 +67,7 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		}
 	}
 	c.waitEstimate()
+	m.loadEnded(rt, r)
 	if m.allRead(ctx, r) {
 		m.verifyEnd(ctx, rt, r, c)
 	} else {
@@ -96,6 +99,10 @@ type coverage struct {
 	// source's estimate (estimateOnce).
 	fresh, read, exact bool
 	estimating         *sync.WaitGroup
+	// snapshot asks that chunks be read in the slot's exported snapshot
+	// (snapload.go): a first start's automatic run, until a read there
+	// fails.
+	snapshot bool
 }
 
 // waitEstimate waits for the source's estimate, if one was asked.
@@ -141,7 +148,10 @@ func (c *coverage) summer(rt *runtime, r *run, byRows bool) source.RangeSummer {
 // or its rows when summer is nil. Where the source cannot sum, the rows
 // are read and the run sums no more; a real failure fails that read too,
 // and counts there.
-func (m *backfills) readChunk(ctx context.Context, rt *runtime, r *run, c *coverage, summer source.RangeSummer, spec chunkSpec) (ChunkRead, error) {
+func (m *backfills) readChunk(ctx context.Context, rt *runtime, r *run, c *coverage, summer source.RangeSummer, pc *pendingChunk, spec chunkSpec) (ChunkRead, error) {
+	if pc.inSnapshot {
+		return rt.load.read(ctx, pc, spec)
+	}
 	if summer != nil {
 		read, err := summer.SumRange(ctx, r.table, spec)
 		if err == nil || ctx.Err() != nil || source.IsStatementTimeout(err) {
@@ -281,19 +291,29 @@ func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *covera
 	if taken != nil {
 		return taken, n, true
 	}
-	pc = &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, scope: c.scope}
+	pc = &pendingChunk{table: r.table, backfillID: r.rec.ID, low: after, scope: c.scope, wantSnapshot: c.snapshot}
 	if err := rt.applier.register(ctx, pc); err != nil {
 		return nil, 0, false
 	}
 	m.atChunkStage(ctx, r.table.ID, chunkRegistered)
 	summer := c.summer(rt, r, rd.byRows)
+	if pc.inSnapshot {
+		summer = nil // a sum is taken in a snapshot of its own
+	}
 	spec := pc.scope
 	spec.After, spec.Upto, spec.Limit = after, rg.High, m.chunkLimit(rt, r, c, summer != nil)
 	spec.Binary = !rd.inText && rt.binaryRead(r.table, spec)
-	read, err := m.readChunk(ctx, rt, r, c, summer, spec)
+	read, err := m.readChunk(ctx, rt, r, c, summer, pc, spec)
 	rd.inText, rd.byRows = false, false
 	if err != nil {
 		rt.applier.abandon(pc)
+		if pc.inSnapshot && ctx.Err() == nil {
+			// The table is not as the snapshot shows it (or the snapshot
+			// is gone): it is read beside the stream from here on.
+			c.snapshot = false
+			m.log.Info("backfill reads beside the stream, not in the slot's snapshot", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()), logkey.Err(err))
+			return nil, 0, true
+		}
 		return nil, 0, m.readFailed(ctx, r, c, spec.Limit, err, &rd.delay)
 	}
 	rd.delay = m.cfg.Retry.Initial
