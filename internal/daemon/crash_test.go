@@ -407,7 +407,7 @@ func TestSIGKILLDuringSnapshotLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, metaPath := newCrashEnv(t, ctx, srcDSN, dstDSN, `
-  - name: crash
+  - name: snapkill
     source: {type: postgres, dsn: "%s"}
     destination: {type: postgres, dsn: "%s"}
     include: ["public.t"]
@@ -415,11 +415,12 @@ func TestSIGKILLDuringSnapshotLoad(t *testing.T) {
     batch: {max_delay: 20ms}
     retry: {initial: 20ms, max: 500ms}
 `)
+	c.stream = "snapkill" // slots are the server's: another test's stream is "crash"
 	writes := startWriter(t, srcDSN)
 	c.start()
 	backfill := c.watch(metaPath)
 	c.waitFor("a quarter loaded", func() bool { return backfill().RowsRead >= crashRows/4 })
-	if hold := c.metric(`tidemark_stream_snapshot_hold_seconds{stream="crash"}`); hold <= 0 {
+	if hold := c.metric(`tidemark_stream_snapshot_hold_seconds{stream="snapkill"}`); hold <= 0 {
 		t.Fatalf("the first start's load holds no snapshot (tidemark_stream_snapshot_hold_seconds %v)", hold)
 	}
 	c.kill()
@@ -434,7 +435,7 @@ func TestSIGKILLDuringSnapshotLoad(t *testing.T) {
 	if limit := int64(1.3 * (crashRows + 5000)); b.RowsRead > limit {
 		t.Errorf("backfill read %d rows in total, more than 1.3× the table (%d): it restarted instead of resuming", b.RowsRead, limit)
 	}
-	if hold := c.metric(`tidemark_stream_snapshot_hold_seconds{stream="crash"}`); hold != 0 {
+	if hold := c.metric(`tidemark_stream_snapshot_hold_seconds{stream="snapkill"}`); hold != 0 {
 		t.Errorf("the restart holds a snapshot (%v s): only a first start has one", hold)
 	}
 	c.waitFor("destination equal to source", func() bool { return c.converged() })

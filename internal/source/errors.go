@@ -19,10 +19,11 @@ var ErrFilter = errors.New("the source refused the filter")
 // ErrNoTable is a table the source does not have (or the user cannot see).
 var ErrNoTable = errors.New("no such table on the source")
 
-// ErrNotInSnapshot means a table changed since an exported snapshot in a
-// way the snapshot does not show (its storage was rewritten, or it did not
-// exist yet): it is read outside the snapshot.
-var ErrNotInSnapshot = errors.New("the table changed since the exported snapshot")
+// ErrNotInSnapshot means a table cannot be read in an exported snapshot:
+// it changed since in a way the snapshot does not show (its storage was
+// rewritten, it did not exist yet or was attached as a partition since),
+// or the snapshot is gone. It is read outside the snapshot.
+var ErrNotInSnapshot = errors.New("the table cannot be read in the exported snapshot")
 
 // PermanentError is a source error that retrying cannot cure: a person has
 // to act. Hint says what to do.

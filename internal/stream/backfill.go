@@ -542,7 +542,8 @@ func (m *backfills) loadEnded(rt *runtime, r *run) {
 	}
 	settled := m.loadSettledLocked()
 	m.mu.Unlock()
-	if settled {
+	// A stream that stops ends the load with its pipeline, saying so.
+	if settled && rt.ctx.Err() == nil {
 		rt.load.start("the load is done")
 	}
 }

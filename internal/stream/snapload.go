@@ -80,6 +80,8 @@ func (l *snapshotLoad) read(ctx context.Context, pc *pendingChunk, spec chunkSpe
 	return read, err
 }
 
+// release ends a read's claim on the snapshot: the last one after the gate
+// opened closes the export.
 func (l *snapshotLoad) release() {
 	l.mu.Lock()
 	l.reads--
@@ -90,6 +92,7 @@ func (l *snapshotLoad) release() {
 	}
 }
 
+// releaseExport closes the export, freeing the source's horizon.
 func (l *snapshotLoad) releaseExport() {
 	l.exp.Close()
 	l.released.Store(true)

@@ -56,6 +56,9 @@ func TestInitialLoadInSlotSnapshot(t *testing.T) {
 			// without it, and the stream brings it.
 			e.exec(`ALTER TABLE b ADD COLUMN extra int DEFAULT 7`)
 			e.exec(`UPDATE b SET extra = 9 WHERE id % 13 = 0`)
+			if n := e.s.EventsApplied(); n != 0 {
+				t.Fatalf("%d live changes applied while the load holds the stream", n)
+			}
 			gate.open()
 			for _, id := range snapshotIDs {
 				e.waitLoadedID(id)
@@ -139,10 +142,23 @@ func TestSnapshotLoadMaxHold(t *testing.T) {
 	if e.s.SnapshotHold() == 0 {
 		t.Error("the export was released while a chunk granted it was still to be read")
 	}
+	before := load.chunks.Load()
 	gate.open()
 	for _, id := range snapshotIDs {
 		e.waitLoadedID(id)
 		e.assertConvergedID(id)
+	}
+	if load.chunks.Load() <= before {
+		t.Error("the held chunk was not read in the snapshot")
+	}
+	recs, err := e.st.ListBackfills(e.ctx, store.BackfillFilter{Stream: e.cfg.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Table == "a" && r.WindowConflicts == 0 {
+			t.Error("the held chunk of a merged no window: the changes applied before it were not in it")
+		}
 	}
 	if e.s.SnapshotHold() != 0 {
 		t.Error("the export is still held after its last read")

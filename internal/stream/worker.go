@@ -21,13 +21,16 @@ import (
 // (ctx ends).
 func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.Key, rowsBefore int64) {
 	defer m.loadEnded(rt, r)
+	// Only a table the stream captured before its slot was created can be
+	// read in the slot's snapshot: ensureTable may capture it only now.
+	captured := r.table != nil
 	if !m.ensureTable(ctx, rt, r) {
 		return
 	}
 	r.mu.Lock()
 	c := &coverage{opts: optionsOf(r.rec), rowsBefore: rowsBefore, sampled: r.rec.RowsRead,
 		fresh:    after == nil && rowsBefore == 0 && r.rec.RowsRead == 0,
-		snapshot: rt.load != nil && r.rec.StartedBy == store.StartedByAutomatic}
+		snapshot: rt.load != nil && captured && r.rec.StartedBy == store.StartedByAutomatic}
 	r.mu.Unlock()
 	var err error
 	if c.scope, err = scopeOf(c.opts); err != nil {
@@ -67,6 +70,8 @@ func (m *backfills) work(ctx context.Context, rt *runtime, r *run, after change.
 		}
 	}
 	c.waitEstimate()
+	// Before the verify, which waits for the live stream: the last run of
+	// a first start's load lets it start here.
 	m.loadEnded(rt, r)
 	if m.allRead(ctx, r) {
 		m.verifyEnd(ctx, rt, r, c)
@@ -307,7 +312,7 @@ func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *covera
 	rd.inText, rd.byRows = false, false
 	if err != nil {
 		rt.applier.abandon(pc)
-		if pc.inSnapshot && ctx.Err() == nil {
+		if errors.Is(err, source.ErrNotInSnapshot) {
 			// The table is not as the snapshot shows it (or the snapshot
 			// is gone): it is read beside the stream from here on.
 			c.snapshot = false

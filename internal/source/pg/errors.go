@@ -89,6 +89,10 @@ func classifyRead(ctx context.Context, err error, timeout time.Duration) error {
 // statement timeout or a cancel request.
 const codeQueryCanceled = "57014"
 
+// codeInvalidParameter is the SQLSTATE of SET TRANSACTION SNAPSHOT naming a
+// snapshot that no longer exists (its exporting connection ended).
+const codeInvalidParameter = "22023"
+
 // StatementTimeoutError is a read the source cancelled because it ran
 // longer than the statement timeout.
 type StatementTimeoutError = source.StatementTimeoutError

@@ -1,12 +1,14 @@
 package pg
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/logkey"
@@ -24,6 +26,10 @@ func (s *Source) ExportLog(ctx context.Context) (*source.Export, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := conn.Exec(ctx, keepIdleSQL(conn)).ReadAll(); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, classify(fmt.Errorf("prepare the connection that exports the snapshot: %w", err))
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, s.cfg.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT"})
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
@@ -36,10 +42,27 @@ func (s *Source) ExportLog(ctx context.Context) (*source.Export, error) {
 	if err != nil {
 		// The slot stays: the next start finds it and streams from it.
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("create replication slot %s: %w", s.cfg.Slot, err)
+		return nil, fmt.Errorf("replication slot %s created, but its snapshot cannot be used: %w", s.cfg.Slot, err)
 	}
 	s.log.Info("created replication slot with an exported snapshot", logkey.Slot(s.cfg.Slot), "snapshot", res.SnapshotName, "lsn", res.ConsistentPoint)
-	return source.NewExport(res.SnapshotName, pos, func() { conn.Close(context.Background()) }), nil
+	return source.NewExport(res.SnapshotName, pos, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+		defer cancel()
+		conn.Close(ctx)
+	}), nil
+}
+
+// keepIdleSQL turns off, for the exporting connection, the timeouts that
+// would end it while it sits idle in the transaction holding the snapshot
+// (a role's or the server's idle_in_transaction_session_timeout, and from
+// PostgreSQL 17 transaction_timeout). It runs before the slot is created:
+// any command after that ends the snapshot.
+func keepIdleSQL(conn *pgconn.PgConn) string {
+	sql := "SET idle_in_transaction_session_timeout = 0"
+	if v, err := strconv.Atoi(conn.ParameterStatus("server_version_num")); err == nil && v >= 170000 {
+		sql += "; SET transaction_timeout = 0"
+	}
+	return sql
 }
 
 // snapshotName is the form of an exported snapshot's name (hexadecimal
@@ -55,30 +78,55 @@ var snapshotName = regexp.MustCompile(`^[0-9A-F]{1,8}-[0-9A-F]{1,16}(-[0-9]{1,10
 // its own, and is ErrNotInSnapshot.
 func (s *Source) ReadChunkIn(ctx context.Context, exp *source.Export, t *change.Table, opt ReadOptions) (Chunk, error) {
 	if !snapshotName.MatchString(exp.Name) {
-		return Chunk{}, fmt.Errorf("read chunk of %s: snapshot name %q: %w", t.ID, exp.Name, source.ErrNotInSnapshot)
+		return Chunk{}, fmt.Errorf("read chunk of %s: the snapshot's name %q is not as PostgreSQL writes one: %w", t.ID, exp.Name, source.ErrNotInSnapshot)
 	}
 	dc, err := s.defaultCollation(ctx)
 	if err != nil {
 		return Chunk{}, err
 	}
-	chunk, err := s.inSnapshot(ctx, "read chunk of "+t.ID.String()+" in the exported snapshot", func(tx *readTx) (Chunk, error) {
-		if _, err := tx.pgConn().Exec(ctx, "SET TRANSACTION SNAPSHOT '"+exp.Name+"'").ReadAll(); err != nil {
-			return Chunk{}, err
-		}
-		// The check follows openChunk's lock: no rewrite can come
-		// between it and the read. A table the snapshot does not know
-		// fails openChunk (no columns): the check then says why.
-		chunk, openErr := openChunk(ctx, tx, t, dc)
-		if err := sameStorage(ctx, tx, t.ID); err != nil || openErr != nil {
-			return Chunk{}, cmp.Or(err, openErr)
-		}
-		return readRows(ctx, tx, chunk, opt)
+	var chunk Chunk
+	err = s.readAt(ctx, repeatableRead, func(tx *readTx) (err error) {
+		chunk, err = readIn(ctx, tx, exp.Name, t, dc, opt)
+		return err
 	})
 	if err != nil {
-		return Chunk{}, err
+		err = fmt.Errorf("read chunk of %s in the exported snapshot: %w", t.ID, err)
+		if errors.Is(err, source.ErrNotInSnapshot) {
+			return Chunk{}, err // read outside it, not a failure
+		}
+		return Chunk{}, classifyRead(ctx, err, s.cfg.Timeouts.OrDefault().Statement)
 	}
 	chunk.Position = exp.Position
 	return chunk, nil
+}
+
+// readIn reads a chunk in tx, which imports the snapshot named name.
+func readIn(ctx context.Context, tx *readTx, name string, t *change.Table, dc defaultCollation, opt ReadOptions) (Chunk, error) {
+	if _, err := tx.pgConn().Exec(ctx, "SET TRANSACTION SNAPSHOT '"+name+"'").ReadAll(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == codeInvalidParameter {
+			// The exporting connection is gone, and the snapshot with it.
+			return Chunk{}, fmt.Errorf("%w: %w", source.ErrNotInSnapshot, err)
+		}
+		return Chunk{}, err
+	}
+	// The check follows openChunk's lock: no rewrite can come between it
+	// and the read. A table the snapshot does not know fails openChunk (no
+	// columns, a Go error): the check then says why. After an SQL error
+	// the transaction is aborted, and that error stands.
+	chunk, err := openChunk(ctx, tx, t, dc)
+	if err != nil {
+		if tx.pgConn().TxStatus() == 'T' {
+			if serr := sameStorage(ctx, tx, t.ID); serr != nil {
+				return Chunk{}, serr
+			}
+		}
+		return Chunk{}, err
+	}
+	if err := sameStorage(ctx, tx, t.ID); err != nil {
+		return Chunk{}, err
+	}
+	return readRows(ctx, tx, chunk, opt)
 }
 
 // sameStorage is ErrNotInSnapshot unless table id has in the transaction's
@@ -96,11 +144,18 @@ func sameStorage(ctx context.Context, tx *readTx, id change.TableID) error {
 
 // sameStorageSQL says whether a table ($1, a quoted name) and each of its
 // partitions has in the transaction's snapshot the storage (relfilenode)
-// it has now: pg_class read by a query follows the snapshot,
-// pg_relation_filenode and pg_partition_tree (empty for a table that is
-// not partitioned) the catalog as it is now. A table the snapshot does
-// not know (created since) has no pg_class row there; a partitioned one
-// has no storage of its own.
-const sameStorageSQL = `SELECT bool_and(c.oid IS NOT NULL AND (c.relkind = 'p' OR c.relfilenode = pg_relation_filenode(t.relid)))
-	FROM (SELECT $1::regclass AS relid UNION SELECT relid FROM pg_partition_tree($1::regclass)) t
+// it has now, and each partition its parent: pg_class and pg_inherits
+// read by a query follow the snapshot, pg_relation_filenode and
+// pg_partition_tree (empty for a table that is not partitioned) the
+// catalog as it is now. A table the snapshot does not know (created
+// since) has no pg_class row there; a partition attached since has no
+// pg_inherits row there, and the changes it had before it was attached
+// are in neither the snapshot nor the log. A partitioned table has no
+// storage of its own; another relation without storage (a foreign
+// partition) has none to compare, and is refused.
+const sameStorageSQL = `SELECT bool_and(c.oid IS NOT NULL
+		AND (c.relkind = 'p' OR c.relfilenode IS NOT DISTINCT FROM pg_relation_filenode(t.relid))
+		AND (t.parentrelid IS NULL OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = t.relid AND i.inhparent = t.parentrelid)))
+	FROM (SELECT $1::regclass AS relid, NULL::regclass AS parentrelid
+		UNION SELECT relid, parentrelid FROM pg_partition_tree($1::regclass) WHERE level > 0) t
 	LEFT JOIN pg_class c ON c.oid = t.relid`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,19 +98,55 @@ func TestExportedSnapshot(t *testing.T) {
 	// has ended the exporting connection, which it does after the close).
 	exp.Close()
 	for {
-		if _, err := src.ReadChunkIn(ctx, exp, tbl, ReadOptions{Limit: 100}); err != nil {
+		_, err := src.ReadChunkIn(ctx, exp, tbl, ReadOptions{Limit: 100})
+		if errors.Is(err, source.ErrNotInSnapshot) {
 			break
 		}
-		if ctx.Err() != nil {
-			t.Fatal("the snapshot outlived its export's close")
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("read in a closed export's snapshot: %v, want ErrNotInSnapshot", err)
 		}
+		time.Sleep(10 * time.Millisecond) // polled: the server ends the connection after the close
+	}
+}
+
+// TestExportedSnapshotOutlivesIdleTimeout: the exporting connection sits
+// idle in a transaction; a role's idle_in_transaction_session_timeout
+// would end it, and the snapshot with it, so it is turned off there.
+func TestExportedSnapshotOutlivesIdleTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	role := fmt.Sprintf("idler%d", dbSeq.Add(1))
+	dsn, conn := testDB(t, fmt.Sprintf(`
+		CREATE ROLE %[1]s LOGIN REPLICATION;
+		ALTER ROLE %[1]s SET idle_in_transaction_session_timeout = '200ms';
+		CREATE TABLE t (id int PRIMARY KEY);
+		INSERT INTO t VALUES (1);
+		GRANT SELECT ON t TO %[1]s;
+		CREATE PUBLICATION p FOR TABLE t`, role))
+	t.Cleanup(func() { conn.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", role)) })
+	src := exportingSource(t, strings.Replace(dsn, "postgres@", role+"@", 1))
+	tbl, err := src.Describe(ctx, change.TableID{Schema: "public", Name: "t"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := src.ExportLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
+	time.Sleep(time.Second) // idle five times the role's timeout: what is tested
+	if chunk, err := src.ReadChunkIn(ctx, exp, tbl, ReadOptions{Limit: 10}); err != nil || len(chunk.Rows) != 1 {
+		t.Fatalf("read in the snapshot after 1s idle: %d rows, %v", len(chunk.Rows), err)
 	}
 }
 
 // TestExportedSnapshotRefusesChangedTables: a table rewritten, truncated
-// or created after the export shows its snapshot no rows of its own, so
-// reading it there is ErrNotInSnapshot; a column added without a rewrite
-// reads as the snapshot's shape, and a partitioned table reads whole.
+// or created after the export shows its snapshot no rows of its own, and a
+// partition attached after it would show its rows as of the export though
+// its changes until the attach are not in the log: reading such a table
+// there is ErrNotInSnapshot. A column added without a rewrite reads as the
+// snapshot's shape, and a partitioned table reads whole.
 func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -121,6 +158,10 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		CREATE TABLE parted (id int PRIMARY KEY) PARTITION BY RANGE (id);
 		CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 		CREATE TABLE parted_2 PARTITION OF parted FOR VALUES FROM (100) TO (200);
+		CREATE TABLE attached (id int PRIMARY KEY) PARTITION BY RANGE (id);
+		CREATE TABLE attached_1 PARTITION OF attached FOR VALUES FROM (0) TO (100);
+		CREATE TABLE loose (id int PRIMARY KEY);
+		INSERT INTO attached VALUES (1); INSERT INTO loose VALUES (150);
 		INSERT INTO rewritten VALUES (1, 1); INSERT INTO truncated VALUES (1);
 		INSERT INTO added VALUES (1); INSERT INTO parted VALUES (1), (150);
 		CREATE PUBLICATION p FOR ALL TABLES`)
@@ -134,7 +175,7 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		return tbl
 	}
 	tables := map[string]*change.Table{}
-	for _, name := range []string{"rewritten", "truncated", "added", "parted"} {
+	for _, name := range []string{"rewritten", "truncated", "added", "parted", "attached"} {
 		tables[name] = describe(name)
 	}
 	exp, err := src.ExportLog(ctx)
@@ -146,11 +187,13 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		ALTER TABLE rewritten ALTER COLUMN v TYPE bigint;
 		TRUNCATE truncated;
 		ALTER TABLE added ADD COLUMN extra int;
-		CREATE TABLE created (id int PRIMARY KEY); INSERT INTO created VALUES (1)`); err != nil {
+		CREATE TABLE created (id int PRIMARY KEY); INSERT INTO created VALUES (1);
+		INSERT INTO loose VALUES (160);
+		ALTER TABLE attached ATTACH PARTITION loose FOR VALUES FROM (100) TO (200)`); err != nil {
 		t.Fatal(err)
 	}
 	tables["created"] = describe("created")
-	for name, refused := range map[string]bool{"rewritten": true, "truncated": true, "created": true, "added": false, "parted": false} {
+	for name, refused := range map[string]bool{"rewritten": true, "truncated": true, "created": true, "attached": true, "added": false, "parted": false} {
 		chunk, err := src.ReadChunkIn(ctx, exp, tables[name], ReadOptions{Limit: 100})
 		switch {
 		case refused && !errors.Is(err, source.ErrNotInSnapshot):
