@@ -12,7 +12,9 @@ test:
 # Figures, not pass/fail: tidemark's backfill against COPY and native
 # logical replication on the same table, measured in the same run; the same
 # backfill into each destination type (postgres, SQLite beside a plain
-# INSERT of the same rows, files, NATS, Kafka against kfake); a stream of
+# INSERT of the same rows, files, NATS, Kafka against kfake); a first
+# start's load of eight tables in its slot's snapshot beside parallel COPY
+# pipes; a stream of
 # 1,000 tables loaded at its start beside the same rows as one table; the
 # batch engine's planning and dispatch of 730,000 instances; the
 # console's Objects tab with 1,000 objects in Chromium (the browser harness is

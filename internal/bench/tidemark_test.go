@@ -57,6 +57,7 @@ type streamSpec struct {
 	destination    string // the destination's YAML flow mapping
 	mode           string // backfill.mode ("": manual)
 	verify         bool   // backfill.verify (off: it would read the table again while later phases measure)
+	backfill       string // more keys of the backfill mapping, each ", key: value"
 }
 
 // start starts the stream (backfill mode manual unless sp.mode, verify off unless sp.verify) with its
@@ -67,6 +68,7 @@ func (sp streamSpec) start(ctx context.Context, dir string, p params, extra ...s
 	if p.chunkWrite != "" {
 		write = ", chunk_write_target: " + p.chunkWrite
 	}
+	write += sp.backfill
 	for _, line := range extra {
 		more.WriteString("    " + line + "\n")
 	}
