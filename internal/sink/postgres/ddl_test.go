@@ -190,6 +190,9 @@ func TestEnsureTableRefusesOtherRelations(t *testing.T) {
 		{"an index", `CREATE TABLE app.other (k varchar(20) PRIMARY KEY, v int); CREATE INDEX items ON app.other (v)`},
 		{"the name of a type", `CREATE TYPE app.items AS ENUM ('a')`},
 		{"", `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int)`},
+		// The name PostgreSQL would give the table's primary key index
+		// is taken: it picks another.
+		{"", `CREATE TABLE app.other (k int PRIMARY KEY, v int); CREATE INDEX items_pkey ON app.other (v)`},
 		{"", `CREATE TABLE app.items (k varchar(20) PRIMARY KEY, v int) PARTITION BY RANGE (k);
 			CREATE TABLE app.items_all PARTITION OF app.items DEFAULT`},
 	}
