@@ -53,7 +53,7 @@ tasks:
 		{": table keys", "all 2 included tables"},
 		{": publication", "does not exist yet"},
 		{": replication slots", "needs 1 more"},
-		{": wal senders", "needs 1 more"},
+		{": wal senders", "needs 2 more"}, // a first start's load exports its snapshot on one
 		{": slot", "does not exist yet"},
 		{": clock", "round trip"},
 		{": destination", "does not exist yet"},

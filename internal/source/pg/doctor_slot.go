@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 )
 
 // room is how many of a server-wide resource are in use, its maximum, and
@@ -54,15 +55,21 @@ func (src *sourceCheck) walSendersRoom(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var r room
-	var active bool
+	var active, exists bool
 	err := src.conn.QueryRow(ctx, `
 		SELECT current_setting('max_wal_senders')::int,
 		       (SELECT count(*) FROM pg_stat_replication)::int,
-		       COALESCE((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, src.s.Source.Slot).Scan(&r.max, &r.used, &active)
+		       COALESCE((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false),
+		       EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, src.s.Source.Slot).Scan(&r.max, &r.used, &active, &exists)
 	if err != nil {
 		return fail(src.name("wal senders"), "cannot count WAL senders: "+errText(err), "")
 	}
-	if !active {
+	switch {
+	case !exists && src.s.Backfill.Mode == config.BackfillAutomatic && src.s.Backfill.SnapshotMaxHold > 0:
+		// The first start's initial load: the connection that exports its
+		// snapshot, and the stream's own as the load ends.
+		r.need = 2
+	case !active:
 		r.need = 1
 	}
 	return roomCheck(src.name("wal senders"), "WAL sender", "max_wal_senders", r, "")
