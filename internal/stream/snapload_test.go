@@ -164,3 +164,33 @@ func TestSnapshotLoadMaxHold(t *testing.T) {
 		t.Error("the export is still held after its last read")
 	}
 }
+
+// TestSnapshotLoadRunStopped: a run stopped during the load stops holding
+// the stream back; the others load in the snapshot, and the stream starts
+// when they are done.
+func TestSnapshotLoadRunStopped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dest: "postgres", setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2}"})
+	gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, 2)
+	e.start()
+	gate.wait(e)
+	load := e.s.load.Load()
+	if err := e.s.StopBackfills(e.ctx, snapshotIDs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	gate.open()
+	for _, id := range snapshotIDs[1:] {
+		e.waitLoadedID(id)
+	}
+	e.waitFor("the stream to start", func() bool { return load.reason() != "" })
+	if why := load.reason(); why != "the load is done" {
+		t.Errorf("the stream started because %q, want the load done", why)
+	}
+	if st := e.object("a").Status; st != StatusStopped {
+		t.Errorf("a is %s, want stopped", st)
+	}
+	e.changeAll("after the load")
+	for _, id := range snapshotIDs[1:] {
+		e.assertConvergedID(id)
+	}
+}
