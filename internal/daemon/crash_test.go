@@ -425,16 +425,7 @@ func TestSIGKILLDuringSnapshotLoad(t *testing.T) {
 	}
 	c.kill()
 	c.start()
-	c.waitFor("backfill completed and loaded", func() bool {
-		b := backfill()
-		return b.Status == store.StatusCompleted && b.LoadedAt != nil
-	})
-	n := writes()
-	b := backfill()
-	t.Logf("%d concurrent writes; backfill read %d rows for a %d-row table", n, b.RowsRead, crashRows)
-	if limit := int64(1.3 * (crashRows + 5000)); b.RowsRead > limit {
-		t.Errorf("backfill read %d rows in total, more than 1.3× the table (%d): it restarted instead of resuming", b.RowsRead, limit)
-	}
+	c.waitResumed(backfill, writes, crashRows, "1 kill")
 	if hold := c.metric(`tidemark_stream_snapshot_hold_seconds{stream="snapkill"}`); hold != 0 {
 		t.Errorf("the restart holds a snapshot (%v s): only a first start has one", hold)
 	}
@@ -465,4 +456,22 @@ func (c *crashEnv) metric(sample string) float64 {
 		}
 	}
 	return -1
+}
+
+// waitResumed waits until the latest backfill (of a table of rows rows) is
+// completed and loaded, stops the writer, and fails the test when the
+// backfill read more than 1.3× the table and the at most 5000 rows the
+// writer adds past it: it restarted instead of resuming after the kills.
+func (c *crashEnv) waitResumed(backfill func() store.Backfill, writes func() int, rows int, kills string) {
+	c.t.Helper()
+	c.waitFor("backfill completed and loaded", func() bool {
+		b := backfill()
+		return b.Status == store.StatusCompleted && b.LoadedAt != nil
+	})
+	n := writes()
+	b := backfill()
+	c.t.Logf("%s, %d concurrent writes; backfill read %d rows for a %d-row table", kills, n, b.RowsRead, rows)
+	if limit := int64(1.3 * float64(rows+5000)); b.RowsRead > limit {
+		c.t.Errorf("backfill read %d rows in total, more than 1.3× the table (%d): it restarted instead of resuming", b.RowsRead, limit)
+	}
 }

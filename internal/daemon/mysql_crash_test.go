@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/mysqlserver"
-	"github.com/tidemark/tidemark/internal/store"
 )
 
 const myCrashRows = 40_000
@@ -59,17 +58,7 @@ streams:
 		c.kill()
 		c.start()
 	}
-	c.waitFor("backfill completed and loaded", func() bool {
-		b := backfill()
-		return b.Status == store.StatusCompleted && b.LoadedAt != nil
-	})
-	n := writes()
-	b := backfill()
-	t.Logf("2 kills, %d concurrent writes; backfill read %d rows for a %d-row table", n, b.RowsRead, myCrashRows)
-	// The writer keeps at most 5000 rows past the initial ones.
-	if limit := int64(1.3 * (myCrashRows + 5000)); b.RowsRead > limit {
-		t.Errorf("backfill read %d rows in total, more than 1.3× the table (%d): it restarted instead of resuming", b.RowsRead, limit)
-	}
+	c.waitResumed(backfill, writes, myCrashRows, "2 kills")
 	var diff string
 	defer func() {
 		if t.Failed() {

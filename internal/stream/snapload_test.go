@@ -34,6 +34,22 @@ func (e *env) changeAll(tag string) {
 
 var snapshotIDs = []change.TableID{{Schema: "public", Name: "a"}, {Schema: "public", Name: "b"}, {Schema: "public", Name: "c"}}
 
+// startHeldLoad starts a first start over the snapshot tables (backfill
+// keys yaml, into dest) with the nth chunk of a held as it registers, and
+// returns once it is held, with the stream's load.
+func startHeldLoad(t *testing.T, dest, yaml string, nth int64) (*env, *chunkGate, *snapshotLoad) {
+	t.Helper()
+	e := newEnv(t, envOptions{dest: dest, setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2" + yaml + "}"})
+	gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, nth)
+	e.start()
+	gate.wait(e)
+	load := e.s.load.Load()
+	if load == nil || e.s.SnapshotHold() <= 0 {
+		t.Fatal("a first start in automatic mode holds no snapshot")
+	}
+	return e, gate, load
+}
+
 // TestInitialLoadInSlotSnapshot: a first start loads its tables in the
 // snapshot its new slot exported while the live stream waits: a chunk
 // held while the source changes is read as of the slot's start, with no
@@ -43,14 +59,7 @@ func TestInitialLoadInSlotSnapshot(t *testing.T) {
 	for _, dest := range []string{"postgres", "sqlite"} {
 		t.Run(dest, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{dest: dest, setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2}"})
-			gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, 2)
-			e.start()
-			gate.wait(e)
-			load := e.s.load.Load()
-			if load == nil || e.s.SnapshotHold() <= 0 {
-				t.Fatal("a first start in automatic mode holds no snapshot")
-			}
+			e, gate, load := startHeldLoad(t, dest, "", 2)
 			e.changeAll("during the load")
 			// A column added without a rewrite: the snapshot reads b
 			// without it, and the stream brings it.
@@ -103,11 +112,7 @@ func TestInitialLoadInSlotSnapshot(t *testing.T) {
 // beside the stream instead, and the stream starts for it.
 func TestSnapshotLoadRewrittenTable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{dest: "postgres", setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2}"})
-	gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, 1)
-	e.start()
-	gate.wait(e)
-	load := e.s.load.Load()
+	e, gate, load := startHeldLoad(t, "postgres", "", 1)
 	e.exec(`ALTER TABLE a ALTER COLUMN v TYPE bigint`)
 	e.exec(`UPDATE a SET note = 'rewritten' WHERE id % 5 = 0`)
 	gate.open()
@@ -126,11 +131,7 @@ func TestSnapshotLoadRewrittenTable(t *testing.T) {
 // export is released once it is read.
 func TestSnapshotLoadMaxHold(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{dest: "postgres", setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2, snapshot_max_hold: 300ms}"})
-	gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, 1)
-	e.start()
-	gate.wait(e)
-	load := e.s.load.Load()
+	e, gate, load := startHeldLoad(t, "postgres", ", snapshot_max_hold: 300ms", 1)
 	e.waitFor("the stream to start past snapshot_max_hold", func() bool { return load.reason() != "" })
 	if why := load.reason(); !strings.Contains(why, "snapshot_max_hold (300ms) passed") {
 		t.Errorf("the stream started because %q, want snapshot_max_hold", why)
@@ -170,11 +171,7 @@ func TestSnapshotLoadMaxHold(t *testing.T) {
 // when they are done.
 func TestSnapshotLoadRunStopped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{dest: "postgres", setup: snapshotTables, yaml: "backfill: {chunk_size: 500, max_concurrent: 2}"})
-	gate := e.holdChunkFromStart(snapshotIDs[0], chunkRegistered, 2)
-	e.start()
-	gate.wait(e)
-	load := e.s.load.Load()
+	e, gate, load := startHeldLoad(t, "postgres", "", 2)
 	if err := e.s.StopBackfills(e.ctx, snapshotIDs[:1]); err != nil {
 		t.Fatal(err)
 	}
