@@ -72,7 +72,11 @@ func (src *sourceCheck) walSendersRoom(ctx context.Context) Check {
 	case !active:
 		r.need = 1
 	}
-	return roomCheck(src.name("wal senders"), "WAL sender", "max_wal_senders", r, "")
+	fix := ""
+	if r.need == 2 {
+		fix = "; or set backfill.snapshot_max_hold: 0 (the initial load then reads beside the stream)"
+	}
+	return roomCheck(src.name("wal senders"), "WAL sender", "max_wal_senders", r, fix)
 }
 
 // checkpoint is the position the destination committed for the stream.

@@ -90,8 +90,13 @@ func classifyRead(ctx context.Context, err error, timeout time.Duration) error {
 const codeQueryCanceled = "57014"
 
 // codeInvalidParameter is the SQLSTATE of SET TRANSACTION SNAPSHOT naming a
-// snapshot that no longer exists (its exporting connection ended).
+// snapshot that no longer exists (its exporting connection ended):
+// "invalid snapshot identifier".
 const codeInvalidParameter = "22023"
+
+// codeObjectState is the SQLSTATE of SET TRANSACTION SNAPSHOT while the
+// exporting transaction ends ("could not import the requested snapshot").
+const codeObjectState = "55000"
 
 // StatementTimeoutError is a read the source cancelled because it ran
 // longer than the statement timeout.

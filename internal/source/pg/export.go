@@ -59,10 +59,22 @@ func (s *Source) ExportLog(ctx context.Context) (*source.Export, error) {
 // any command after that ends the snapshot.
 func keepIdleSQL(conn *pgconn.PgConn) string {
 	sql := "SET idle_in_transaction_session_timeout = 0"
-	if v, err := strconv.Atoi(conn.ParameterStatus("server_version_num")); err == nil && v >= 170000 {
+	if majorVersion(conn.ParameterStatus("server_version")) >= 17 {
 		sql += "; SET transaction_timeout = 0"
 	}
 	return sql
+}
+
+// majorVersion is the major version in a server_version the server
+// reports at startup ("17.2", "18devel", "16.4 (Debian 16.4-1)"); 0 when
+// it has none. (server_version_num is not reported.)
+func majorVersion(v string) int {
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.Atoi(v[:end])
+	return n
 }
 
 // snapshotName is the form of an exported snapshot's name (hexadecimal
@@ -74,8 +86,10 @@ var snapshotName = regexp.MustCompile(`^[0-9A-F]{1,8}-[0-9A-F]{1,16}(-[0-9]{1,10
 // ReadChunkIn reads a chunk as ReadChunk does, in exp's snapshot, its
 // position exp's. The table must be the one the snapshot shows: a table
 // whose storage was rewritten since (TRUNCATE, a rewriting ALTER TABLE),
-// or that did not exist then, shows an old snapshot no rows or none of
-// its own, and is ErrNotInSnapshot.
+// that did not exist then or was attached as a partition since, shows an
+// old snapshot no rows or the wrong ones, and one whose columns were
+// dropped or renamed since cannot be read there: each is ErrNotInSnapshot,
+// as is a snapshot that is gone.
 func (s *Source) ReadChunkIn(ctx context.Context, exp *source.Export, t *change.Table, opt ReadOptions) (Chunk, error) {
 	if !snapshotName.MatchString(exp.Name) {
 		return Chunk{}, fmt.Errorf("read chunk of %s: the snapshot's name %q is not as PostgreSQL writes one: %w", t.ID, exp.Name, source.ErrNotInSnapshot)
@@ -103,9 +117,10 @@ func (s *Source) ReadChunkIn(ctx context.Context, exp *source.Export, t *change.
 // readIn reads a chunk in tx, which imports the snapshot named name.
 func readIn(ctx context.Context, tx *readTx, name string, t *change.Table, dc defaultCollation, opt ReadOptions) (Chunk, error) {
 	if _, err := tx.pgConn().Exec(ctx, "SET TRANSACTION SNAPSHOT '"+name+"'").ReadAll(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == codeInvalidParameter {
-			// The exporting connection is gone, and the snapshot with it.
+		if code := sqlState(err); code == codeInvalidParameter || code == codeObjectState {
+			// The exporting connection is gone, and the snapshot with it
+			// ("invalid snapshot identifier"; "could not import" while
+			// it ends).
 			return Chunk{}, fmt.Errorf("%w: %w", source.ErrNotInSnapshot, err)
 		}
 		return Chunk{}, err
@@ -116,17 +131,40 @@ func readIn(ctx context.Context, tx *readTx, name string, t *change.Table, dc de
 	// the transaction is aborted, and that error stands.
 	chunk, err := openChunk(ctx, tx, t, dc)
 	if err != nil {
-		if tx.pgConn().TxStatus() == 'T' {
-			if serr := sameStorage(ctx, tx, t.ID); serr != nil {
+		if tx.pgConn().TxStatus() == 'T' && !tx.pgConn().IsClosed() {
+			if serr := sameStorage(ctx, tx, t.ID); errors.Is(serr, source.ErrNotInSnapshot) {
 				return Chunk{}, serr
 			}
 		}
-		return Chunk{}, err
+		return Chunk{}, drifted(err)
 	}
 	if err := sameStorage(ctx, tx, t.ID); err != nil {
 		return Chunk{}, err
 	}
-	return readRows(ctx, tx, chunk, opt)
+	chunk, err = readRows(ctx, tx, chunk, opt)
+	return chunk, drifted(err)
+}
+
+// drifted makes an error of a read in the snapshot that the catalog's
+// changes since explain ErrNotInSnapshot: the snapshot's columns (and the
+// query built from them) name a column dropped or renamed since, which
+// the catalog as it is now refuses (class 42, syntax error or access rule
+// violation). Such a table is read outside the snapshot, where the error
+// stands if it was not the drift.
+func drifted(err error) error {
+	if code := sqlState(err); len(code) == 5 && code[:2] == "42" {
+		return fmt.Errorf("the table's columns changed since the snapshot: %w: %w", source.ErrNotInSnapshot, err)
+	}
+	return err
+}
+
+// sqlState is err's SQLSTATE, "" when it has none.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // sameStorage is ErrNotInSnapshot unless table id has in the transaction's
@@ -137,7 +175,7 @@ func sameStorage(ctx context.Context, tx *readTx, id change.TableID) error {
 		return err
 	}
 	if same == nil || !*same {
-		return fmt.Errorf("%s was created, rewritten or truncated after the snapshot: %w", id, source.ErrNotInSnapshot)
+		return fmt.Errorf("%s was created, rewritten, truncated or attached as a partition after the snapshot (or has a partition with no storage): %w", id, source.ErrNotInSnapshot)
 	}
 	return nil
 }

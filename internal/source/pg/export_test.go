@@ -142,10 +142,12 @@ func TestExportedSnapshotOutlivesIdleTimeout(t *testing.T) {
 }
 
 // TestExportedSnapshotRefusesChangedTables: a table rewritten, truncated
-// or created after the export shows its snapshot no rows of its own, and a
+// or created after the export shows its snapshot no rows of its own, a
 // partition attached after it would show its rows as of the export though
-// its changes until the attach are not in the log: reading such a table
-// there is ErrNotInSnapshot. A column added without a rewrite reads as the
+// its changes until the attach are not in the log, and the snapshot's
+// columns of a table whose column was dropped or renamed since make a
+// query the catalog refuses: reading such a table there is
+// ErrNotInSnapshot. A column added without a rewrite reads as the
 // snapshot's shape, and a partitioned table reads whole.
 func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 	t.Parallel()
@@ -161,6 +163,8 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		CREATE TABLE attached (id int PRIMARY KEY) PARTITION BY RANGE (id);
 		CREATE TABLE attached_1 PARTITION OF attached FOR VALUES FROM (0) TO (100);
 		CREATE TABLE loose (id int PRIMARY KEY);
+		CREATE TABLE dropped (id int PRIMARY KEY, v int); INSERT INTO dropped VALUES (1, 1);
+		CREATE TABLE renamed (id int PRIMARY KEY, v int); INSERT INTO renamed VALUES (1, 1);
 		INSERT INTO attached VALUES (1); INSERT INTO loose VALUES (150);
 		INSERT INTO rewritten VALUES (1, 1); INSERT INTO truncated VALUES (1);
 		INSERT INTO added VALUES (1); INSERT INTO parted VALUES (1), (150);
@@ -175,7 +179,7 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		return tbl
 	}
 	tables := map[string]*change.Table{}
-	for _, name := range []string{"rewritten", "truncated", "added", "parted", "attached"} {
+	for _, name := range []string{"rewritten", "truncated", "added", "parted", "attached", "dropped", "renamed"} {
 		tables[name] = describe(name)
 	}
 	exp, err := src.ExportLog(ctx)
@@ -189,11 +193,14 @@ func TestExportedSnapshotRefusesChangedTables(t *testing.T) {
 		ALTER TABLE added ADD COLUMN extra int;
 		CREATE TABLE created (id int PRIMARY KEY); INSERT INTO created VALUES (1);
 		INSERT INTO loose VALUES (160);
-		ALTER TABLE attached ATTACH PARTITION loose FOR VALUES FROM (100) TO (200)`); err != nil {
+		ALTER TABLE attached ATTACH PARTITION loose FOR VALUES FROM (100) TO (200);
+		ALTER TABLE dropped DROP COLUMN v;
+		ALTER TABLE renamed RENAME COLUMN v TO w`); err != nil {
 		t.Fatal(err)
 	}
 	tables["created"] = describe("created")
-	for name, refused := range map[string]bool{"rewritten": true, "truncated": true, "created": true, "attached": true, "added": false, "parted": false} {
+	for name, refused := range map[string]bool{"rewritten": true, "truncated": true, "created": true, "attached": true,
+		"dropped": true, "renamed": true, "added": false, "parted": false} {
 		chunk, err := src.ReadChunkIn(ctx, exp, tables[name], ReadOptions{Limit: 100})
 		switch {
 		case refused && !errors.Is(err, source.ErrNotInSnapshot):
@@ -222,4 +229,12 @@ func exportingSource(t *testing.T, dsn string) *Source {
 		src.Close()
 	})
 	return src
+}
+
+func TestMajorVersion(t *testing.T) {
+	for v, want := range map[string]int{"15.20": 15, "17.2": 17, "18devel": 18, "16.4 (Debian 16.4-1.pgdg120+1)": 16, "": 0, "x": 0} {
+		if got := majorVersion(v); got != want {
+			t.Errorf("majorVersion(%q) = %d, want %d", v, got, want)
+		}
+	}
 }
