@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -45,6 +47,36 @@ type snapshotLoad struct {
 	// chunks counts the chunks read in the snapshot (tests' evidence).
 	chunks atomic.Int64
 }
+
+// ensureLog creates what retains the log when it is missing; on a first
+// start that backfills automatically, from a source that can, with an
+// exported snapshot for the initial load (nil otherwise).
+func (s *Stream) ensureLog(ctx context.Context, src source.Source, firstStart bool) (*source.Export, error) {
+	ex, ok := src.(source.SnapshotExporter)
+	if !ok || !firstStart || s.cfg.Backfill.Mode != config.BackfillAutomatic || s.cfg.Backfill.SnapshotMaxHold <= 0 {
+		_, err := src.EnsureLog(ctx)
+		return nil, err
+	}
+	return ex.ExportLog(ctx)
+}
+
+// startLoad is the pipeline's load in exp's snapshot (nil without one) and
+// the position its applier starts at: the slot's start when the load
+// reads in its snapshot, so that the chunks read there merge at once;
+// else the committed position pos.
+func (s *Stream) startLoad(src source.Source, exp *source.Export, pos change.LSN) (*snapshotLoad, change.LSN) {
+	if exp == nil {
+		return nil, pos
+	}
+	load := newSnapshotLoad(exp, src.(source.SnapshotExporter), s.cfg.Backfill.SnapshotMaxHold, s.log)
+	s.load.Store(load)
+	return load, exp.Position
+}
+
+// SnapshotHold is how long a first start's load in the replication slot's
+// exported snapshot has held the live stream and the source's cleanup
+// horizon back; 0 when none is held (docs/backfill.md).
+func (s *Stream) SnapshotHold() time.Duration { return s.load.Load().held() }
 
 // newSnapshotLoad holds the live stream back for at most maxHold while
 // the load reads in exp's snapshot.

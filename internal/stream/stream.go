@@ -131,11 +131,6 @@ func cmpOr(d, def time.Duration) time.Duration {
 // Name is the stream's name.
 func (s *Stream) Name() string { return s.cfg.Name }
 
-// SnapshotHold is how long a first start's load in the replication slot's
-// exported snapshot has held the live stream and the source's cleanup
-// horizon back; 0 when none is held (docs/backfill.md).
-func (s *Stream) SnapshotHold() time.Duration { return s.load.Load().held() }
-
 // Config is the stream's configuration.
 func (s *Stream) Config() config.Stream { return s.cfg }
 
@@ -432,18 +427,6 @@ func (s *Stream) runOnce(ctx context.Context) error {
 	return s.pipeline(ctx, src, snk, cp, exp, resetAll)
 }
 
-// ensureLog creates what retains the log when it is missing; on a first
-// start that backfills automatically, from a source that can, with an
-// exported snapshot for the initial load (nil otherwise).
-func (s *Stream) ensureLog(ctx context.Context, src source.Source, firstStart bool) (*source.Export, error) {
-	ex, ok := src.(source.SnapshotExporter)
-	if !ok || !firstStart || s.cfg.Backfill.Mode != config.BackfillAutomatic || s.cfg.Backfill.SnapshotMaxHold <= 0 {
-		_, err := src.EnsureLog(ctx)
-		return nil, err
-	}
-	return ex.ExportLog(ctx)
-}
-
 // Reset recovers a stream whose replication slot was lost: it re-creates
 // the slot and backfills every object (started by "reset"). It restarts a
 // failed stream; on a healthy stream with its slot it does nothing.
@@ -475,16 +458,8 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	lanes := chunkLaneCount(snk, s.cfg.Backfill.MaxConcurrent)
 	lanesOpen := &atomic.Int32{}
 	lanesOpen.Store(int32(lanes))
-	// The applier starts at the slot's start when the load reads in its
-	// snapshot: the chunks read there are merged at once.
-	start := cp.Position
-	var load *snapshotLoad
-	if exp != nil {
-		load = newSnapshotLoad(exp, src.(source.SnapshotExporter), s.cfg.Backfill.SnapshotMaxHold, s.log)
-		s.load.Store(load)
-		defer load.close()
-		start = exp.Position
-	}
+	load, start := s.startLoad(src, exp, cp.Position)
+	defer load.close()
 	app := newApplier(gctx.Done(), applierConfig{
 		BatchChanges: s.cfg.Batch.MaxChanges, BatchDelay: s.cfg.Batch.MaxDelay, ChunkRows: s.cfg.Backfill.ChunkSize,
 		WindowMaxChanges: s.cfg.Backfill.WindowMaxChanges, RaceHorizon: s.opts.RaceHorizon,
