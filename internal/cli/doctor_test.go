@@ -55,6 +55,36 @@ func TestDoctor(t *testing.T) {
 
 	r := expect(t, 0, []string{"OK    stream shop: wal_level", "stream shop: slot", "does not exist yet", "0 FAIL"}, "doctor", "-c", good)
 	noPassword(r)
+	walSenders := func(r result) string {
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if strings.Contains(line, "stream shop: wal senders") {
+				return line
+			}
+		}
+		return ""
+	}
+	// A first start in automatic mode exports its load's snapshot on a
+	// WAL sender of its own; with backfill.snapshot_max_hold 0 it does not.
+	if line := walSenders(r); !strings.Contains(line, "the stream needs 2 more") {
+		t.Errorf("doctor's wal senders: %q, want the stream needing 2", line)
+	}
+	streamWith := func(name, backfill string) string {
+		return write(name, fmt.Sprintf(`
+  - name: shop
+    source: {dsn: "%s"}
+    destination: {type: sqlite, path: "%s"}
+    include: ["public.*"]
+    backfill: %s
+`, source, filepath.Join(dir, "dest.db"), backfill))
+	}
+	r = expect(t, 0, []string{"0 FAIL"}, "doctor", "-c", streamWith("nohold.yaml", "{snapshot_max_hold: 0s}"))
+	if line := walSenders(r); !strings.Contains(line, "the stream needs 1 more") {
+		t.Errorf("doctor's wal senders with snapshot_max_hold 0: %q, want the stream needing 1", line)
+	}
+	expect(t, 2, []string{"streams[0].backfill.snapshot_max_hold: -1s is out of range: use 0 (never load in the slot's snapshot) or a duration above 0, e.g. 1h"},
+		"doctor", "-c", streamWith("badhold.yaml", "{snapshot_max_hold: -1s}"))
+	expect(t, 2, []string{"streams[0].backfill.snapshot_max_hold: 8760h0m0s is out of range: use 0 to 168h"},
+		"doctor", "-c", streamWith("longhold.yaml", "{snapshot_max_hold: 8760h}"))
 	if _, err := os.Stat(filepath.Join(dir, "meta.db")); err == nil {
 		t.Error("doctor created the metadata store")
 	}

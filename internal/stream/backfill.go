@@ -528,15 +528,16 @@ func (m *backfills) forget() {
 	m.active, m.byID = map[change.TableID]*run{}, map[int64]*run{}
 }
 
-// loadEnded notes that run r reads no more. When a first start's load in
-// the slot's snapshot has no run left reading or due to start, the stream
-// starts (snapload.go).
+// loadEnded notes that run r (nil: none, as a first start that initiated
+// nothing asks) reads no more. When a first start's load in the slot's
+// snapshot has no run left reading or due to start, the stream starts
+// (snapload.go).
 func (m *backfills) loadEnded(rt *runtime, r *run) {
 	if rt.load == nil {
 		return
 	}
 	m.mu.Lock()
-	if r.loading {
+	if r != nil && r.loading {
 		r.loading = false
 		m.loading--
 	}
@@ -545,18 +546,6 @@ func (m *backfills) loadEnded(rt *runtime, r *run) {
 	// A stream that stops ends the load with its pipeline, saying so.
 	if settled && rt.ctx.Err() == nil {
 		rt.load.start("the load is done")
-	}
-}
-
-// loadSettled starts the stream of a first start that had nothing to
-// load in the slot's snapshot.
-func (m *backfills) loadSettled() {
-	m.mu.Lock()
-	rt := m.rt
-	settled := rt != nil && rt.load != nil && m.loadSettledLocked()
-	m.mu.Unlock()
-	if settled {
-		rt.load.start("nothing to load")
 	}
 }
 

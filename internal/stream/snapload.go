@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/logkey"
 	"github.com/tidemark/tidemark/internal/source"
 )
 
@@ -187,4 +189,17 @@ func (l *snapshotLoad) close() {
 	}
 	l.start("the stream stopped")
 	l.releaseExport()
+}
+
+// leaveSnapshot says whether a chunk's failed read in the snapshot sends
+// its run beside the stream from here on: the table is not as the
+// snapshot shows it, the snapshot is gone, or the source refused the read
+// for good (where an error that persists beside the stream is the run's).
+func (m *backfills) leaveSnapshot(ctx context.Context, r *run, c *coverage, pc *pendingChunk, err error) bool {
+	if !pc.inSnapshot || ctx.Err() != nil || !errors.Is(err, source.ErrNotInSnapshot) && !m.permanent(err) {
+		return false
+	}
+	c.snapshot = false
+	m.log.Info("backfill reads beside the stream, not in the slot's snapshot", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()), logkey.Err(err))
+	return true
 }

@@ -521,7 +521,7 @@ func (s *Stream) pipeline(ctx context.Context, src source.Source, snk sink.Sink,
 	if err := s.autoBackfill(gctx); err != nil {
 		return err
 	}
-	s.bf.loadSettled() // a first start with nothing to load
+	s.bf.loadEnded(rt, nil) // a first start with nothing to load
 	if err := s.startRefills(gctx); err != nil {
 		return err
 	}

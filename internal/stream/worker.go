@@ -312,14 +312,8 @@ func (m *backfills) nextRead(ctx context.Context, rt *runtime, r *run, c *covera
 	rd.inText, rd.byRows = false, false
 	if err != nil {
 		rt.applier.abandon(pc)
-		if pc.inSnapshot && ctx.Err() == nil && (errors.Is(err, source.ErrNotInSnapshot) || m.permanent(err)) {
-			// The table is not as the snapshot shows it (or the snapshot
-			// is gone, or refused the read for good): it is read beside
-			// the stream from here on, where an error that persists is
-			// the run's.
-			c.snapshot = false
-			m.log.Info("backfill reads beside the stream, not in the slot's snapshot", logkey.Backfill(r.rec.ID), logkey.Object(r.table.ID.String()), logkey.Err(err))
-			return nil, 0, true
+		if m.leaveSnapshot(ctx, r, c, pc, err) {
+			return nil, 0, true // read again at once, beside the stream
 		}
 		return nil, 0, m.readFailed(ctx, r, c, spec.Limit, err, &rd.delay)
 	}
